@@ -1,0 +1,120 @@
+"""The goalfleet error tree.
+
+    GoalfleetError
+    ├── ConfigError                 bad settings or bad caller input, found before anything runs
+    ├── DeviceError                 what the device side reports (translated at the adapter edge)
+    │   ├── StaleRefError           the pinned ref is stale: re-snapshot and decide again
+    │   ├── TransientDeviceError    worth a bounded retry (device busy, timeout, dropped connection)
+    │   └── FatalDeviceError        retrying will not help; the run ends `errored`
+    │       ├── EmptySnapshotError  the device returned an empty tree as "success"
+    │       ├── DeviceNotFoundError
+    │       ├── ToolMissingError
+    │       ├── AppNotInstalledError
+    │       ├── UnauthorizedError
+    │       └── ProtocolError       the daemon speaks a protocol we do not
+    └── DecideError                 the decider could not produce a decision
+        ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
+        └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
+
+"Retry", "expected failure" and "bug" stay apart: the loop retries `TransientDeviceError`
+with backoff, re-snapshots on `StaleRefError`, ends `errored` on `FatalDeviceError` and
+`ModelUnavailableError` (infrastructure), and `escalated` on `DecisionInvalidError`
+(a decision failure). Anything else is a bug and propagates.
+
+Messages never carry input values: adapters redact before raising.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+StaleReason = Literal[
+    "ref_frame_expired",
+    "ref_generation_mismatch",
+    "plain_ref_requires_complete_frame",
+    "ref_not_issued",
+]
+STALE_REASONS: frozenset[str] = frozenset(
+    {
+        "ref_frame_expired",
+        "ref_generation_mismatch",
+        "plain_ref_requires_complete_frame",
+        "ref_not_issued",
+    }
+)
+
+
+class GoalfleetError(Exception):
+    """Base of every error goalfleet raises on purpose."""
+
+    code: str = "GOALFLEET_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(GoalfleetError):
+    code = "CONFIG"
+
+
+class DeviceError(GoalfleetError):
+    code = "DEVICE"
+
+
+class StaleRefError(DeviceError):
+    code = "STALE_REF"
+
+    def __init__(self, message: str, *, reason: str, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+
+class TransientDeviceError(DeviceError):
+    code = "DEVICE_TRANSIENT"
+
+
+class FatalDeviceError(DeviceError):
+    code = "DEVICE_FATAL"
+
+
+class EmptySnapshotError(FatalDeviceError):
+    code = "EMPTY_SNAPSHOT"
+
+
+class DeviceNotFoundError(FatalDeviceError):
+    code = "DEVICE_NOT_FOUND"
+
+
+class ToolMissingError(FatalDeviceError):
+    code = "TOOL_MISSING"
+
+
+class AppNotInstalledError(FatalDeviceError):
+    code = "APP_NOT_INSTALLED"
+
+
+class UnauthorizedError(FatalDeviceError):
+    code = "UNAUTHORIZED"
+
+
+class ProtocolError(FatalDeviceError):
+    code = "PROTOCOL"
+
+
+class DecideError(GoalfleetError):
+    code = "DECIDE"
+
+
+class DecisionInvalidError(DecideError):
+    code = "DECISION_INVALID"
+
+
+class ModelUnavailableError(DecideError):
+    code = "MODEL_UNAVAILABLE"

@@ -1,0 +1,382 @@
+"""The data model of a goal run: what a device shows, what a decider says, what a run records.
+
+Everything here is a pydantic v2 model so step rows and results round-trip as JSON.
+Sensitive input values are `SecretStr` and only ever leave this module as `**********`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+REF_PATTERN = re.compile(r"^e[0-9]+$")
+INPUT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
+NONE = "none"
+"""The literal a decider answers when no ref (or no input) applies."""
+
+
+class Platform(StrEnum):
+    IOS = "ios"
+    ANDROID = "android"
+    LINUX = "linux"
+
+
+class Kind(StrEnum):
+    """Platform-neutral element kinds (see `workers.projection` for the mapping)."""
+
+    BUTTON = "button"
+    TEXT_FIELD = "text-field"
+    SECURE_TEXT_FIELD = "secure-text-field"
+    SWITCH = "switch"
+    CHECKBOX = "checkbox"
+    LINK = "link"
+    TAB = "tab"
+    CELL = "cell"
+    MENU_ITEM = "menu-item"
+    SLIDER = "slider"
+    PICKER = "picker"
+    TEXT = "text"
+    IMAGE = "image"
+    CONTAINER = "container"
+    OTHER = "other"
+
+    @property
+    def fillable(self) -> bool:
+        return self in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}
+
+    @property
+    def interactive(self) -> bool:
+        return self not in {Kind.TEXT, Kind.IMAGE, Kind.CONTAINER, Kind.OTHER}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Node(_Frozen):
+    """One element of a device's accessibility tree, as the device reports it.
+
+    `type` is the platform's own element type (XCUI `XCUIElementTypeButton`, Android
+    `android.widget.EditText`, or agent-device's normalized type); `role` is the raw role
+    where the platform has one (AT-SPI `push button`). `enabled`/`hittable` are None where
+    the platform does not report them.
+    """
+
+    ref: str
+    type: str = ""
+    role: str = ""
+    label: str = ""
+    value: str = ""
+    identifier: str = ""
+    enabled: bool | None = None
+    hittable: bool | None = None
+    secure: bool = False
+    """True for password fields (Android `password=true`, iOS SecureTextField)."""
+
+
+class Candidate(_Frozen):
+    """An element the decider may choose: interactive, enabled and hittable."""
+
+    ref: str
+    kind: Kind
+    name: str
+    value: str = ""
+    enabled: bool = True
+    hittable: bool = True
+
+
+class Snapshot(_Frozen):
+    """One interactive snapshot of the screen, pinned to a refs generation."""
+
+    refs_generation: str
+    nodes: tuple[Node, ...]
+    candidates: tuple[Candidate, ...]
+    context: tuple[str, ...] = ()
+    """A few static texts kept so the decider can see e.g. "Welcome" (capped)."""
+    screen: str = ""
+    """A short human name for the screen (first heading/text), for step tables."""
+    fingerprint: str = ""
+    """Stable hash of the screen's structure: same screen, same fingerprint."""
+
+    def candidate(self, ref: str) -> Candidate | None:
+        for c in self.candidates:
+            if c.ref == ref:
+                return c
+        return None
+
+    def pin(self, ref: str) -> str:
+        """The pinned form agent-device expects for mutations: `@e5~s652468`."""
+        return pin_ref(ref, self.refs_generation)
+
+    def shows(self, marker: str) -> bool:
+        """Whether `marker` is visible as a candidate name or a static text (case-insensitive)."""
+        needle = marker.strip().casefold()
+        if not needle:
+            return False
+        texts = [c.name for c in self.candidates] + list(self.context)
+        texts += [n.label for n in self.nodes]
+        return any(needle in t.casefold() for t in texts)
+
+
+def pin_ref(ref: str, refs_generation: str) -> str:
+    return f"@{ref}~s{refs_generation}"
+
+
+def fingerprint(nodes: tuple[Node, ...] | list[Node]) -> str:
+    """Hash of (type, label) pairs: values and refs may change, the screen does not."""
+    h = hashlib.blake2b(digest_size=8)
+    for n in nodes:
+        h.update(f"{n.type}|{n.role}|{n.label}\n".encode())
+    return h.hexdigest()
+
+
+class InputValue(BaseModel):
+    """One caller-supplied input: a name the decider sees and a value it never does."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    value: SecretStr
+    sensitive: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, v: str) -> str:
+        if not INPUT_NAME_PATTERN.fullmatch(v):
+            raise ValueError(
+                "input name must start with a letter and hold only letters, digits and _ "
+                "(at most 40 characters), e.g. 'email' or 'password'"
+            )
+        return v
+
+    def reveal(self) -> str:
+        """The literal value. Only device adapters call this, at the moment of typing."""
+        return self.value.get_secret_value()
+
+    def shown(self) -> str:
+        """What logs and step rows may show of the value."""
+        return "**********" if self.sensitive else self.value.get_secret_value()
+
+
+class Inputs(BaseModel):
+    """The caller's inputs by name. The decider sees `names()` only."""
+
+    model_config = ConfigDict(frozen=True)
+
+    values: tuple[InputValue, ...] = ()
+
+    @classmethod
+    def of(
+        cls, plain: dict[str, str] | None = None, secret: dict[str, str] | None = None
+    ) -> Inputs:
+        vals = [InputValue(name=k, value=SecretStr(v)) for k, v in (plain or {}).items()]
+        vals += [
+            InputValue(name=k, value=SecretStr(v), sensitive=True)
+            for k, v in (secret or {}).items()
+        ]
+        names = [v.name for v in vals]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"input {dupes[0]!r} is given twice; give each input name once")
+        return cls(values=tuple(vals))
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.values)
+
+    def get(self, name: str) -> InputValue | None:
+        for v in self.values:
+            if v.name == name:
+                return v
+        return None
+
+    def secrets(self) -> tuple[str, ...]:
+        """The sensitive literals, for redaction processors and leak scans."""
+        return tuple(v.reveal() for v in self.values if v.sensitive and v.reveal())
+
+
+class TokenUsage(_Frozen):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class Decision(_Frozen):
+    """The decider's one answer for one step."""
+
+    target: str = NONE
+    """A ref on this screen, or "none"."""
+    input: str = NONE
+    """The input name to type into `target` when it is a text field, or "none"."""
+    done: bool = False
+    blocked: bool = False
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    reason: str = Field(default="", max_length=200)
+    usage: TokenUsage = TokenUsage()
+
+
+class DecideState(_Frozen):
+    """Everything a decider is told about one step."""
+
+    goal: str
+    step: int
+    candidates: tuple[Candidate, ...]
+    context: tuple[str, ...]
+    input_names: tuple[str, ...]
+    used_inputs: tuple[str, ...] = ()
+    """Inputs already typed in this run (a hint; the decider may reuse one)."""
+    history: tuple[str, ...] = ()
+    """Short lines about earlier steps, newest last (at most a few)."""
+    done_when: str | None = None
+    screen: str = ""
+
+
+class ActionResult(_Frozen):
+    """What a pinned press/fill with settle reported back."""
+
+    changed: bool
+    """Whether the settle diff shows anything added or removed (or a value change)."""
+    settled: bool = True
+    additions: int = 0
+    removals: int = 0
+    refs_generation: str = ""
+    added_refs: tuple[str, ...] = ()
+
+
+class ActionKind(StrEnum):
+    PRESS = "press"
+    FILL = "fill"
+
+
+class RunStatus(StrEnum):
+    """How a goal run ended (or where it is)."""
+
+    QUEUED = "queued"  # accepted, waiting for its device
+    RUNNING = "running"  # claimed by a worker, steps under way
+    DONE = "done"  # the goal was reached
+    BLOCKED = "blocked"  # the decider (or the unproductive-step guard) says it cannot progress
+    ESCALATED = "escalated"  # the decider was not confident enough; a human should look
+    MAX_STEPS = "max-steps"  # the step budget ran out
+    ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
+    CANCELLED = "cancelled"  # the caller cancelled it
+
+    @property
+    def terminal(self) -> bool:
+        return self not in {RunStatus.QUEUED, RunStatus.RUNNING}
+
+
+class Outcome(StrEnum):
+    """What one step came to."""
+
+    ACTED = "acted"  # an action changed the screen
+    UNPRODUCTIVE = "unproductive"  # an action changed nothing
+    DONE = "done"
+    BLOCKED = "blocked"
+    ESCALATED = "escalated"
+    STALE = "stale"  # the ref went stale; re-snapshot and decide again
+    ERRORED = "errored"
+
+
+class Action(_Frozen):
+    kind: ActionKind
+    ref: str
+    pinned: str
+    input: str | None = None
+    shown_value: str | None = None
+    """The typed value as it may be shown: the literal for plain inputs, stars for secrets."""
+
+
+class StepRow(_Frozen):
+    """One row of a run's step table."""
+
+    index: int
+    screen: str
+    fingerprint: str = ""
+    refs_generation: str
+    candidates: int
+    decision: Decision | None = None
+    action: Action | None = None
+    result: ActionResult | None = None
+    outcome: Outcome
+    error: str | None = None
+    snapshot_ms: float = 0.0
+    decide_ms: float = 0.0
+    action_ms: float = 0.0
+
+
+class ErrorInfo(_Frozen):
+    type: str
+    code: str = ""
+    message: str
+
+
+class PhaseTotals(_Frozen):
+    snapshot_ms: float = 0.0
+    decide_ms: float = 0.0
+    action_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class RunResult(_Frozen):
+    """How a goal run ended, with its whole step table."""
+
+    status: RunStatus
+    reason: str = ""
+    goal: str
+    steps: tuple[StepRow, ...] = ()
+    error: ErrorInfo | None = None
+    totals: PhaseTotals = PhaseTotals()
+    duration_ms: float = 0.0
+    run_id: str | None = None
+    device_id: str | None = None
+    attempt: int = 1
+
+
+MAX_GOAL_CHARS = 500
+MAX_STEPS_LIMIT = 100
+
+
+class SecretRef(_Frozen):
+    """A sensitive input given by reference: the worker resolves it from its environment."""
+
+    ref: Annotated[str, Field(pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]{0,100})$")]
+
+
+class GoalRunRequest(_Frozen):
+    """A request to run one goal; what the API accepts and the task message points at."""
+
+    goal: Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
+    inputs: dict[str, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
+    secrets: dict[str, SecretRef] = Field(default_factory=dict)
+    done_when: Annotated[str, Field(max_length=200)] | None = None
+    max_steps: Annotated[int, Field(ge=1, le=MAX_STEPS_LIMIT)] = 12
+    min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    max_unproductive: Annotated[int, Field(ge=0, le=20)] = 2
+    decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("goal is blank; say what the run should achieve, e.g. 'Sign in'")
+        return v
+
+    @field_validator("inputs", "secrets")
+    @classmethod
+    def _names(cls, v: dict[str, object]) -> dict[str, object]:
+        for name in v:
+            if not INPUT_NAME_PATTERN.fullmatch(name):
+                raise ValueError(
+                    f"input name {name!r} is not valid: start with a letter, then letters, "
+                    "digits or _ (at most 40 characters)"
+                )
+        return v

@@ -1,0 +1,48 @@
+"""The two seams the loop talks through: the device and the decider.
+
+`DevicePort` is implemented by `workers.devices.sim.SimDevice` (in-process, scripted apps)
+and `workers.devices.agent_device.AgentDeviceDevice` (the agent-device daemon).
+`Decider` is implemented by `workers.decide.rules.RulesDecider`,
+`workers.decide.scripted.ScriptedDecider` and `workers.decide.instructor.InstructorDecider`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from workers.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
+
+
+@runtime_checkable
+class DevicePort(Protocol):
+    """One device: snapshot it, and press or fill a ref pinned to a snapshot's generation.
+
+    Errors are raised as the `workers.errors.DeviceError` tree, never as foreign exceptions.
+    """
+
+    @property
+    def platform(self) -> Platform: ...
+
+    def snapshot(self) -> Snapshot:
+        """An interactive snapshot. An empty tree is an `EmptySnapshotError`, not a screen."""
+        ...
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        """Press `@eN~sGEN` and settle; report the settle diff."""
+        ...
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        """Type `value` into `@eN~sGEN` and settle.
+
+        A sensitive value goes through the device's variables channel (agent-device:
+        `recordAs` + `AD_VAR_<NAME>`) and is never echoed, logged or raised.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+class Decider(Protocol):
+    """Answer one narrow question: which ref on this screen advances the goal."""
+
+    def decide(self, state: DecideState) -> Decision: ...
