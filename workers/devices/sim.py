@@ -1,0 +1,381 @@
+"""`SimDevice`: an in-process device port over a scripted app (the fake beside `DevicePort`).
+
+It behaves like agent-device where the loop can tell: refs `eN`, a `refsGeneration` per
+snapshot and per settle, mutations only through pinned refs (`@e5~s652468`) with the four
+stale-ref reasons, a settle diff (additions/removals) with the refs of added controls, secure
+fields that never show their text, configurable latencies, deterministic fault injection and
+a seed. The fleet's demo, tests, load tests and benchmarks run on it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers.devices.sim_apps import WAIT_SCREEN, App, Element, Screen, make_app, valid
+from workers.errors import (
+    DeviceNotFoundError,
+    EmptySnapshotError,
+    FatalDeviceError,
+    StaleRefError,
+    TransientDeviceError,
+)
+from workers.model import ActionResult, InputValue, Node, Platform, Snapshot
+from workers.projection import build_snapshot
+
+PINNED = re.compile(r"^@(e[0-9]+)~s([0-9]+)$")
+SPEC = re.compile(r"^sim:(?P<app>[a-z]+)-(?P<platform>ios|android)$")
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Per-command latencies in milliseconds (agent-device on a real device, roughly)."""
+
+    snapshot_ms: float = 100.0
+    press_ms: float = 650.0
+    """press + settle (quiet window 500 ms)."""
+    fill_ms: float = 750.0
+    network_ms: float = 1200.0
+    """Extra time a slow (network-backed) transition takes."""
+    jitter: float = 0.15
+    """± fraction, drawn from the device's seeded RNG."""
+
+    def scaled(self, factor: float) -> Latencies:
+        return Latencies(
+            snapshot_ms=self.snapshot_ms * factor,
+            press_ms=self.press_ms * factor,
+            fill_ms=self.fill_ms * factor,
+            network_ms=self.network_ms * factor,
+            jitter=self.jitter,
+        )
+
+
+ZERO_LATENCY = Latencies(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Deterministic fault injection, keyed on the device's command counter (1-based).
+
+    Each command (snapshot, press, fill) increments the counter before it runs.
+    """
+
+    stale_on: frozenset[int] = frozenset()
+    """Mutations on these commands fail with `ref_frame_expired`."""
+    transient_on: frozenset[int] = frozenset()
+    """These commands fail with DEVICE_IN_USE (retriable)."""
+    disconnect_after: int | None = None
+    """Every command after this many fails with DEVICE_NOT_FOUND (the device went away)."""
+    empty_snapshot_on: frozenset[int] = frozenset()
+    stale_rate: float = 0.0
+    transient_rate: float = 0.0
+    """Random fault rates, drawn from the device's seeded RNG."""
+
+
+NO_FAULTS = Faults()
+
+
+@dataclass
+class _Frame:
+    generation: int
+    refs: dict[str, str]
+    """ref → element id."""
+    expired: bool = False
+
+
+@dataclass
+class SimDevice:
+    """A simulated device running one scripted app."""
+
+    app: App
+    platform_: Platform = Platform.IOS
+    latencies: Latencies = ZERO_LATENCY
+    faults: Faults = NO_FAULTS
+    seed: int = 0
+    sleep: Callable[[float], None] = time.sleep
+    session_log: Path | None = None
+    """If set, `open`/`close` lines (pid, monotonic ns) are appended: overlap checks."""
+    screen: str = ""
+    values: dict[str, str] = field(default_factory=dict)
+    commands: int = 0
+    closed: bool = False
+    _rng: random.Random = field(init=False)
+    _generation: int = field(init=False)
+    _frames: dict[int, _Frame] = field(default_factory=dict)
+    _errors: dict[str, str] = field(default_factory=dict)
+    _pending: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._generation = 652_000 + self._rng.randrange(1000)
+        self.screen = self.screen or self.app.start
+        self._log_session("open")
+
+    # -- DevicePort -------------------------------------------------------------------------
+
+    @property
+    def platform(self) -> Platform:
+        return self.platform_
+
+    def snapshot(self) -> Snapshot:
+        n = self._command()
+        self._wait(self.latencies.snapshot_ms)
+        if n in self.faults.empty_snapshot_on:
+            raise EmptySnapshotError(
+                "the device returned an empty accessibility tree",
+                hint="check the app is in the foreground and accessibility is reachable",
+            )
+        if self._pending is not None:  # a slow transition completes between snapshots
+            self.screen, self._pending = self._pending, None
+        rendered = self._render()
+        frame = self._new_frame(rendered)
+        return build_snapshot([n for _, n in rendered], str(frame.generation))
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        n = self._command()
+        element = self._resolve(pinned_ref, n)
+        self._wait(self.latencies.press_ms)
+        before = self._render()
+        self._press(element)
+        return self._settle(before)
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        n = self._command()
+        element = self._resolve(pinned_ref, n)
+        if element.kind not in {"field", "secure", "code"}:
+            raise FatalDeviceError(
+                f"{pinned_ref} is not a text field",
+                code="COMMAND_FAILED",
+                hint="fill only text fields; press anything else",
+            )
+        self._wait(self.latencies.fill_ms)
+        before = self._render()
+        self.values[element.id] = value.reveal()
+        self._errors.pop(self.screen, None)
+        return self._settle(before)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._log_session("close")
+
+    # -- what the app does ------------------------------------------------------------------
+
+    def _press(self, element: Element) -> None:
+        if element.requires and not self._satisfied(element):
+            if not element.disabled_until_valid and element.error:
+                self._errors[self.screen] = element.error
+            return
+        self._errors.pop(self.screen, None)
+        if element.goto is None:
+            return
+        if element.slow:
+            self.screen, self._pending = WAIT_SCREEN.name, element.goto
+            self._wait(self.latencies.network_ms)
+        else:
+            self.screen = element.goto
+
+    def _satisfied(self, element: Element) -> bool:
+        screen = self._current()
+        fields = {e.id: e for e in screen.elements}
+        return all(
+            r in fields and valid(fields[r], self.values.get(r, "")) for r in element.requires
+        )
+
+    def _current(self) -> Screen:
+        if self.screen == WAIT_SCREEN.name:
+            return WAIT_SCREEN
+        return self.app.screen(self.screen)
+
+    # -- rendering in the platform's accessibility shapes -----------------------------------
+
+    def _render(self) -> list[tuple[Element, Node]]:
+        screen = self._current()
+        out: list[tuple[Element, Node]] = []
+        elements = list(screen.elements)
+        if screen.name in self._errors:
+            elements.insert(1, Element("text", self._errors[screen.name], "error"))
+        for i, el in enumerate(elements, start=1):
+            out.append((el, self._node(f"e{i}", el)))
+        return out
+
+    def _node(self, ref: str, el: Element) -> Node:
+        value = self.values.get(el.id, "")
+        secure = el.kind == "secure"
+        if secure and value:
+            value = "•" * len(value)  # what the platform shows; never the literal
+        enabled = True
+        if el.disabled_until_valid and not self._satisfied(el):
+            enabled = False
+        if self.platform_ is Platform.ANDROID:
+            cls = {
+                "field": "android.widget.EditText",
+                "secure": "android.widget.EditText",
+                "code": "android.widget.EditText",
+                "button": "android.widget.Button",
+                "link": "android.widget.TextView",
+                "text": "android.widget.TextView",
+                "switch": "android.widget.Switch",
+            }[el.kind]
+            return Node(
+                ref=ref,
+                type=cls,
+                label=el.label if el.kind not in {"field", "secure", "code"} or not value else "",
+                value=value if el.kind in {"field", "secure", "code"} else "",
+                identifier=f"com.acme.app:id/{el.id}",
+                enabled=enabled,
+                hittable=el.kind != "text",
+                secure=secure,
+            )
+        xcui = {
+            "field": "XCUIElementTypeTextField",
+            "secure": "XCUIElementTypeSecureTextField",
+            "code": "XCUIElementTypeTextField",
+            "button": "XCUIElementTypeButton",
+            "link": "XCUIElementTypeButton",
+            "text": "XCUIElementTypeStaticText",
+            "switch": "XCUIElementTypeSwitch",
+        }[el.kind]
+        return Node(
+            ref=ref,
+            type=xcui,
+            label=el.label,
+            value=value,
+            identifier=el.id,
+            enabled=enabled,
+            hittable=True,
+            secure=secure,
+        )
+
+    # -- refs, frames and the settle diff ---------------------------------------------------
+
+    def _new_frame(self, rendered: list[tuple[Element, Node]]) -> _Frame:
+        for f in self._frames.values():
+            f.expired = True
+        self._generation += 1
+        frame = _Frame(self._generation, {node.ref: el.id for el, node in rendered})
+        self._frames = {frame.generation: frame}
+        return frame
+
+    def _resolve(self, pinned_ref: str, command: int) -> Element:
+        m = PINNED.fullmatch(pinned_ref)
+        if m is None:
+            raise StaleRefError(
+                f"{pinned_ref!r} is not pinned to a snapshot",
+                reason="plain_ref_requires_complete_frame",
+                hint="pin refs as @eN~sGEN from the snapshot they came from",
+            )
+        ref, gen = m.group(1), int(m.group(2))
+        frame = self._frames.get(gen)
+        if frame is None:
+            raise StaleRefError(
+                f"{pinned_ref} names generation {gen}, current is {self._generation}",
+                reason="ref_generation_mismatch",
+                hint="take a new snapshot",
+            )
+        if frame.expired or command in self.faults.stale_on or self._roll(self.faults.stale_rate):
+            raise StaleRefError(
+                f"{pinned_ref}: the frame expired",
+                reason="ref_frame_expired",
+                hint="take a new snapshot",
+            )
+        element_id = frame.refs.get(ref)
+        if element_id is None:
+            raise StaleRefError(
+                f"{ref} was not issued in generation {gen}",
+                reason="ref_not_issued",
+                hint="use a ref from the snapshot",
+            )
+        for el in self._current().elements:
+            if el.id == element_id:
+                return el
+        raise StaleRefError(f"{pinned_ref}: the frame expired", reason="ref_frame_expired")
+
+    def _settle(self, before: list[tuple[Element, Node]]) -> ActionResult:
+        after = self._render()
+        old = Counter(_line(n) for _, n in before)
+        new = Counter(_line(n) for _, n in after)
+        added = new - old
+        removed = old - new
+        frame = self._new_frame(after)
+        added_lines = set(added)
+        added_refs = tuple(n.ref for _, n in after if _line(n) in added_lines)
+        return ActionResult(
+            changed=bool(added or removed),
+            settled=self._pending is None,
+            additions=sum(added.values()),
+            removals=sum(removed.values()),
+            refs_generation=str(frame.generation),
+            added_refs=added_refs,
+        )
+
+    # -- commands, latency and faults -------------------------------------------------------
+
+    def _command(self) -> int:
+        if self.closed:
+            raise FatalDeviceError("the sim session is closed", code="SESSION_NOT_FOUND")
+        self.commands += 1
+        n = self.commands
+        after = self.faults.disconnect_after
+        if after is not None and n > after:
+            raise DeviceNotFoundError(
+                "the device disconnected", hint="check the simulator/emulator is running"
+            )
+        if n in self.faults.transient_on or self._roll(self.faults.transient_rate):
+            raise TransientDeviceError("device is in use by another session", code="DEVICE_IN_USE")
+        return n
+
+    def _roll(self, rate: float) -> bool:
+        return rate > 0 and self._rng.random() < rate
+
+    def _wait(self, ms: float) -> None:
+        if ms <= 0:
+            return
+        j = self.latencies.jitter
+        self.sleep(ms * (1 + self._rng.uniform(-j, j)) / 1000)
+
+    def _log_session(self, what: str) -> None:
+        if self.session_log is None:
+            return
+        with self._lock, self.session_log.open("a") as f:
+            f.write(f"{what} {os.getpid()} {time.monotonic_ns()}\n")
+
+
+def _line(node: Node) -> str:
+    return f"{node.type}|{node.label}|{node.value}|{node.enabled}"
+
+
+def make_sim_device(
+    spec: str,
+    *,
+    latency_scale: float = 0.0,
+    seed: int = 0,
+    faults: Faults = NO_FAULTS,
+    session_log: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SimDevice:
+    """`sim:signin-ios`, `sim:code-android`, … → a SimDevice. Raises ValueError naming the fix."""
+    m = SPEC.fullmatch(spec)
+    if m is None:
+        raise ValueError(
+            f"device spec {spec!r} is not a sim spec; use sim:<app>-<ios|android>, "
+            "e.g. sim:signin-ios"
+        )
+    latencies = Latencies().scaled(latency_scale) if latency_scale > 0 else ZERO_LATENCY
+    return SimDevice(
+        app=make_app(m.group("app")),
+        platform_=Platform(m.group("platform")),
+        latencies=latencies,
+        faults=faults,
+        seed=seed,
+        sleep=sleep,
+        session_log=session_log,
+    )
