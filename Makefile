@@ -1,0 +1,50 @@
+# The two commands a new machine needs: `make demo` and `make test`.
+# Each creates the virtualenv and installs what it needs from this repository's own files.
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+AD_DIR := deploy/agent-device
+AD_STAMP := $(AD_DIR)/node_modules/.installed
+
+.PHONY: demo test lint unit install agent-device linux-target bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+$(AD_STAMP): $(AD_DIR)/package.json $(AD_DIR)/package-lock.json
+	cd $(AD_DIR) && npm ci --no-audit --no-fund --engine-strict=false
+	touch $(AD_STAMP)
+
+agent-device: $(AD_STAMP)
+
+# The Linux desktop target's stack (Xvfb, D-Bus, AT-SPI, GTK3): Debian packages, needs root.
+linux-target:
+	bash scripts/setup-linux-target.sh
+
+demo: install
+	$(BIN)/goalfleet demo
+
+lint: install
+	$(BIN)/ruff check workers scheduler tests bench
+	$(BIN)/ruff format --check workers scheduler tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: install
+	$(BIN)/pytest -m "not agent_device and not fleet and not chaos" -q
+
+test: install agent-device linux-target lint
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache

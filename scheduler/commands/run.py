@@ -1,0 +1,169 @@
+"""`goalfleet run`: one goal run on one device, here and now, without the fleet."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from workers.decide.factory import make_decider
+
+from workers.devices.factory import check_device_spec, make_device
+from workers.errors import ConfigError
+from workers.loop import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_UNPRODUCTIVE,
+    DEFAULT_MIN_CONFIDENCE,
+    run_goal,
+)
+from workers.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
+
+EXIT_BAD_INPUT = 2
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("run", help="run one goal on one device and print its step table")
+    p.add_argument("--device", required=True, help="sim:signin-ios, agent-device:linux, ...")
+    p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a plain input the run may type (repeatable)",
+    )
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=env:VAR",
+        help="a sensitive input, read from environment variable VAR (repeatable)",
+    )
+    p.add_argument("--decider", default="rules", help="rules | <provider>/<model>")
+    p.add_argument("--done-when", default=None, help="text whose appearance means done")
+    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
+    p.add_argument("--min-confidence", type=float, default=DEFAULT_MIN_CONFIDENCE)
+    p.add_argument("--max-unproductive", type=int, default=DEFAULT_MAX_UNPRODUCTIVE)
+    p.add_argument(
+        "--latency-scale",
+        type=float,
+        default=0.0,
+        help="sim devices: 1.0 for realistic latencies, 0 for none",
+    )
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    p.set_defaults(func=main)
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"{flag} {item!r} must look like NAME=VALUE")
+        if name in out:
+            raise ConfigError(f"{flag} {name!r} is given twice; give each name once")
+        out[name] = value
+    return out
+
+
+def _secrets(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, ref in _pairs(items, "--secret").items():
+        if not ref.startswith("env:") or len(ref) == len("env:"):
+            raise ConfigError(
+                f"--secret {name}: give a reference like {name}=env:VARIABLE, never the value"
+            )
+        var = ref.removeprefix("env:")
+        value = os.environ.get(var)
+        if not value:
+            raise ConfigError(f"--secret {name}: environment variable {var} is not set; export it")
+        out[name] = value
+    return out
+
+
+def parse_inputs(args: argparse.Namespace) -> Inputs:
+    plain = _pairs(args.input, "--input")
+    secret = _secrets(args.secret)
+    try:
+        return Inputs.of(plain, secret)
+    except ValueError as exc:
+        msg = str(exc).split("\n")[-1] if "validation error" in str(exc) else str(exc)
+        raise ConfigError(f"--input/--secret: {msg.strip()}") from None
+
+
+def _check(args: argparse.Namespace) -> None:
+    check_device_spec(args.device)
+    if not args.goal.strip():
+        raise ConfigError('--goal is blank; say what to achieve, e.g. --goal "Sign in"')
+    if not 1 <= args.max_steps <= MAX_STEPS_LIMIT:
+        raise ConfigError(f"--max-steps must be between 1 and {MAX_STEPS_LIMIT}")
+    if not 0.0 <= args.min_confidence <= 1.0:
+        raise ConfigError("--min-confidence must be between 0 and 1")
+    if args.max_unproductive < 0:
+        raise ConfigError("--max-unproductive must be 0 or more")
+    if args.latency_scale < 0:
+        raise ConfigError("--latency-scale must be 0 or more")
+
+
+def main(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        _check(args)
+        inputs = parse_inputs(args)
+        decider = make_decider(args.decider)
+        device = make_device(args.device, latency_scale=args.latency_scale)
+    except ConfigError as exc:
+        err.print(f"goalfleet run: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_INPUT
+    try:
+        result = run_goal(
+            device,
+            args.goal,
+            decider=decider,
+            inputs=inputs,
+            max_steps=args.max_steps,
+            min_confidence=args.min_confidence,
+            max_unproductive=args.max_unproductive,
+            done_when=args.done_when,
+        )
+    finally:
+        device.close()
+    if args.json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        print_result(result, Console())
+    return 0 if result.status is RunStatus.DONE else 1
+
+
+def print_result(result: RunResult, console: Console) -> None:
+    table = Table(title=f"{result.goal} → {result.status.value}", title_justify="left")
+    for col in ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms"):
+        table.add_column(col, justify="right" if col.endswith("ms") or col == "#" else "left")
+    for s in result.steps:
+        d = s.decision
+        decision = ""
+        if d is not None:
+            decision = "done" if d.done else "blocked" if d.blocked else d.target
+            if d.input != "none":
+                decision += f" ← {d.input}"
+            decision += f" ({d.confidence:.2f})"
+        action = ""
+        if s.action is not None:
+            action = f"{s.action.kind.value} {s.action.pinned}"
+            if s.action.shown_value is not None:
+                action += f" = {s.action.shown_value}"
+        table.add_row(
+            str(s.index),
+            s.screen,
+            decision,
+            action,
+            s.outcome.value,
+            f"{s.snapshot_ms:.1f}",
+            f"{s.decide_ms:.1f}",
+            f"{s.action_ms:.1f}",
+        )
+    console.print(table)
+    console.print(f"status: {result.status.value} — {result.reason}", markup=False)

@@ -1,0 +1,44 @@
+"""Device specs → device ports. The one place a spec string becomes a device.
+
+- `sim:<app>-<ios|android>`: an in-process `SimDevice` (apps: see `sim_apps.APPS`)
+- `agent-device:linux`, `ios:<udid>`, `android:<serial>`: the agent-device daemon
+"""
+
+from __future__ import annotations
+
+import re
+
+from workers.devices.sim import SPEC as SIM_SPEC
+from workers.devices.sim import make_sim_device
+from workers.devices.sim_apps import APPS
+from workers.errors import ConfigError
+from workers.ports import DevicePort
+
+AGENT_DEVICE_SPEC = re.compile(
+    r"^(?:agent-device:linux|ios:[A-Za-z0-9-]+|android:[A-Za-z0-9.:_-]+)$"
+)
+
+
+def check_device_spec(spec: str) -> str:
+    """Validate a device spec without touching a device; raise ConfigError naming the fix."""
+    m = SIM_SPEC.fullmatch(spec)
+    if m is not None:
+        if m.group("app") not in APPS:
+            known = ", ".join(f"sim:{a}-ios" for a in sorted(APPS))
+            raise ConfigError(f"unknown sim app in --device {spec!r}; known: {known} (or -android)")
+        return spec
+    if AGENT_DEVICE_SPEC.fullmatch(spec):
+        return spec
+    raise ConfigError(
+        f"--device {spec!r} is not a device spec; use sim:<app>-<ios|android> "
+        "(e.g. sim:signin-ios), agent-device:linux, ios:<udid> or android:<serial>"
+    )
+
+
+def make_device(spec: str, *, latency_scale: float = 0.0, seed: int = 0) -> DevicePort:
+    check_device_spec(spec)
+    if spec.startswith("sim:"):
+        return make_sim_device(spec, latency_scale=latency_scale, seed=seed)
+    from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
+
+    return open_device(spec)
