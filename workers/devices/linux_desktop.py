@@ -1,0 +1,246 @@
+"""A private headless Linux desktop for agent-device's Linux target: Xvfb on a free display,
+a D-Bus session bus, the AT-SPI accessibility bus, and (optionally) one app.
+
+Used by the end-to-end tests, the benchmark and CI; usable by a worker that drives a desktop
+app on a headless host. Everything runs with a private HOME and XDG_RUNTIME_DIR under
+`base_dir`, so two stacks on one host (or a developer's own desktop) never share an
+accessibility bus socket. One app per display: agent-device's `open --platform linux` with no
+app attaches to the running one.
+
+Needs Debian's xvfb, dbus, at-spi2-core (and python3-gi + gir1.2-atspi-2.0 + xdotool for the
+daemon): `scripts/setup-linux-target.sh` installs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+from workers.errors import FatalDeviceError, ToolMissingError
+
+AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+REQUIRED_TOOLS = ("Xvfb", "dbus-daemon", "xdotool", "python3")
+
+
+def missing_tools() -> list[str]:
+    """What this host lacks to run the Linux target (empty when all is there)."""
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t, path="/usr/bin:/bin") is None]
+    if not Path(AT_SPI_BUS_LAUNCHER).exists():
+        missing.append(AT_SPI_BUS_LAUNCHER)
+    return missing
+
+
+@dataclass
+class LinuxDesktop:
+    """A running stack. `env` is what a daemon or an app on this display needs."""
+
+    base_dir: Path
+    display: str
+    dbus_address: str
+    home: Path
+    runtime_dir: Path
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    _pids: list[int] = field(default_factory=list, repr=False)
+    app: subprocess.Popen[bytes] | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "DISPLAY": self.display,
+            "DBUS_SESSION_BUS_ADDRESS": self.dbus_address,
+            "HOME": str(self.home),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+        }
+
+    def start_app(
+        self,
+        argv: Sequence[str],
+        *,
+        extra_env: dict[str, str] | None = None,
+        ready: Callable[[], bool] | None = None,
+        timeout_s: float = 15.0,
+    ) -> subprocess.Popen[bytes]:
+        """Start the display's one app; wait until `ready()` (if given) says it is up."""
+        if self.app is not None and self.app.poll() is None:
+            raise FatalDeviceError("this display already runs an app; one app per display")
+        env = {**self.env, **(extra_env or {})}
+        env.pop("NO_AT_BRIDGE", None)
+        log = (self.base_dir / "app.log").open("ab")
+        self.app = subprocess.Popen(  # noqa: S603 - argv from the caller, no shell
+            list(argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self._procs.append(self.app)
+        if ready is not None:
+            try:
+                _wait(ready, timeout_s, f"the app {argv[0]!r} did not become ready", self.app)
+            except FatalDeviceError as exc:
+                tail = (self.base_dir / "app.log").read_text(errors="replace")[-600:]
+                raise FatalDeviceError(exc.message, code=exc.code, hint=f"app.log: {tail}") from exc
+        return self.app
+
+    def stop(self) -> None:
+        """Stop the app, the AT-SPI bus, the session bus and Xvfb (newest first)."""
+        for proc in reversed(self._procs):
+            _stop_group(proc)
+        self._procs.clear()
+        for pid in self._pids:
+            _kill_pid(pid)
+        self._pids.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def start_linux_desktop(base_dir: Path, *, screen: str = "1280x800x24") -> LinuxDesktop:
+    """Xvfb on the first free display (`-displayfd`), a session bus, and the AT-SPI bus."""
+    missing = missing_tools()
+    if missing:
+        raise ToolMissingError(
+            f"the Linux target needs {', '.join(missing)}",
+            hint="run scripts/setup-linux-target.sh",
+        )
+    home = base_dir / "home"
+    runtime = base_dir / "run"
+    for d in (home, runtime):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    desk = LinuxDesktop(
+        base_dir=base_dir, display="", dbus_address="", home=home, runtime_dir=runtime
+    )
+    try:
+        _start_xvfb(desk, screen)
+        _start_dbus(desk)
+        _start_atspi(desk)
+    except BaseException:
+        desk.stop()
+        raise
+    return desk
+
+
+def _start_xvfb(desk: LinuxDesktop, screen: str, attempts: int = 8) -> None:
+    """Xvfb on a random free display number (100-899), retried on a collision.
+
+    Not `-displayfd`: on this Xvfb it sometimes reported a display another server held."""
+    for _ in range(attempts):
+        number = random.randint(100, 899)
+        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():  # noqa: S108
+            continue
+        log = (desk.base_dir / "xvfb.log").open("ab")
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            ["/usr/bin/Xvfb", f":{number}", "-screen", "0", screen, "-nolisten", "tcp"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        display = f":{number}"
+        deadline = time.monotonic() + 15.0
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _x_answers(display):
+                desk._procs.append(proc)  # noqa: SLF001 - the module builds its own dataclass
+                desk.display = display
+                return
+            time.sleep(0.05)
+        _stop_group(proc)
+    raise FatalDeviceError(
+        f"Xvfb did not start on a free display after {attempts} tries",
+        code="XVFB_START",
+        hint=f"see {desk.base_dir / 'xvfb.log'}",
+    )
+
+
+def _x_answers(display: str) -> bool:
+    """Whether the X server takes a client: `xdpyinfo` when present, else its socket."""
+    if shutil.which("xdpyinfo", path="/usr/bin:/bin") is None:
+        return Path(f"/tmp/.X11-unix/X{display.lstrip(':')}").exists()  # noqa: S108
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        ["/usr/bin/xdpyinfo", "-display", display],
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def _start_dbus(desk: LinuxDesktop) -> None:
+    env = {k: v for k, v in desk.env.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+    out = subprocess.run(
+        ["/usr/bin/dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+        env=env,
+        capture_output=True,
+        timeout=15,
+        check=False,
+    )
+    lines = out.stdout.decode().split()
+    if out.returncode != 0 or len(lines) < 2 or not lines[1].isdigit():  # noqa: PLR2004
+        raise FatalDeviceError("dbus-daemon --session did not start", code="DBUS_START")
+    desk.dbus_address = lines[0]
+    desk._pids.append(int(lines[1]))  # noqa: SLF001 - the module builds its own dataclass
+
+
+def _start_atspi(desk: LinuxDesktop) -> None:
+    env = dict(desk.env)
+    log = (desk.base_dir / "atspi.log").open("ab")
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    desk._procs.append(proc)  # noqa: SLF001 - the module builds its own dataclass
+    bus_dir = desk.runtime_dir / "at-spi"
+
+    def bus_up() -> bool:
+        return bus_dir.is_dir() and any(p.name.startswith("bus") for p in bus_dir.iterdir())
+
+    _wait(bus_up, 15.0, "the AT-SPI bus did not come up", proc)
+
+
+def _wait(
+    check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen[bytes]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc.poll() is not None:
+            raise FatalDeviceError(f"{what}: it exited with {proc.returncode}", code="STACK_START")
+        time.sleep(0.02)
+    raise FatalDeviceError(f"{what} within {timeout_s:.0f} s", code="STACK_START")
+
+
+def _stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 5.0) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout_s)
+    # children left in the group (the a11y bus's dbus-daemon, registryd) go too
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
