@@ -95,6 +95,24 @@ _KINDS: dict[str, Kind] = {
     "scrollview": Kind.CONTAINER,
     "recyclerview": Kind.CONTAINER,
     "view": Kind.CONTAINER,
+    # agent-device's Linux (AT-SPI) normalised types not named above
+    "textarea": Kind.TEXT_FIELD,
+    "treeitem": Kind.CELL,
+    "dialog": Kind.CONTAINER,
+    "alert": Kind.CONTAINER,
+    "scrollarea": Kind.CONTAINER,
+    "list": Kind.CONTAINER,
+    "table": Kind.CONTAINER,
+    "row": Kind.CONTAINER,
+    "toolbar": Kind.CONTAINER,
+    "statusbar": Kind.CONTAINER,
+    "menubar": Kind.CONTAINER,
+    "menu": Kind.CONTAINER,
+    "tablist": Kind.CONTAINER,
+    "titlebar": Kind.CONTAINER,
+    "separator": Kind.CONTAINER,
+    "scrollbar": Kind.CONTAINER,
+    "progressbar": Kind.CONTAINER,
 }
 
 _XCUI_PREFIX = "xcuielementtype"
@@ -115,15 +133,16 @@ def normalise_type(raw: str) -> str:
 
 
 def kind_of(node: Node) -> Kind:
-    """The neutral kind of a node: by `type`, then by raw `role`; secure flags win."""
-    kind = Kind.OTHER
-    for raw in (node.type, node.role):
-        if raw:
-            found = _KINDS.get(normalise_type(raw))
-            if found is not None:
-                kind = found
-                break
-    if node.secure and kind in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}:
+    """The neutral kind of a node: by `type`, then by raw `role`; secure wins from either.
+
+    agent-device normalises AT-SPI `password text` to type `TextField`; the raw role keeps
+    the secure bit, so a text field whose role (or `secure` flag) says secure is secure.
+    """
+    found = [_KINDS.get(normalise_type(raw)) for raw in (node.type, node.role) if raw]
+    kinds = [k for k in found if k is not None]
+    kind = kinds[0] if kinds else Kind.OTHER
+    secure = node.secure or Kind.SECURE_TEXT_FIELD in kinds
+    if secure and kind in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}:
         return Kind.SECURE_TEXT_FIELD
     # A hittable Android TextView is how many apps draw "Forgot password?": a link.
     if kind is Kind.TEXT and node.hittable is True and normalise_type(node.type) == "textview":
