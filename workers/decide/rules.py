@@ -1,0 +1,258 @@
+"""`RulesDecider`: an offline, deterministic baseline with no model.
+
+It exists so the demo and the tests run without keys, and as the floor a model must beat.
+Each step, in order:
+
+1. **Done** when the `done_when` marker is visible, or when a success word ("Welcome",
+   "signed in", ...) is visible on a screen with no text field left to fill and no control
+   matching the goal (so a sign-in screen titled "Welcome back" is not mistaken for success).
+2. **Fill** the first text field whose name matches an input not typed yet: by the input's
+   own name ("Email" ← `email`), by synonyms (`username` ← "Email or username", `code`/`otp`
+   ← "Verification code", `phone` ← "Mobile number"), and a secure field takes the
+   password-like input.
+3. **Switch on** an off "I agree"/"Accept terms" checkbox or switch, once.
+4. **Press** the control that best matches the goal: the goal's own words ("Sign in" ≈
+   "Log in"), then generic forward verbs (continue, next, submit, verify, done), then accepting
+   verbs on alerts (allow, accept, agree, ok). Never a distractor — "Forgot password?",
+   "Create account", "Sign up", "Sign in with Apple", "Don't Allow", "Cancel", "Back",
+   "Resend code" — unless the goal names it.
+5. **Blocked** when nothing applies.
+
+Confidence reflects the match: an exact name or goal phrase ~0.95, a synonym ~0.85-0.9, a
+generic forward verb 0.8, an accepting alert button 0.75.
+
+Limits (honest): it reads English labels only; it knows a fixed vocabulary of field names and
+verbs, so an app that says "Proceed" or "Let's go", an icon-only button, or a field named
+"Your handle" defeats it; it types each input once (a field re-shown after a wrong password is
+not retyped, so the run goes unproductive and ends blocked); it cannot solve a code split over
+six one-digit boxes, a captcha, a picker, a scroll to reveal a button, or any screen that needs
+reading comprehension; "success" is a word list, not an understanding of the screen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from workers.model import Candidate, DecideState, Decision, Kind
+
+SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
+
+_FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "email": ("email", "e-mail", "mail", "username", "user name", "login", "apple id"),
+    "username": ("username", "user name", "user id", "login", "email", "account"),
+    "user": ("username", "user name", "user", "login", "email"),
+    "login": ("login", "username", "email"),
+    "phone": ("phone", "mobile", "telephone", "cell"),
+    "code": ("code", "otp", "one-time", "verification", "passcode", "digit", "pin"),
+    "otp": ("code", "otp", "one-time", "verification", "passcode", "digit"),
+    "password": ("password", "passphrase", "pass word", "pwd"),
+    "pin": ("pin", "passcode"),
+    "name": ("full name", "name"),
+}
+_PASSWORD_LIKE = ("password", "passphrase", "passwd", "pwd", "pass", "pin", "passcode", "secret")
+
+_GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
+    ("sign in", "log in", "login", "signin", "sign on", "log on"),
+    ("sign up", "register", "create account", "create an account", "join"),
+    ("verify", "confirm", "submit code"),
+    ("continue", "next", "proceed"),
+    ("submit", "send"),
+    ("allow", "accept", "agree", "ok", "okay"),
+)
+_FORWARD = ("continue", "next", "submit", "verify", "confirm", "done", "sign in", "log in", "go")
+_ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
+_REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
+_DISTRACTORS = (
+    "forgot",
+    "reset",
+    "create account",
+    "create an account",
+    "sign up",
+    "register",
+    "resend",
+    "cancel",
+    "back",
+    "help",
+    "privacy",
+    "terms",
+    "sign out",
+    "log out",
+    "delete",
+    "skip",
+)
+_ALTERNATE = re.compile(r"\b(with|using|via)\s+\w+")
+""""Sign in with Apple" / "Continue with Google": an alternate route, not the goal's own."""
+_CONSENT_TOGGLE = ("agree", "accept", "terms", "consent")
+_PRESSABLE = {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9'@ -]", " ", text.casefold().replace("\u2019", "'")).split())
+
+
+def _has(text: str, phrase: str) -> bool:
+    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
+
+
+@dataclass(frozen=True)
+class _Scored:
+    candidate: Candidate
+    score: float
+    why: str
+
+
+class RulesDecider:
+    """Deterministic rules over names and verbs; see the module docstring for what it does and
+    what it cannot do."""
+
+    def decide(self, state: DecideState) -> Decision:
+        goal = _norm(state.goal)
+        fill = self._fill(state)
+        presses = self._presses(state, goal)
+        done = self._done(state, can_fill=fill is not None, presses=presses)
+        if done is not None:
+            return done
+        if fill is not None:
+            return fill
+        toggle = self._toggle(state)
+        if toggle is not None:
+            return toggle
+        if presses:
+            best = presses[0]
+            return Decision(
+                target=best.candidate.ref,
+                confidence=best.score,
+                reason=f"press {best.candidate.name!r}: {best.why}",
+            )
+        names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
+        return Decision(
+            blocked=True,
+            confidence=0.9,
+            reason=f"no field matches an untyped input and no control matches the goal ({names})",
+        )
+
+    # -- done ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _visible(state: DecideState, marker: str) -> bool:
+        needle = marker.strip().casefold()
+        texts = [*state.context, *(c.name for c in state.candidates)]
+        return bool(needle) and any(needle in t.casefold() for t in texts)
+
+    def _done(
+        self, state: DecideState, *, can_fill: bool, presses: list[_Scored]
+    ) -> Decision | None:
+        if state.done_when and self._visible(state, state.done_when):
+            return Decision(done=True, confidence=1.0, reason=f"{state.done_when!r} is visible")
+        if can_fill or any(p.why.startswith("goal") for p in presses):
+            return None  # "Welcome back" above a sign-in form is not success
+        for word in SUCCESS_WORDS:
+            if any(_has(_norm(t), word) for t in state.context):
+                return Decision(done=True, confidence=0.8, reason=f"success text {word!r} visible")
+        return None
+
+    # -- fill ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _field_score(c: Candidate, input_name: str) -> tuple[float, str]:
+        name = _norm(c.name)
+        key = input_name.casefold()
+        spaced = _norm(key.replace("_", " "))
+        if name and (_has(name, spaced) or _has(name.replace(" ", ""), key)):
+            return 0.95, f"field named like input {input_name!r}"
+        for syn in _FIELD_SYNONYMS.get(key, ()):
+            if _has(name, syn):
+                return 0.9, f"{syn!r} is a synonym of {input_name!r}"
+        if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in _PASSWORD_LIKE):
+            return 0.85, f"secure field takes the password-like input {input_name!r}"
+        return 0.0, ""
+
+    def _fill(self, state: DecideState) -> Decision | None:
+        untyped = [n for n in state.input_names if n not in state.used_inputs]
+        best: tuple[float, Candidate, str, str] | None = None
+        for c in state.candidates:
+            if not c.kind.fillable:
+                continue
+            for input_name in untyped:
+                if c.kind is Kind.SECURE_TEXT_FIELD and not any(
+                    p in input_name.casefold() for p in (*_PASSWORD_LIKE, "code", "otp")
+                ):
+                    continue  # never type an email into a password field
+                score, why = self._field_score(c, input_name)
+                if score and (best is None or score > best[0]):
+                    best = (score, c, input_name, why)
+            if best is not None:
+                break  # top to bottom: the first fillable field with a match
+        if best is None:
+            return None
+        score, c, input_name, why = best
+        return Decision(
+            target=c.ref, input=input_name, confidence=score, reason=f"fill {c.name!r}: {why}"
+        )
+
+    # -- toggles ------------------------------------------------------------------------
+
+    @staticmethod
+    def _toggle(state: DecideState) -> Decision | None:
+        for c in state.candidates:
+            if c.kind not in {Kind.SWITCH, Kind.CHECKBOX}:
+                continue
+            name = _norm(c.name)
+            off = c.value.strip().casefold() in {"", "0", "false", "off", "unchecked"}
+            pressed_before = any(f"pressed {c.name}" in h for h in state.history)
+            if off and not pressed_before and any(_has(name, w) for w in _CONSENT_TOGGLE):
+                return Decision(target=c.ref, confidence=0.7, reason=f"switch on {c.name!r}")
+        return None
+
+    # -- presses ------------------------------------------------------------------------
+
+    @staticmethod
+    def _goal_phrases(goal: str) -> list[str]:
+        phrases = [goal] if goal else []
+        for group in _GOAL_PHRASES:
+            if any(_has(goal, p) for p in group):
+                phrases.extend(group)
+        return phrases
+
+    def _presses(self, state: DecideState, goal: str) -> list[_Scored]:
+        phrases = self._goal_phrases(goal)
+        scored: list[_Scored] = []
+        for c in state.candidates:
+            if c.kind not in _PRESSABLE:
+                continue
+            s = self._press_score(_norm(c.name), goal, phrases)
+            if s is not None:
+                scored.append(_Scored(c, *s))
+        scored.sort(key=lambda s: -s.score)  # stable: ties keep screen order
+        return scored
+
+    @staticmethod
+    def _press_score(name: str, goal: str, phrases: list[str]) -> tuple[float, str] | None:
+        if not name or _excluded(name, goal):
+            return None
+        if name == goal:
+            return 0.97, "goal: the goal's own words"
+        tiers: tuple[tuple[float, Iterable[str], bool, str], ...] = (
+            (0.95, phrases, True, "goal: {} means the goal"),
+            (0.85, phrases, False, "goal: contains {}"),
+            (0.8, _FORWARD, False, "forward verb {}"),
+            (0.75, _ACCEPTING, False, "accepting verb {}"),
+        )
+        for score, words, exact, why in tiers:
+            for w in words:
+                if (name == w) if exact else _has(name, w):
+                    return score, why.format(repr(w))
+        return None
+
+
+def _excluded(name: str, goal: str) -> bool:
+    """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
+    not name."""
+    if any(_has(name, r) for r in _REJECTING) and not any(_has(goal, r) for r in _REJECTING):
+        return True
+    alternate = _ALTERNATE.search(name)
+    if alternate and not _has(goal, alternate.group(0)):
+        return True
+    return any(_has(name, d) and not _has(goal, d) for d in _DISTRACTORS)
