@@ -6,9 +6,31 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from scheduler.commands import api as api_command
+from scheduler.commands import cancel as cancel_command
+from scheduler.commands import demo as demo_command
+from scheduler.commands import devices as devices_command
 from scheduler.commands import run as run_command
+from scheduler.commands import scheduler as scheduler_command
+from scheduler.commands import status as status_command
+from scheduler.commands import steps as steps_command
+from scheduler.commands import submit as submit_command
+from scheduler.commands import watch as watch_command
+from scheduler.commands import worker as worker_command
 
-COMMANDS = [run_command]
+COMMANDS = [
+    run_command,
+    demo_command,
+    submit_command,
+    status_command,
+    watch_command,
+    steps_command,
+    cancel_command,
+    devices_command,
+    api_command,
+    worker_command,
+    scheduler_command,
+]
 """Each module has `register(subparsers)`, which adds its parser and sets `func`."""
 
 

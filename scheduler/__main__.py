@@ -1,0 +1,7 @@
+"""`python -m scheduler ...` is `goalfleet ...` (works without the console script)."""
+
+import sys
+
+from scheduler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,172 @@
+"""A Python client for the queue API (httpx). Errors come back as `ApiError` with the API's
+own message and fix; a dead API is `ApiUnreachableError`.
+
+    with FleetClient("http://127.0.0.1:8787", token="...") as fleet:
+        run = fleet.submit_run({"goal": "Sign in", "selector": {"platform": "ios"}})
+        for row in fleet.follow(run.id):
+            print(row.index, row.outcome)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import TypeAdapter
+
+from workers.errors import GoalfleetError
+from workers.model import StepRow
+from workers.records import BatchRecord, DeviceState, RunRecord
+
+_STEPS = TypeAdapter(list[StepRow])
+_DEVICES = TypeAdapter(list[DeviceState])
+_RUNS = TypeAdapter(list[RunRecord])
+
+
+class ApiError(GoalfleetError):
+    """The API answered with an error status."""
+
+    code = "API"
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        message = str(body.get("message") or body.get("detail") or f"HTTP {status}")
+        super().__init__(message, code=str(body.get("error", "API")), hint=str(body.get("fix", "")))
+        self.status = status
+        self.body = body
+
+
+class ApiUnreachableError(GoalfleetError):
+    code = "API_UNREACHABLE"
+
+
+class FleetClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(
+            base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    def __enter__(self) -> FleetClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON
+        try:
+            resp = self.http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise ApiUnreachableError(
+                f"cannot reach the goalfleet API at {self.http.base_url}: {exc}",
+                hint="start it with `goalfleet api` or set GOALFLEET_API_URL",
+            ) from None
+        if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
+            try:
+                body = resp.json()
+            except ValueError:
+                body = {"message": resp.text}
+            raise ApiError(resp.status_code, body if isinstance(body, dict) else {})
+        if resp.status_code == 204:  # noqa: PLR2004 - no content
+            return None
+        return resp.json()
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        try:
+            resp = self.http.get("/health")
+        except httpx.TransportError as exc:
+            raise ApiUnreachableError(f"cannot reach {self.http.base_url}: {exc}") from None
+        out: dict[str, Any] = resp.json()
+        return out
+
+    def submit_run(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> RunRecord:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return RunRecord.model_validate(self._call("POST", "/v1/runs", json=body, headers=headers))
+
+    def submit_batch(
+        self, body: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> BatchRecord:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return BatchRecord.model_validate(
+            self._call("POST", "/v1/batches", json=body, headers=headers)
+        )
+
+    def run(self, run_id: str) -> RunRecord:
+        return RunRecord.model_validate(self._call("GET", f"/v1/runs/{run_id}"))
+
+    def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
+        return _STEPS.validate_python(
+            self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": after})
+        )
+
+    def cancel(self, run_id: str) -> RunRecord:
+        return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
+
+    def batch(self, batch_id: str) -> BatchRecord:
+        return BatchRecord.model_validate(self._call("GET", f"/v1/batches/{batch_id}"))
+
+    def batch_runs(self, batch_id: str) -> list[RunRecord]:
+        return _RUNS.validate_python(self._call("GET", f"/v1/batches/{batch_id}/runs"))
+
+    def devices(self) -> list[DeviceState]:
+        return _DEVICES.validate_python(self._call("GET", "/v1/devices"))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def follow(
+        self, run_id: str, *, poll_s: float = 0.2, timeout_s: float | None = None
+    ) -> Iterator[StepRow]:
+        """Yield step rows as they are written, until the run ends."""
+        seen = 0
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            run = self.run(run_id)
+            for row in self.steps(run_id, after=seen):
+                seen = max(seen, row.index)
+                yield row
+            if run.status.terminal:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} still {run.status.value} after {timeout_s} s")
+            time.sleep(poll_s)
+
+    def wait(self, run_id: str, *, poll_s: float = 0.2, timeout_s: float = 300.0) -> RunRecord:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            run = self.run(run_id)
+            if run.status.terminal:
+                return run
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} still {run.status.value} after {timeout_s} s")
+            time.sleep(poll_s)
+
+    def wait_batch(
+        self, batch_id: str, *, poll_s: float = 0.3, timeout_s: float = 600.0
+    ) -> BatchRecord:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            batch = self.batch(batch_id)
+            if batch.complete:
+                return batch
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"batch {batch_id} not complete after {timeout_s} s")
+            time.sleep(poll_s)

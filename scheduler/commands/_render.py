@@ -1,0 +1,143 @@
+"""Tables and live views for the fleet's commands (rich)."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from scheduler.client import FleetClient
+from workers.model import RunResult, RunStatus, StepRow
+from workers.records import BatchRecord, DeviceState, RunRecord
+
+STATUS_STYLE = {
+    RunStatus.DONE: "green",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.QUEUED: "dim",
+    RunStatus.CANCELLED: "yellow",
+    RunStatus.ERRORED: "red",
+    RunStatus.BLOCKED: "magenta",
+    RunStatus.ESCALATED: "magenta",
+    RunStatus.MAX_STEPS: "magenta",
+}
+
+
+def step_cells(s: StepRow) -> list[str]:
+    d = s.decision
+    decision = ""
+    if d is not None:
+        decision = "done" if d.done else "blocked" if d.blocked else d.target
+        if d.input != "none":
+            decision += f" ← {d.input}"
+    action = ""
+    if s.action is not None:
+        action = f"{s.action.kind.value} {s.action.pinned}"
+        if s.action.shown_value is not None:
+            action += f" = {s.action.shown_value}"
+    return [
+        str(s.index),
+        s.screen,
+        decision,
+        action,
+        s.outcome.value,
+        f"{s.snapshot_ms:.0f}",
+        f"{s.decide_ms:.0f}",
+        f"{s.action_ms:.0f}",
+    ]
+
+
+def steps_table(rows: list[StepRow], title: str = "") -> Table:
+    table = Table(title=title or None, title_justify="left")
+    for col in ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms"):
+        table.add_column(col, justify="right" if col.endswith("ms") or col == "#" else "left")
+    for s in rows:
+        table.add_row(*step_cells(s))
+    return table
+
+
+def run_line(run: RunRecord) -> str:
+    where = run.device or run.target or "pending"
+    style = STATUS_STYLE.get(run.status, "")
+    tail = f" — {run.reason}" if run.reason else ""
+    return (
+        f"[{style}]{run.status.value}[/] run {run.id[:8]} on {where} "
+        f"(attempt {run.attempt}){tail}"
+    )
+
+
+def result_table(result: RunResult, run: RunRecord) -> Table:
+    title = f"{run.id[:8]} on {run.device}: {result.goal} → {result.status.value}"
+    return steps_table(list(result.steps), title)
+
+
+def devices_table(devices: list[DeviceState]) -> Table:
+    table = Table(title="devices", title_justify="left")
+    for col in ("id", "platform", "os", "labels", "up", "busy", "quarantined", "runs", "infra"):
+        table.add_column(col)
+    for d in devices:
+        table.add_row(
+            d.info.id,
+            d.info.platform.value,
+            d.info.os_version,
+            ",".join(f"{k}={v}" for k, v in sorted(d.info.labels.items())),
+            "yes" if d.alive else "[red]no[/]",
+            d.run[:8] if d.run else "",
+            d.quarantine_reason or ("yes" if d.quarantined else ""),
+            str(d.runs_total),
+            str(d.infra_failures),
+        )
+    return table
+
+
+def watch_run(client: FleetClient, run_id: str, console: Console, *, poll_s: float = 0.25) -> RunRecord:
+    rows: list[StepRow] = []
+    run = client.run(run_id)
+    with Live(console=console, refresh_per_second=8, transient=False) as live:
+        while True:
+            run = client.run(run_id)
+            rows.extend(client.steps(run_id, after=rows[-1].index if rows else 0))
+            live.update(Group(run_line(run), steps_table(rows)))
+            if run.status.terminal:
+                return run
+            time.sleep(poll_s)
+
+
+def watch_batch(
+    client: FleetClient, batch_id: str, console: Console, *, poll_s: float = 0.3
+) -> tuple[BatchRecord, list[RunRecord]]:
+    """A progress bar over the batch and one line per run with its latest step, live."""
+    progress = Progress(
+        TextColumn("[bold]batch {task.fields[batch]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    batch = client.batch(batch_id)
+    task = progress.add_task("batch", total=batch.total, batch=batch_id[:8], counts="")
+    with Live(console=console, refresh_per_second=8) as live:
+        while True:
+            batch = client.batch(batch_id)
+            runs = client.batch_runs(batch_id)
+            counts = " ".join(f"{k}={v}" for k, v in sorted(batch.counts.items()))
+            progress.update(task, completed=batch.finished, counts=counts)
+            table = Table(show_header=True, box=None)
+            for col in ("run", "device", "status", "attempt", "reason"):
+                table.add_column(col)
+            for r in runs:
+                style = STATUS_STYLE.get(r.status, "")
+                table.add_row(
+                    r.id[:8],
+                    r.device or "-",
+                    f"[{style}]{r.status.value}[/]",
+                    str(r.attempt),
+                    r.reason[:60],
+                )
+            live.update(Group(progress, table))
+            if batch.complete:
+                return batch, runs
+            time.sleep(poll_s)

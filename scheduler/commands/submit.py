@@ -1,0 +1,116 @@
+"""`goalfleet submit`: submit a run (to a device or a selector) or a batch."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from scheduler.commands._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_api_args,
+    load_settings,
+    make_client,
+    pairs,
+    print_json,
+    report,
+)
+from scheduler.commands._render import watch_batch, watch_run
+from workers.errors import ConfigError, GoalfleetError
+from workers.model import RunStatus
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("submit", help="submit a goal run (or a batch) to the fleet")
+    p.add_argument("--goal", required=True)
+    where = p.add_argument_group("where (default: any device)")
+    where.add_argument("--device", default=None, help="one exact device id")
+    where.add_argument("--platform", default=None, help="selector: ios | android | linux")
+    where.add_argument("--os-version", default=None, help="selector: exact, or a prefix like 17.*")
+    where.add_argument("--label", action="append", default=[], metavar="K=V")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=env:VAR",
+        help="resolved on the worker from GOALFLEET_SECRET_VAR (never sent)",
+    )
+    p.add_argument("--decider", default="rules")
+    p.add_argument("--done-when", default=None)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9")
+    p.add_argument("--batch", action="store_true", help="one run on every matching device")
+    p.add_argument("--count", type=int, default=None, help="with --batch: N runs instead")
+    p.add_argument("--idempotency-key", default=None)
+    p.add_argument("--watch", action="store_true", help="follow it live until it ends")
+    add_api_args(p)
+    p.set_defaults(func=main)
+
+
+def body_from(args: argparse.Namespace) -> dict[str, Any]:
+    secrets = {}
+    for name, ref in pairs(args.secret, "--secret").items():
+        if not ref.startswith("env:"):
+            raise ConfigError(f"--secret {name}: give a reference like {name}=env:VAR, not a value")
+        secrets[name] = {"ref": ref}
+    body: dict[str, Any] = {
+        "goal": args.goal,
+        "inputs": pairs(args.input, "--input"),
+        "secrets": secrets,
+        "decider": args.decider,
+        "priority": args.priority,
+    }
+    if args.done_when is not None:
+        body["done_when"] = args.done_when
+    if args.max_steps is not None:
+        body["max_steps"] = args.max_steps
+    selector: dict[str, Any] = {}
+    if args.platform:
+        selector["platform"] = args.platform
+    if args.os_version:
+        selector["os_version"] = args.os_version
+    if args.label:
+        selector["labels"] = pairs(args.label, "--label")
+    if args.batch:
+        body["selector"] = selector
+        if args.count is not None:
+            body["count"] = args.count
+    elif args.device:
+        if selector:
+            raise ConfigError("give --device or selector flags (--platform ...), not both")
+        body["device"] = args.device
+    elif selector:
+        body["selector"] = selector
+    return body
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Console()
+    try:
+        settings = load_settings()
+        body = body_from(args)
+        with make_client(settings, args) as client:
+            if args.batch:
+                batch = client.submit_batch(body, idempotency_key=args.idempotency_key)
+                if args.watch:
+                    batch, _ = watch_batch(client, batch.id, out)
+                if args.json:
+                    print_json(batch.model_dump(mode="json"))
+                else:
+                    sys.stdout.write(f"{batch.id}\n")
+                return EXIT_OK
+            run = client.submit_run(body, idempotency_key=args.idempotency_key)
+            if args.watch:
+                run = watch_run(client, run.id, out)
+            if args.json:
+                print_json(run.model_dump(mode="json"))
+            else:
+                sys.stdout.write(f"{run.id}\n")
+            failed = args.watch and run.status is not RunStatus.DONE
+            return EXIT_FAILED if failed else EXIT_OK
+    except GoalfleetError as exc:
+        return report(exc, "submit")

@@ -1,0 +1,87 @@
+"""`goalfleet worker`: one Celery worker pinned to one device (`w@<id>` on `device.<id>`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
+from workers.errors import ConfigError, GoalfleetError
+from workers.model import Platform
+from workers.records import DeviceInfo
+from workers.runtime import WorkerSpec
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("worker", help="run the worker for one device")
+    p.add_argument("--device", required=True, help="the device id, e.g. ios-1 or emulator-5554")
+    p.add_argument("--backend", choices=["sim", "agent-device"], default="sim")
+    p.add_argument("--platform", choices=[p.value for p in Platform], required=True)
+    p.add_argument("--os-version", default="", help="e.g. 17.5 (selectors match it)")
+    p.add_argument("--model", default="", help="e.g. iPhone 15")
+    p.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
+    p.add_argument("--app", default="signin", help="sim backend: the scripted app to run")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="agent-device backend: ios:<udid>, android:<serial> or agent-device:linux "
+        "(default: derived from --platform and --device)",
+    )
+    p.add_argument("--latency-scale", type=float, default=0.0, help="sim: 1.0 = realistic")
+    p.add_argument("--session-log", type=Path, default=None, help="sim: overlap-check log")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=main)
+
+
+def spec_from(args: argparse.Namespace) -> WorkerSpec:
+    labels = pairs(args.label, "--label")
+    try:
+        info = DeviceInfo(
+            id=args.device,
+            platform=Platform(args.platform),
+            os_version=args.os_version,
+            model=args.model,
+            labels=labels,
+            backend=args.backend,
+        )
+    except ValidationError as exc:
+        raise ConfigError(
+            f"--device {args.device!r}: use letters, digits, '.', '_' or '-' (at most 64)"
+        ) from exc
+    if args.backend == "sim":
+        if info.platform is Platform.LINUX:
+            raise ConfigError("--backend sim has iOS and Android apps only; use --platform ios")
+        device_spec = f"sim:{args.app}-{info.platform.value}"
+    elif args.target:
+        device_spec = args.target
+    elif info.platform is Platform.LINUX:
+        device_spec = "agent-device:linux"
+    else:
+        device_spec = f"{info.platform.value}:{info.id}"
+    from workers.devices.factory import check_device_spec  # noqa: PLC0415 - cheap, but lazy
+
+    check_device_spec(device_spec)
+    if args.latency_scale < 0:
+        raise ConfigError("--latency-scale must be 0 or more")
+    return WorkerSpec(
+        info=info,
+        device_spec=device_spec,
+        latency_scale=args.latency_scale,
+        session_log=args.session_log,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+        spec = spec_from(args)
+        from workers.worker import start_worker  # noqa: PLC0415 - Celery loads only here
+
+        start_worker(settings, spec, os.environ, loglevel=args.loglevel)
+    except GoalfleetError as exc:
+        return report(exc, "worker")
+    return EXIT_OK

@@ -1,0 +1,70 @@
+"""The dispatcher: give pending runs to idle devices, in priority then submit order.
+
+Runs wait in our store (never in a busy device's queue), so a device's Celery queue holds at
+most the one run reserved for it. The API calls `dispatch([run_id])` right after a submit
+(fast path); the scheduler process runs `loop()` which wakes when a device frees (the worker
+pushes to the wake list on finish) or every `interval_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from scheduler.enqueue import Enqueuer
+from scheduler.routing import choose
+from scheduler.store import FleetStore
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, store: FleetStore, enqueuer: Enqueuer) -> None:
+        self.store = store
+        self.enqueuer = enqueuer
+
+    def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:
+        """Dispatch what can go now; return how many runs were sent."""
+        devices = {d.info.id: d for d in self.store.devices()}
+        if not any(d.idle for d in devices.values()):
+            return 0
+        ids = run_ids if run_ids is not None else self.store.pending_ids(limit)
+        sent = 0
+        for run in self.store.load_many(ids):
+            if run.device is not None or run.status.terminal:
+                continue
+            device = choose(devices.values(), run.target, run.selector)
+            if device is None:
+                continue
+            did = device.info.id
+            # whatever happens next, this device is not idle for the rest of this pass
+            devices[did] = device.model_copy(update={"run": run.id})
+            if not self.store.reserve(run.id, did):
+                continue
+            try:
+                self.enqueuer.enqueue(run.id, did)
+            except Exception:
+                self.store.unreserve(run, did)
+                raise
+            devices[did] = device.model_copy(
+                update={"run": run.id, "runs_total": device.runs_total + 1}
+            )
+            sent += 1
+            if not any(d.idle for d in devices.values()):
+                break
+        return sent
+
+    def loop(
+        self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None
+    ) -> None:
+        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`."""
+        while not stop.is_set():
+            try:
+                self.dispatch()
+                if tick is not None:
+                    tick()
+                self.store.wait_wake(interval_s)
+            except Exception:
+                log.exception("dispatch pass failed; retrying")
+                stop.wait(interval_s)

@@ -1,0 +1,66 @@
+"""The scheduler's errors, each with the HTTP status the API answers with.
+
+    GoalfleetError (workers.errors)
+    └── FleetError
+        ├── AuthError             401  no bearer token, or a wrong one
+        ├── InvalidRequestError   422  bad input; names the field and the fix
+        ├── NotFoundError         404  no such run / batch / schedule
+        ├── ConflictError         409  the request contradicts the current state
+        ├── TooManyPendingError   429  the pending backlog is full
+        └── UnavailableError      503  Redis (store and broker) is not reachable
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workers.errors import GoalfleetError
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    problem: str
+    fix: str = ""
+
+
+class FleetError(GoalfleetError):
+    code = "FLEET"
+    status = 500
+
+
+class AuthError(FleetError):
+    code = "UNAUTHORIZED"
+    status = 401
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, hint="send Authorization: Bearer <one of GOALFLEET_API_TOKENS>")
+
+
+class InvalidRequestError(FleetError):
+    code = "INVALID_REQUEST"
+    status = 422
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        super().__init__(f"{field}: {problem}", hint=fix)
+        self.problems = (Problem(field, problem, fix),)
+
+
+class NotFoundError(FleetError):
+    code = "NOT_FOUND"
+    status = 404
+
+
+class ConflictError(FleetError):
+    code = "CONFLICT"
+    status = 409
+
+
+class TooManyPendingError(FleetError):
+    code = "TOO_MANY_PENDING"
+    status = 429
+
+
+class UnavailableError(FleetError):
+    code = "UNAVAILABLE"
+    status = 503

@@ -1,0 +1,197 @@
+"""The fleet's operations as the API offers them: submit (run, batch), read, cancel, devices.
+
+Validation that needs the store (unknown device, selector matching nothing, backlog full)
+happens here, before anything is written; then one atomic write; then a dispatch attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+
+from scheduler.dispatcher import Dispatcher
+from scheduler.errors import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    TooManyPendingError,
+)
+from scheduler.requests import BatchSubmit, RunSubmit
+from scheduler.routing import matching
+from scheduler.store import FleetStore, Idempotency
+from workers.model import StepRow
+from workers.records import BatchRecord, DeviceState, RunRecord, Selector
+
+IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,128}$"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _body_hash(body: str) -> str:
+    return hashlib.blake2b(body.encode(), digest_size=12).hexdigest()
+
+
+class Fleet:
+    def __init__(self, store: FleetStore, dispatcher: Dispatcher, *, max_pending: int) -> None:
+        self.store = store
+        self.dispatcher = dispatcher
+        self.max_pending = max_pending
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def submit_run(
+        self, sub: RunSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+    ) -> tuple[RunRecord, bool]:
+        """Returns (the run, whether it was created now). A repeated idempotency key with the
+        same body returns the first run; with a different body it is a 409."""
+        devices = self.store.devices()
+        self._check_target(devices, sub.device, sub.selector)
+        self._check_backlog(1)
+        run = RunRecord(
+            id=new_id(),
+            request=sub.goal_request(),
+            target=sub.device,
+            selector=sub.selector,
+            priority=sub.priority,
+            submitted_at=time.time(),
+            schedule=schedule,
+        )
+        idem = self._idem(idempotency_key, sub.model_dump_json())
+        existing = self.store.create([run], idem=idem)
+        if existing is not None:
+            return self._replay_run(existing, idem), False
+        self.dispatcher.dispatch([run.id])
+        return self.store.load(run.id) or run, True
+
+    def submit_batch(
+        self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+    ) -> tuple[BatchRecord, bool]:
+        devices = self.store.devices()
+        targets = matching(devices, None, sub.selector)
+        if not targets:
+            raise InvalidRequestError(
+                "selector",
+                f"matches no registered device ({self._describe(devices)})",
+                "loosen the selector (platform, os_version, labels) or start a worker for it",
+            )
+        n = sub.count if sub.count is not None else len(targets)
+        self._check_backlog(n)
+        now = time.time()
+        batch_id = new_id()
+        request = sub.goal_request()
+        runs = [
+            RunRecord(
+                id=new_id(),
+                request=request,
+                target=None if sub.count is not None else targets[i].info.id,
+                selector=sub.selector if sub.count is not None else None,
+                batch=batch_id,
+                priority=sub.priority,
+                submitted_at=now,
+                schedule=schedule,
+            )
+            for i in range(n)
+        ]
+        batch = BatchRecord(
+            id=batch_id,
+            total=n,
+            created_at=now,
+            goal=request.goal,
+            runs=tuple(r.id for r in runs),
+        )
+        idem = self._idem(idempotency_key, sub.model_dump_json())
+        existing = self.store.create(runs, batch=batch, idem=idem)
+        if existing is not None:
+            ref = self._replay(existing, idem, "batch")
+            found = self.store.batch(ref)
+            if found is None:
+                raise NotFoundError(f"batch {ref} named by the idempotency key has expired")
+            return found, False
+        self.dispatcher.dispatch([r.id for r in runs])
+        return self.store.batch(batch_id) or batch, True
+
+    def _check_target(
+        self, devices: list[DeviceState], device: str | None, selector: Selector | None
+    ) -> None:
+        if device is not None and not matching(devices, device, None):
+            raise InvalidRequestError(
+                "device",
+                f"no device {device!r} is registered ({self._describe(devices)})",
+                "use a registered device id (GET /v1/devices), or a selector",
+            )
+        if device is None and not matching(devices, None, selector):
+            raise InvalidRequestError(
+                "selector",
+                f"matches no registered device ({self._describe(devices)})",
+                "loosen the selector (platform, os_version, labels) or start a worker for it",
+            )
+
+    @staticmethod
+    def _describe(devices: list[DeviceState]) -> str:
+        if not devices:
+            return "no devices are registered"
+        shown = ", ".join(f"{d.info.id} [{d.info.platform.value}]" for d in devices[:10])
+        more = f" and {len(devices) - 10} more" if len(devices) > 10 else ""  # noqa: PLR2004
+        return f"registered: {shown}{more}"
+
+    def _check_backlog(self, n: int) -> None:
+        if self.store.pending_count() + n > self.max_pending:
+            raise TooManyPendingError(
+                f"{self.max_pending} runs are already pending; retry later or add devices"
+            )
+
+    @staticmethod
+    def _idem(key: str | None, body: str) -> Idempotency | None:
+        return None if key is None else Idempotency(key=key, body_hash=_body_hash(body))
+
+    def _replay_run(self, existing: str, idem: Idempotency | None) -> RunRecord:
+        ref = self._replay(existing, idem, "run")
+        found = self.store.load(ref)
+        if found is None:
+            raise NotFoundError(f"run {ref} named by the idempotency key has expired")
+        return found
+
+    @staticmethod
+    def _replay(existing: str, idem: Idempotency | None, kind: str) -> str:
+        ref, _, body_hash = existing.partition("|")
+        got_kind, _, ident = ref.partition(":")
+        if idem is None or body_hash != idem.body_hash or got_kind != kind:
+            raise ConflictError(
+                "this Idempotency-Key was already used for a different request; use a new key "
+                "for a new request"
+            )
+        return ident
+
+    # -- reads and cancel ------------------------------------------------------------------
+
+    def run(self, run_id: str) -> RunRecord:
+        run = self.store.load(run_id)
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r} (unknown, or past its retention)")
+        return run
+
+    def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
+        self.run(run_id)
+        return self.store.steps(run_id, after=after)
+
+    def batch(self, batch_id: str) -> BatchRecord:
+        batch = self.store.batch(batch_id)
+        if batch is None:
+            raise NotFoundError(f"no batch {batch_id!r} (unknown, or past its retention)")
+        return batch
+
+    def cancel(self, run_id: str) -> RunRecord:
+        out = self.store.cancel(run_id)
+        if out == "missing":
+            raise NotFoundError(f"no run {run_id!r} (unknown, or past its retention)")
+        if out.startswith("terminal:"):
+            raise ConflictError(f"run {run_id} already ended ({out.partition(':')[2]})")
+        if out == "cancelled":
+            self.store.wake()
+        return self.run(run_id)
+
+    def devices(self) -> list[DeviceState]:
+        return self.store.devices()

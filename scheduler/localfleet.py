@@ -1,0 +1,158 @@
+"""A whole fleet on this machine: the API and the scheduler in threads of this process, one
+worker subprocess per sim device. The demo and the fleet tests run on it; everything it
+started stops in `stop()` (workers get SIGTERM, then SIGKILL after a grace period)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from scheduler.api import create_app
+from scheduler.client import FleetClient
+from scheduler.commands.scheduler import run_scheduler
+from scheduler.localredis import free_port
+from workers.errors import ConfigError
+from workers.settings import Settings
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    device: str
+    platform: str = "ios"
+    os_version: str = ""
+    model: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    app: str = "signin"
+    latency_scale: float = 0.0
+    session_log: Path | None = None
+
+    def argv(self) -> list[str]:
+        argv = [
+            sys.executable, "-m", "scheduler", "worker",
+            "--device", self.device,
+            "--backend", "sim",
+            "--platform", self.platform,
+            "--app", self.app,
+            "--latency-scale", str(self.latency_scale),
+            "--loglevel", "WARNING",
+        ]  # fmt: skip
+        if self.os_version:
+            argv += ["--os-version", self.os_version]
+        if self.model:
+            argv += ["--model", self.model]
+        for k, v in self.labels.items():
+            argv += ["--label", f"{k}={v}"]
+        if self.session_log is not None:
+            argv += ["--session-log", str(self.session_log)]
+        return argv
+
+
+class LocalFleet:
+    def __init__(self, settings: Settings, *, log_dir: Path, extra_env: dict[str, str]) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.env = {**os.environ, **settings.to_env(), **extra_env}
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self._server: uvicorn.Server | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self.api_url = ""
+
+    @property
+    def token(self) -> str:
+        return self.settings.api_tokens[0].get_secret_value() if self.settings.api_tokens else ""
+
+    def client(self) -> FleetClient:
+        return FleetClient(self.api_url, token=self.token)
+
+    def start_api(self, *, timeout_s: float = 15.0) -> str:
+        port = free_port()
+        config = uvicorn.Config(
+            create_app(self.settings), host="127.0.0.1", port=port, log_level="warning"
+        )
+        self._server = uvicorn.Server(config)
+        t = threading.Thread(target=self._server.run, name="goalfleet-api", daemon=True)
+        t.start()
+        self._threads.append(t)
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if time.monotonic() > deadline or not t.is_alive():
+                raise ConfigError(f"the API did not start on 127.0.0.1:{port}")
+            time.sleep(0.02)
+        self.api_url = f"http://127.0.0.1:{port}"
+        return self.api_url
+
+    def start_scheduler(self) -> None:
+        t = threading.Thread(
+            target=run_scheduler, args=(self.settings, self._stop), name="goalfleet-scheduler"
+        )
+        t.daemon = True
+        t.start()
+        self._threads.append(t)
+
+    def start_worker(self, w: SimWorker) -> subprocess.Popen[bytes]:
+        log = (self.log_dir / f"worker-{w.device}.log").open("ab")
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            w.argv(), env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.workers[w.device] = proc
+        return proc
+
+    def wait_devices(self, ids: list[str], *, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self.client() as c:
+            while True:
+                alive = {d.info.id for d in c.devices() if d.alive}
+                if set(ids) <= alive:
+                    return
+                dead = [i for i in ids if i in self.workers and self.workers[i].poll() is not None]
+                if dead or time.monotonic() > deadline:
+                    raise ConfigError(
+                        f"workers did not come up: {sorted(set(ids) - alive)}; "
+                        f"see {self.log_dir}/worker-*.log"
+                    )
+                time.sleep(0.1)
+
+    def stop_worker(self, device: str, *, sig: int = signal.SIGTERM, grace_s: float = 10.0) -> None:
+        proc = self.workers.pop(device, None)
+        if proc is None:
+            return
+        _stop_group(proc, sig, grace_s)
+
+    def stop(self) -> None:
+        procs = list(self.workers.items())
+        self.workers.clear()
+        for _, proc in procs:  # ask everyone first, then wait: shutdowns overlap
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for _, proc in procs:
+            _stop_group(proc, signal.SIGTERM, 10.0)
+        self._stop.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        for t in self._threads:
+            t.join(timeout=10)
+
+
+def _stop_group(proc: subprocess.Popen[bytes], sig: int, grace_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+    # the pool child may outlive its parent for a moment; make sure the group is gone
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,84 @@
+"""What the API accepts: a run, a batch, a schedule. Each refuses bad input with a message
+that names the field and the fix (the API turns these into 4xx answers)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from workers.model import GoalRunRequest
+from workers.records import DEVICE_ID_PATTERN, Selector
+
+SENSITIVE_NAME = re.compile(r"pass(word|code|phrase)?|secret|token|otp|^pin$|api_?key", re.IGNORECASE)
+MAX_PRIORITY = 9
+MAX_BATCH = 1000
+
+
+class _Submit(GoalRunRequest):
+    priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY)] = 0
+    """0 is the highest (as on Redis)."""
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _no_plaintext(cls, v: object) -> object:
+        if isinstance(v, dict):
+            for name, ref in v.items():
+                if not isinstance(ref, dict):
+                    var = str(name).upper()
+                    raise ValueError(
+                        f"secrets.{name} is a plaintext value, which is refused; pass a "
+                        f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
+                        "the workers"
+                    )
+        return v
+
+    @field_validator("inputs", mode="after")
+    @classmethod
+    def _no_sensitive_inputs(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if SENSITIVE_NAME.search(name):
+                raise ValueError(
+                    f"inputs.{name} looks sensitive and would be stored in plain text; move it "
+                    f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '
+                    f"GOALFLEET_SECRET_{name.upper()} on the workers"
+                )
+        return v
+
+    def goal_request(self) -> GoalRunRequest:
+        return GoalRunRequest.model_validate(
+            self.model_dump(include=set(GoalRunRequest.model_fields))
+        )
+
+
+class RunSubmit(_Submit):
+    """One run: to an exact `device`, or to any idle device matching `selector` (default:
+    any device)."""
+
+    device: Annotated[str, Field(pattern=DEVICE_ID_PATTERN.pattern)] | None = None
+    selector: Selector | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if self.device is not None and self.selector is not None:
+            raise ValueError(
+                "give either device (one exact device) or selector (any matching device), "
+                "not both"
+            )
+        return self
+
+
+class BatchSubmit(_Submit):
+    """Fan-out: one run on every device matching `selector`, or `count` runs routed to any
+    idle matching device."""
+
+    selector: Selector = Field(default_factory=Selector)
+    count: Annotated[int, Field(ge=1, le=MAX_BATCH)] | None = None
+
+
+class ScheduleSubmit(BatchSubmit):
+    """A recurring batch: every `every_s` seconds, submit the batch (no ETA tasks)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    every_s: Annotated[float, Field(ge=1, le=7 * 86400)]

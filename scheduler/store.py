@@ -1,0 +1,287 @@
+"""The scheduler's side of the store: submit runs and batches (with idempotency), reserve a
+device for a pending run, cancel, and read runs, steps, batches and devices.
+
+The key layout is `workers.keys`; the worker's side (claim, steps, finish) is
+`workers.runstore`. Every write that must be all-or-nothing is one MULTI/EXEC or one Lua
+script, so a crash at any point leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+
+from workers.keys import Keys
+from workers.model import RunResult, RunStatus, StepRow
+from workers.records import BatchRecord, DeviceState, RunRecord
+
+PRIORITY_SPAN = 10**13
+"""Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
+then first come, first served."""
+
+# KEYS: run, device, lease, pending   ARGV: run_id, device_id, now
+_RESERVE = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+local d = redis.call('HGET', KEYS[1], 'device')
+if d and d ~= '' then return 0 end
+if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 0 end
+local r = redis.call('HGET', KEYS[2], 'run')
+if r and r ~= '' then return 0 end
+if redis.call('HGET', KEYS[2], 'quarantined') == '1' then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'device', ARGV[2], 'dispatched_at', ARGV[3])
+redis.call('HSET', KEYS[2], 'run', ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: run, device, pending   ARGV: run_id, device_id, score
+_UNRESERVE = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+if redis.call('HGET', KEYS[1], 'device') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'device', '', 'dispatched_at', '')
+if redis.call('HGET', KEYS[2], 'run') == ARGV[1] then redis.call('HSET', KEYS[2], 'run', '') end
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+return 1
+"""
+
+# KEYS: run, steps, device, pending, batch, wake
+# ARGV: run_id, device_id, result, now, retention
+_CANCEL = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return 'missing' end
+if st == 'running' then
+  redis.call('HSET', KEYS[1], 'cancel', '1')
+  return 'requested'
+end
+if st ~= 'queued' then return 'terminal:' .. st end
+local d = redis.call('HGET', KEYS[1], 'device') or ''
+if d ~= ARGV[2] then return 'retry' end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'result', ARGV[3],
+           'reason', 'cancelled by the caller', 'finished_at', ARGV[4], 'cancel', '1')
+redis.call('ZREM', KEYS[4], ARGV[1])
+if d ~= '' and redis.call('HGET', KEYS[3], 'run') == ARGV[1] then
+  redis.call('HSET', KEYS[3], 'run', '')
+  redis.call('RPUSH', KEYS[6], ARGV[1])
+end
+if KEYS[5] ~= '' and redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('HINCRBY', KEYS[5], 'n:cancelled', 1)
+  redis.call('HINCRBY', KEYS[5], 'finished', 1)
+end
+local keep = tonumber(ARGV[5])
+if keep > 0 then
+  redis.call('EXPIRE', KEYS[1], keep)
+  redis.call('EXPIRE', KEYS[2], keep)
+end
+return 'cancelled'
+"""
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    key: str
+    body_hash: str
+
+
+def pending_score(priority: int, submitted_at: float) -> float:
+    return priority * PRIORITY_SPAN + int(submitted_at * 1000)
+
+
+class FleetStore:
+    def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
+        self.r = client
+        self.k = keys
+        self.retention_s = retention_s
+        self._reserve = client.register_script(_RESERVE)
+        self._unreserve = client.register_script(_UNRESERVE)
+        self._cancel = client.register_script(_CANCEL)
+
+    def ping(self) -> None:
+        self.r.ping()
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        runs: list[RunRecord],
+        *,
+        batch: BatchRecord | None = None,
+        idem: Idempotency | None = None,
+    ) -> str | None:
+        """Write runs (and their batch) as pending, all or nothing. With an idempotency key
+        already used, write nothing and return what it names (`run:<id>` / `batch:<id>`,
+        then `|` and the body hash)."""
+        ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
+        with self.r.pipeline(transaction=True) as p:
+            while True:
+                try:
+                    if idem is not None:
+                        p.watch(self.k.idem(idem.key))
+                        existing = p.get(self.k.idem(idem.key))
+                        if existing is not None:
+                            p.reset()
+                            return cast("str", existing)
+                    p.multi()
+                    if idem is not None:
+                        ttl = self.retention_s or None
+                        p.set(self.k.idem(idem.key), f"{ref}|{idem.body_hash}", ex=ttl)
+                    for run in runs:
+                        p.hset(self.k.run(run.id), mapping=run.to_hash())
+                        p.zadd(
+                            self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)}
+                        )
+                    if batch is not None:
+                        p.hset(
+                            self.k.batch(batch.id),
+                            mapping={
+                                "id": batch.id,
+                                "total": batch.total,
+                                "finished": 0,
+                                "created_at": repr(batch.created_at),
+                                "goal": batch.goal,
+                            },
+                        )
+                        p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
+                        if self.retention_s:
+                            # a batch outlives its runs by a day so its counts stay readable
+                            keep = self.retention_s + 86400
+                            p.expire(self.k.batch(batch.id), keep)
+                            p.expire(self.k.batch_runs(batch.id), keep)
+                    p.execute()
+                except redis.WatchError:
+                    continue
+                else:
+                    return None
+
+    def pending_count(self) -> int:
+        return int(self.r.zcard(self.k.pending))
+
+    def pending_ids(self, limit: int = 1000) -> list[str]:
+        return cast("list[str]", self.r.zrange(self.k.pending, 0, limit - 1))
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def reserve(self, run_id: str, device_id: str) -> bool:
+        """Atomically give a pending run to an idle, live, unquarantined device."""
+        return bool(
+            self._reserve(
+                keys=[
+                    self.k.run(run_id),
+                    self.k.device(device_id),
+                    self.k.lease(device_id),
+                    self.k.pending,
+                ],
+                args=[run_id, device_id, repr(time.time())],
+            )
+        )
+
+    def unreserve(self, run: RunRecord, device_id: str) -> bool:
+        """Undo `reserve` when the message could not be sent: the run is pending again."""
+        return bool(
+            self._unreserve(
+                keys=[self.k.run(run.id), self.k.device(device_id), self.k.pending],
+                args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
+            )
+        )
+
+    def wait_wake(self, timeout_s: float) -> bool:
+        """Block until a device frees (or `timeout_s`); drain the wake list."""
+        got = self.r.blpop([self.k.wake], timeout=min(max(timeout_s, 0.01), 4.0))
+        if got is not None:
+            self.r.delete(self.k.wake)
+        return got is not None
+
+    def wake(self) -> None:
+        self.r.rpush(self.k.wake, "submit")
+
+    # -- cancel ----------------------------------------------------------------------------
+
+    def cancel(self, run_id: str) -> str:
+        """`cancelled` (it was queued), `requested` (running: the worker stops between steps),
+        `terminal:<status>`, or `missing`."""
+        for _ in range(20):
+            run = self.load(run_id)
+            if run is None:
+                return "missing"
+            result = RunResult(
+                status=RunStatus.CANCELLED,
+                reason="cancelled by the caller",
+                goal=run.request.goal,
+                run_id=run.id,
+                device_id=run.device,
+                attempt=run.attempt,
+            )
+            out = cast(
+                "str",
+                self._cancel(
+                    keys=[
+                        self.k.run(run_id),
+                        self.k.steps(run_id),
+                        self.k.device(run.device or "-"),
+                        self.k.pending,
+                        self.k.batch(run.batch) if run.batch else "",
+                        self.k.wake,
+                    ],
+                    args=[
+                        run_id,
+                        run.device or "",
+                        result.model_dump_json(),
+                        repr(time.time()),
+                        self.retention_s,
+                    ],
+                ),
+            )
+            if out != "retry":
+                return out
+        return "retry"
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> RunRecord | None:
+        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
+        return RunRecord.from_hash(raw) if raw else None
+
+    def load_many(self, run_ids: list[str]) -> list[RunRecord]:
+        with self.r.pipeline(transaction=False) as p:
+            for rid in run_ids:
+                p.hgetall(self.k.run(rid))
+            raws = cast("list[dict[str, str]]", p.execute())
+        return [RunRecord.from_hash(raw) for raw in raws if raw]
+
+    def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
+        raw = cast("dict[str, str]", self.r.hgetall(self.k.steps(run_id)))
+        rows = [StepRow.model_validate_json(v) for k, v in raw.items() if int(k) > after]
+        return sorted(rows, key=lambda r: r.index)
+
+    def device_ids(self) -> list[str]:
+        return sorted(cast("set[str]", self.r.smembers(self.k.devices)))
+
+    def devices(self) -> list[DeviceState]:
+        ids = self.device_ids()
+        with self.r.pipeline(transaction=False) as p:
+            for did in ids:
+                p.hgetall(self.k.device(did))
+                p.exists(self.k.lease(did))
+            out = p.execute()
+        states = []
+        for i in range(len(ids)):
+            raw = cast("dict[str, str]", out[2 * i])
+            if raw.get("info"):
+                states.append(DeviceState.from_hash(raw, alive=bool(out[2 * i + 1])))
+        return states
+
+    def batch(self, batch_id: str) -> BatchRecord | None:
+        with self.r.pipeline(transaction=False) as p:
+            p.hgetall(self.k.batch(batch_id))
+            p.lrange(self.k.batch_runs(batch_id), 0, -1)
+            raw, runs = p.execute()
+        if not raw:
+            return None
+        return BatchRecord.from_hash(cast("dict[str, str]", raw), cast("list[str]", runs))
+
+    def key_count(self) -> int:
+        """How many keys this fleet has (tests: nothing written on a rejected request)."""
+        return sum(1 for _ in self.r.scan_iter(match=self.k.pattern(), count=1000))

@@ -1,0 +1,69 @@
+"""The Celery app, made from `Settings` (no module-level app, no work at import time).
+
+The settings that make a run survive a worker's death without running twice at once:
+
+- prefork, concurrency 1, prefetch 1: one run at a time per device; solo/threads pools lose
+  the time limits and terminate.
+- `task_acks_late` + `task_reject_on_worker_lost`: a killed pool child puts the run back.
+- soft < hard time limit < `visibility_timeout`, the latter set on the broker, the result
+  backend and the app alike (a shorter value anywhere wins): otherwise a long run is
+  redelivered while still running, forever.
+- `worker_deduplicate_successful_tasks`: a redelivered message whose task already succeeded
+  is skipped (the claim's compare-and-set is the second line).
+- no ETA/countdown tasks anywhere (they sit unacked in the worker, bypass prefetch and are
+  redelivered after the visibility timeout): pending runs wait in our store instead.
+- events on, for monitoring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from workers.settings import Settings
+from workers.tasks import register_tasks
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    vt = settings.visibility_timeout_s
+    return {
+        "broker_url": settings.redis_url,
+        "result_backend": settings.redis_url,
+        "broker_transport_options": {"visibility_timeout": vt},
+        "result_backend_transport_options": {"visibility_timeout": vt},
+        "visibility_timeout": vt,
+        "broker_connection_retry_on_startup": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_soft_time_limit": settings.soft_time_limit_s,
+        "task_time_limit": settings.time_limit_s,
+        "worker_prefetch_multiplier": 1,
+        "worker_concurrency": 1,
+        "worker_pool": "prefork",
+        "worker_deduplicate_successful_tasks": True,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_expires": settings.result_ttl_s,
+        "task_default_queue": "goalfleet",
+        "task_create_missing_queues": True,
+        "task_publish_retry_policy": {
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        },
+        "broker_pool_limit": 10,
+        "worker_max_tasks_per_child": 1000,
+    }
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("goalfleet", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    register_tasks(app)
+    return app

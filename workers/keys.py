@@ -1,0 +1,78 @@
+"""The Redis key layout, in one place (the worker and the scheduler share it).
+
+    {p}:run:{id}            hash   one run record (see `workers.records.RunRecord`)
+    {p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
+    {p}:devices             set    ids of registered devices
+    {p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
+    {p}:device:{id}:lease   string the worker's heartbeat lease (expires when it dies)
+    {p}:pending             zset   runs waiting for a device, scored by priority then time
+    {p}:wake                list   pushed when a device frees; the scheduler's loop blocks on it
+    {p}:batch:{id}          hash   batch totals and per-status counts
+    {p}:batch:{id}:runs     list   the batch's run ids
+    {p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
+    {p}:schedules           zset   schedule ids by next due time
+    {p}:schedule:{id}       hash   one recurring schedule
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "gf"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}"
+
+    def steps(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:steps"
+
+    @property
+    def devices(self) -> str:
+        return f"{self.prefix}:devices"
+
+    def device(self, device_id: str) -> str:
+        return f"{self.prefix}:device:{device_id}"
+
+    def lease(self, device_id: str) -> str:
+        return f"{self.prefix}:device:{device_id}:lease"
+
+    @property
+    def pending(self) -> str:
+        return f"{self.prefix}:pending"
+
+    @property
+    def wake(self) -> str:
+        return f"{self.prefix}:wake"
+
+    def batch(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}"
+
+    def batch_runs(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:runs"
+
+    def idem(self, key: str) -> str:
+        return f"{self.prefix}:idem:{key}"
+
+    @property
+    def schedules(self) -> str:
+        return f"{self.prefix}:schedules"
+
+    def schedule(self, schedule_id: str) -> str:
+        return f"{self.prefix}:schedule:{schedule_id}"
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this fleet (tests count keys with it)."""
+        return f"{self.prefix}:*"
+
+
+def device_queue(device_id: str) -> str:
+    """The Celery queue one device's worker consumes."""
+    return f"device.{device_id}"
+
+
+def worker_name(device_id: str) -> str:
+    """The Celery node name of a device's worker; exporters keep the part after `@`."""
+    return f"w@{device_id}"

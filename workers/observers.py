@@ -1,0 +1,49 @@
+"""Observers of a run on the worker: the hook metrics and logs hang off (issue 5).
+
+The task calls every observer at run start, after each step row is stored, and at the end.
+An observer must not raise; the task shields the run from one that does, and logs it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from workers.model import RunResult, StepRow
+from workers.records import RunRecord
+
+
+class RunObserver(Protocol):
+    def run_started(self, record: RunRecord, attempt: int) -> None: ...
+
+    def step(self, record: RunRecord, row: StepRow) -> None: ...
+
+    def run_finished(self, record: RunRecord, result: RunResult) -> None: ...
+
+
+class NullObserver:
+    """Does nothing; subclass and override what you need."""
+
+    def run_started(self, record: RunRecord, attempt: int) -> None:
+        pass
+
+    def step(self, record: RunRecord, row: StepRow) -> None:
+        pass
+
+    def run_finished(self, record: RunRecord, result: RunResult) -> None:
+        pass
+
+
+class RecordingObserver(NullObserver):
+    """The fake beside the seam: remembers what it saw (tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, object]] = []
+
+    def run_started(self, record: RunRecord, attempt: int) -> None:
+        self.events.append(("started", record.id, attempt))
+
+    def step(self, record: RunRecord, row: StepRow) -> None:
+        self.events.append(("step", record.id, row.index))
+
+    def run_finished(self, record: RunRecord, result: RunResult) -> None:
+        self.events.append(("finished", record.id, result.status))

@@ -1,0 +1,97 @@
+"""A worker's presence: register its device with capabilities and a heartbeat lease, renew
+the lease from a thread in the worker's main process, probe a quarantined device until it
+recovers, and deregister on shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from workers.errors import GoalfleetError
+from workers.ports import DevicePort
+from workers.runstore import DeviceTakenError, RunStore
+from workers.runtime import WorkerSpec
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Presence:
+    def __init__(
+        self,
+        store: RunStore,
+        spec: WorkerSpec,
+        settings: Settings,
+        *,
+        probe: Callable[[], DevicePort] | None = None,
+    ) -> None:
+        self.store = store
+        self.spec = spec
+        self.settings = settings
+        self.probe = probe
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_probe = 0.0
+
+    def register(self, *, wait_s: float | None = None) -> None:
+        """Register the device; if a dead worker's lease still holds it, wait for the lease to
+        expire (at most `lease_s` + 1 s by default)."""
+        deadline = time.monotonic() + (self.settings.lease_s + 1 if wait_s is None else wait_s)
+        while True:
+            try:
+                self.store.register(self.spec.info, self.spec.name, lease_s=self.settings.lease_s)
+            except DeviceTakenError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
+            else:
+                return
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="goalfleet-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):  # shutdown must go on with Redis down
+            self.store.deregister(
+                self.spec.info.id, self.spec.name, keep_s=self.settings.retention_s
+            )
+
+    def beat_once(self) -> None:
+        ok = self.store.renew(self.spec.info.id, self.spec.name, lease_s=self.settings.lease_s)
+        if not ok:
+            log.error("device %s: another worker took the lease", self.spec.info.id)
+        if self.probe is not None and self.store.quarantined(self.spec.info.id):
+            now = time.monotonic()
+            if now - self._last_probe >= self.settings.probe_interval_s:
+                self._last_probe = now
+                self._try_recover()
+
+    def _try_recover(self) -> None:
+        if self.probe is None:
+            return
+        try:
+            device = self.probe()
+            try:
+                device.snapshot()
+            finally:
+                device.close()
+        except GoalfleetError as exc:
+            log.warning("device %s still failing its probe: %s", self.spec.info.id, exc)
+            return
+        log.info("device %s passed its probe; quarantine lifted", self.spec.info.id)
+        self.store.recover(self.spec.info.id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.settings.heartbeat_interval_s):
+            try:
+                self.beat_once()
+            except Exception:
+                log.exception("device %s: heartbeat failed", self.spec.info.id)

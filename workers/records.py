@@ -1,0 +1,223 @@
+"""What the fleet stores about runs, devices and batches, and how each maps to a Redis hash.
+
+Scalars are stored as strings; nested models as JSON. Every record round-trips through
+`to_hash` / `from_hash`, so the key layout (`workers.keys`) and the fields stay in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from workers.model import GoalRunRequest, Platform, RunResult, RunStatus
+
+DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
+
+
+def _s(raw: dict[str, str], key: str) -> str | None:
+    v = raw.get(key, "")
+    return v or None
+
+
+def _f(raw: dict[str, str], key: str) -> float | None:
+    v = raw.get(key, "")
+    return float(v) if v else None
+
+
+class Selector(BaseModel):
+    """Which devices a run may go to. Every given field must match; labels all must match."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    platform: Platform | None = None
+    os_version: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    """Exact match, or a prefix ending in `*` (e.g. `17.*`)."""
+    labels: dict[Annotated[str, Field(pattern=LABEL_KEY_PATTERN.pattern)], str] = Field(
+        default_factory=dict
+    )
+
+    def matches(self, device: DeviceInfo) -> bool:
+        if self.platform is not None and device.platform is not self.platform:
+            return False
+        if self.os_version is not None:
+            want = self.os_version
+            if want.endswith("*"):
+                if not device.os_version.startswith(want[:-1]):
+                    return False
+            elif device.os_version != want:
+                return False
+        return all(device.labels.get(k) == v for k, v in self.labels.items())
+
+
+class DeviceInfo(BaseModel):
+    """A device's capabilities, as its worker registers them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Annotated[str, Field(pattern=DEVICE_ID_PATTERN.pattern)]
+    platform: Platform
+    os_version: str = ""
+    model: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    backend: str = "sim"
+
+
+class DeviceState(BaseModel):
+    """A registered device as the scheduler sees it: capabilities plus health and load."""
+
+    model_config = ConfigDict(frozen=True)
+
+    info: DeviceInfo
+    alive: bool
+    """The worker's heartbeat lease is current."""
+    worker: str | None = None
+    run: str | None = None
+    """The run reserved for or running on this device (busy when set)."""
+    quarantined: bool = False
+    quarantine_reason: str = ""
+    infra_failures: int = 0
+    """Consecutive `errored` runs (infrastructure); resets on any other outcome."""
+    decision_failures: int = 0
+    """Consecutive blocked / escalated / max-steps runs; informational, never quarantines."""
+    runs_total: int = 0
+    registered_at: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def busy(self) -> bool:
+        return self.run is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def idle(self) -> bool:
+        return self.alive and not self.busy and not self.quarantined
+
+    @classmethod
+    def from_hash(cls, raw: dict[str, str], *, alive: bool) -> DeviceState:
+        return cls(
+            info=DeviceInfo.model_validate_json(raw["info"]),
+            alive=alive,
+            worker=_s(raw, "worker"),
+            run=_s(raw, "run"),
+            quarantined=raw.get("quarantined", "0") == "1",
+            quarantine_reason=raw.get("quarantine_reason", ""),
+            infra_failures=int(raw.get("infra_failures", "0") or 0),
+            decision_failures=int(raw.get("decision_failures", "0") or 0),
+            runs_total=int(raw.get("runs_total", "0") or 0),
+            registered_at=_f(raw, "registered_at"),
+        )
+
+
+class RunRecord(BaseModel):
+    """One run, from submit to its final `RunResult`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    request: GoalRunRequest
+    status: RunStatus = RunStatus.QUEUED
+    target: str | None = None
+    """The exact device asked for, if any."""
+    selector: Selector | None = None
+    device: str | None = None
+    """The device the run was dispatched to (None while pending)."""
+    batch: str | None = None
+    priority: int = 0
+    attempt: int = 0
+    worker: str | None = None
+    submitted_at: float
+    dispatched_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    reason: str = ""
+    result: RunResult | None = None
+    cancel_requested: bool = False
+    schedule: str | None = None
+
+    def to_hash(self) -> dict[str, str]:
+        out = {
+            "id": self.id,
+            "request": self.request.model_dump_json(),
+            "status": self.status.value,
+            "target": self.target or "",
+            "selector": self.selector.model_dump_json() if self.selector else "",
+            "device": self.device or "",
+            "batch": self.batch or "",
+            "priority": str(self.priority),
+            "attempt": str(self.attempt),
+            "worker": self.worker or "",
+            "submitted_at": repr(self.submitted_at),
+            "reason": self.reason,
+            "cancel": "1" if self.cancel_requested else "",
+            "schedule": self.schedule or "",
+        }
+        for name in ("dispatched_at", "started_at", "finished_at"):
+            v = getattr(self, name)
+            out[name] = "" if v is None else repr(v)
+        out["result"] = self.result.model_dump_json() if self.result else ""
+        return out
+
+    @classmethod
+    def from_hash(cls, raw: dict[str, str]) -> RunRecord:
+        sel = raw.get("selector", "")
+        res = raw.get("result", "")
+        return cls(
+            id=raw["id"],
+            request=GoalRunRequest.model_validate_json(raw["request"]),
+            status=RunStatus(raw.get("status", "queued")),
+            target=_s(raw, "target"),
+            selector=Selector.model_validate_json(sel) if sel else None,
+            device=_s(raw, "device"),
+            batch=_s(raw, "batch"),
+            priority=int(raw.get("priority", "0") or 0),
+            attempt=int(raw.get("attempt", "0") or 0),
+            worker=_s(raw, "worker"),
+            submitted_at=float(raw["submitted_at"]),
+            dispatched_at=_f(raw, "dispatched_at"),
+            started_at=_f(raw, "started_at"),
+            finished_at=_f(raw, "finished_at"),
+            reason=raw.get("reason", ""),
+            result=RunResult.model_validate_json(res) if res else None,
+            cancel_requested=raw.get("cancel", "") == "1",
+            schedule=_s(raw, "schedule"),
+        )
+
+
+class BatchRecord(BaseModel):
+    """A fan-out: its runs and how many ended in each status (counted in our store)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    total: int
+    finished: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    created_at: float
+    goal: str = ""
+    runs: tuple[str, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        return self.finished >= self.total
+
+    @classmethod
+    def from_hash(cls, raw: dict[str, str], runs: list[str]) -> BatchRecord:
+        counts = {k[2:]: int(v) for k, v in raw.items() if k.startswith("n:")}
+        return cls(
+            id=raw["id"],
+            total=int(raw["total"]),
+            finished=int(raw.get("finished", "0") or 0),
+            counts=counts,
+            created_at=float(raw["created_at"]),
+            goal=raw.get("goal", ""),
+            runs=tuple(runs),
+        )
+
+
+def dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,62 @@
+"""Resolving sensitive inputs on the worker.
+
+The API accepts a sensitive input only as a reference (`SecretRef`, e.g. `env:PASSWORD`); the
+worker resolves it here, from its own environment (`GOALFLEET_SECRET_PASSWORD`). The value never
+travels in a task message, a run record or a step row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from workers.errors import ConfigError
+from workers.model import GoalRunRequest, Inputs, SecretRef
+
+SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"
+
+
+class SecretResolver(Protocol):
+    def resolve(self, name: str, ref: SecretRef) -> str:
+        """The literal value of `ref`, or `ConfigError` naming what to set."""
+        ...
+
+
+class EnvSecrets:
+    """`env:NAME` → the worker's `GOALFLEET_SECRET_NAME`. Built by the composition root with
+    the process environment, so nothing else reads it."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._values = {
+            k.removeprefix(SECRET_ENV_PREFIX): v
+            for k, v in environ.items()
+            if k.startswith(SECRET_ENV_PREFIX)
+        }
+
+    def resolve(self, name: str, ref: SecretRef) -> str:
+        scheme, _, var = ref.ref.partition(":")
+        if scheme != "env":  # the model's pattern allows only env: today
+            raise ConfigError(f"secret {name!r}: unsupported reference scheme {scheme!r}")
+        value = self._values.get(var)
+        if not value:
+            raise ConfigError(
+                f"secret {name!r} refers to env:{var}, which this worker does not have",
+                hint=f"set {SECRET_ENV_PREFIX}{var} in the worker's environment",
+            )
+        return value
+
+
+class DictSecrets(EnvSecrets):
+    """The fake beside `EnvSecrets`: values given directly, keyed by the reference's NAME."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        super().__init__({SECRET_ENV_PREFIX + k: v for k, v in values.items()})
+
+
+def resolve_inputs(request: GoalRunRequest, secrets: SecretResolver) -> Inputs:
+    """The run's `Inputs`: plain inputs as given, secrets resolved (marked sensitive)."""
+    resolved = {name: secrets.resolve(name, ref) for name, ref in request.secrets.items()}
+    try:
+        return Inputs.of(plain=dict(request.inputs), secret=resolved)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

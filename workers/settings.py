@@ -1,0 +1,105 @@
+"""The one `Settings` object: read from the environment (prefix `GOALFLEET_`) once, at a
+composition root (the CLI, the worker start, the API app factory), and passed down.
+
+Nothing else in goalfleet reads the environment, with one deliberate exception: secret values
+(`GOALFLEET_SECRET_<NAME>`) are handed to `workers.secrets.EnvSecrets` by the same composition
+root, so they never sit in a settings object that might be printed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the fleet. See docs/fleet.md for the reference table."""
+
+    model_config = SettingsConfigDict(env_prefix="GOALFLEET_", extra="ignore", frozen=True)
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """The store (runs, steps, devices, batches), the Celery broker and the result backend."""
+    key_prefix: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_.-]+$")] = (
+        "gf"
+    )
+    """Prefix of every key goalfleet writes, so several fleets can share one Redis."""
+
+    api_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
+    request is refused except /health, so an API is never open by accident."""
+    api_host: str = "127.0.0.1"
+    api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
+    api_url: str = "http://127.0.0.1:8787"
+    """Where the CLI's client finds the API."""
+    api_token: SecretStr | None = None
+    """The token the CLI's client sends (one of the API's `api_tokens`)."""
+
+    soft_time_limit_s: Annotated[float, Field(gt=0)] = 300.0
+    """A run still going after this long ends `errored` (cooperatively, device released)."""
+    time_limit_s: Annotated[float, Field(gt=0)] = 330.0
+    """The pool child is killed after this long; the message is redelivered (attempt + 1)."""
+    visibility_timeout_s: Annotated[int, Field(gt=0)] = 600
+    """Unacked messages come back after this long; must exceed the hard time limit, or a long
+    run is redelivered forever. Set on the broker, the result backend and the app alike."""
+    attempt_cap: Annotated[int, Field(ge=1, le=20)] = 3
+    """Deliveries of one run (first + redeliveries) before it ends `errored`."""
+
+    heartbeat_interval_s: Annotated[float, Field(gt=0)] = 2.0
+    lease_s: Annotated[float, Field(gt=0)] = 10.0
+    """A device whose worker has not renewed its lease for this long is down."""
+    quarantine_after: Annotated[int, Field(ge=1, le=100)] = 3
+    """Consecutive infrastructure failures (`errored` runs) that quarantine a device."""
+    probe_interval_s: Annotated[float, Field(gt=0)] = 15.0
+    """How often a quarantined device's worker probes it (one snapshot) to recover."""
+
+    retention_s: Annotated[int, Field(ge=0)] = 7 * 24 * 3600
+    """How long a finished run, its steps and its batch stay in Redis (0: forever)."""
+    result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
+    """Celery's own result entries (used only for redelivery de-duplication)."""
+
+    dispatch_interval_s: Annotated[float, Field(gt=0)] = 1.0
+    """The scheduler's loop wakes at least this often (and at once when a device frees)."""
+    max_pending: Annotated[int, Field(ge=1)] = 100_000
+    """Submits beyond this many pending runs are refused with 429."""
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [t.strip() for t in v.split(",") if t.strip()]
+        return v
+
+    @model_validator(mode="after")
+    def _limits_in_order(self) -> Self:
+        if not self.soft_time_limit_s < self.time_limit_s < self.visibility_timeout_s:
+            raise ValueError(
+                "time limits must satisfy soft_time_limit_s < time_limit_s < "
+                f"visibility_timeout_s (got {self.soft_time_limit_s} / {self.time_limit_s} / "
+                f"{self.visibility_timeout_s}); raise GOALFLEET_VISIBILITY_TIMEOUT_S or lower "
+                "the limits, or a long run is redelivered forever"
+            )
+        if self.heartbeat_interval_s * 2 > self.lease_s:
+            raise ValueError(
+                "lease_s must be at least twice heartbeat_interval_s so one late beat does "
+                "not mark a device down"
+            )
+        return self
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as `GOALFLEET_*` variables, for child processes (demo, tests)."""
+        out: dict[str, str] = {}
+        for name, value in self:
+            key = f"GOALFLEET_{name.upper()}"
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                out[key] = value.get_secret_value()
+            elif isinstance(value, list):
+                out[key] = ",".join(
+                    v.get_secret_value() if isinstance(v, SecretStr) else str(v) for v in value
+                )
+            else:
+                out[key] = str(value)
+        return out

@@ -1,0 +1,147 @@
+"""The run task: a message carries one run id; everything else is read from the store.
+
+`execute_run` is the whole body (claim → resolve secrets → device + decider → `run_goal` with
+step rows written as they happen → final result), kept free of Celery so it can be tested
+without a worker. `register_tasks` binds it to an app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from workers import runtime as runtime_mod
+from workers.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
+from workers.loop import run_goal
+from workers.model import ErrorInfo, RunResult, RunStatus, StepRow
+from workers.ports import DevicePort
+from workers.records import RunRecord
+from workers.runstore import Claim, ClaimKind, ClaimLostError, Failure
+from workers.runtime import WorkerRuntime
+from workers.secrets import resolve_inputs
+
+RUN_TASK = "goalfleet.run"
+log = logging.getLogger(__name__)
+
+
+def failure_of(result: RunResult) -> Failure:
+    """How a result counts towards device health: infra and decision failures apart."""
+    if result.status is RunStatus.DONE:
+        return Failure.NONE
+    if result.status is RunStatus.ERRORED:
+        if result.error is not None and result.error.type in {"ConfigError"}:
+            return Failure.NEUTRAL
+        return Failure.INFRA
+    if result.status in {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS}:
+        return Failure.DECISION
+    return Failure.NEUTRAL
+
+
+def _errored(record: RunRecord, reason: str, exc: BaseException | None = None) -> RunResult:
+    info = None
+    if exc is not None:
+        code = getattr(exc, "code", type(exc).__name__.upper())
+        info = ErrorInfo(type=type(exc).__name__, code=str(code), message=str(exc)[:500])
+    return RunResult(status=RunStatus.ERRORED, reason=reason, goal=record.request.goal, error=info)
+
+
+def _notify(rt: WorkerRuntime, what: str, *args: Any) -> None:  # noqa: ANN401 - hook arguments
+    for obs in rt.observers:
+        try:
+            getattr(obs, what)(*args)
+        except Exception:
+            log.exception("observer %r failed in %s", obs, what)
+
+
+def execute_run(rt: WorkerRuntime, run_id: str) -> str:
+    """Run one goal run on this worker's device. Returns the final status (or why skipped)."""
+    record = rt.store.load(run_id)
+    if record is None:
+        return "skipped:missing"
+    claim = rt.store.claim(
+        run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap
+    )
+    if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
+        return f"skipped:{claim.kind.value}"
+    record = record.model_copy(update={"device": rt.device_id, "attempt": claim.attempt})
+    if claim.kind is ClaimKind.EXHAUSTED:
+        result = _errored(
+            record,
+            f"delivered {claim.attempt} times (attempt cap {rt.settings.attempt_cap}); "
+            "the worker kept dying or timing out on this run",
+        )
+    else:
+        _notify(rt, "run_started", record, claim.attempt)
+        result = _run(rt, record, claim)
+    result = result.model_copy(
+        update={"run_id": run_id, "device_id": rt.device_id, "attempt": claim.attempt}
+    )
+    ok = rt.store.finish(
+        record,
+        claim.token,
+        result,
+        failure=failure_of(result),
+        quarantine_after=rt.settings.quarantine_after,
+        retention_s=rt.settings.retention_s,
+    )
+    if not ok:
+        log.warning("run %s: claim lost before finish; result dropped", run_id)
+        return "skipped:claim-lost"
+    _notify(rt, "run_finished", record, result)
+    return result.status.value
+
+
+def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
+    req = record.request
+    device: DevicePort | None = None
+
+    def on_step(row: StepRow) -> None:
+        rt.store.write_step(record.id, claim.token, row)
+        _notify(rt, "step", record, row)
+
+    def should_cancel() -> bool:
+        return rt.store.cancel_requested(record.id)
+
+    try:
+        inputs = resolve_inputs(req, rt.secrets)
+        decider = rt.make_decider(req.decider)
+        device = rt.open_device(record.id)
+        return run_goal(
+            device,
+            req.goal,
+            decider=decider,
+            inputs=inputs,
+            max_steps=req.max_steps,
+            min_confidence=req.min_confidence,
+            max_unproductive=req.max_unproductive,
+            done_when=req.done_when,
+            on_step=on_step,
+            should_cancel=should_cancel,
+        )
+    except SoftTimeLimitExceeded as exc:
+        return _errored(
+            record, f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded", exc
+        )
+    except ConfigError as exc:
+        return _errored(record, f"configuration: {exc}", exc)
+    except DecisionInvalidError as exc:  # raised by a decider factory at construction
+        return _errored(record, f"decider: {exc}", exc)
+    except (DeviceError, DecideError) as exc:
+        return _errored(record, f"device could not be opened: {exc}", exc)
+    except ClaimLostError as exc:
+        return _errored(record, str(exc), exc)
+    finally:
+        if device is not None:
+            with contextlib.suppress(DeviceError):
+                device.close()
+
+
+def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints
+    """Bind the run task to `app` (time limits, acks_late etc. come from the app's conf)."""
+
+    @app.task(name=RUN_TASK, bind=True, ignore_result=False)  # type: ignore[untyped-decorator]
+    def run(self: Any, run_id: str) -> str:  # noqa: ANN401, ARG001 - Celery's bound task
+        return execute_run(runtime_mod.current(), run_id)

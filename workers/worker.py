@@ -1,0 +1,93 @@
+"""Starting one device's worker: the worker-side composition root.
+
+`start_worker` wires the runtime (built in each pool child at `worker_process_init`), the
+device's presence (registered when the worker is ready, deregistered at shutdown) and runs a
+Celery worker named `w@<device>` consuming only `device.<device>`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from celery import signals
+
+from workers import runtime as runtime_mod
+from workers.celery_app import make_celery
+from workers.connections import redis_client
+from workers.keys import Keys, device_queue
+from workers.observers import RunObserver
+from workers.ports import DevicePort
+from workers.presence import Presence
+from workers.runstore import RunStore
+from workers.runtime import WorkerSpec, build_runtime, default_device_opener
+from workers.secrets import EnvSecrets
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def worker_argv(spec: WorkerSpec, *, loglevel: str = "INFO") -> list[str]:
+    return [
+        "worker",
+        "--hostname",
+        spec.name,
+        "--queues",
+        device_queue(spec.info.id),
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "1",
+        "--prefetch-multiplier",
+        "1",
+        "--without-gossip",
+        "--without-mingle",
+        "--task-events",
+        "--loglevel",
+        loglevel,
+    ]
+
+
+def start_worker(
+    settings: Settings,
+    spec: WorkerSpec,
+    environ: Mapping[str, str],
+    *,
+    observers: tuple[RunObserver, ...] = (),
+    loglevel: str = "INFO",
+) -> None:
+    """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown)."""
+    secrets = EnvSecrets(environ)
+    runtime_mod.configure(lambda: build_runtime(settings, spec, secrets, observers=observers))
+    store = RunStore(redis_client(settings.redis_url), Keys(settings.key_prefix))
+    presence = Presence(store, spec, settings, probe=_probe(spec))
+    presence.register()
+    presence.start()
+
+    def on_process_init(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        runtime_mod.init_process()
+
+    def on_process_shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        runtime_mod.reset()
+
+    def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        log.info("worker %s ready on %s", spec.name, device_queue(spec.info.id))
+
+    def on_shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        presence.stop()
+
+    signals.worker_process_init.connect(on_process_init, weak=False)
+    signals.worker_process_shutdown.connect(on_process_shutdown, weak=False)
+    signals.worker_ready.connect(on_ready, weak=False)
+    signals.worker_shutdown.connect(on_shutdown, weak=False)
+    app = make_celery(settings)
+    try:
+        app.worker_main(argv=worker_argv(spec, loglevel=loglevel))
+    finally:
+        presence.stop()
+
+
+def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:
+    opener = default_device_opener(spec)
+    return lambda: opener("probe")
