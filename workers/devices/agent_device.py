@@ -241,7 +241,11 @@ class AgentDeviceDevice:
             wire = HttpTransport("127.0.0.1", info.http_port, info.token.get_secret_value())
         else:
             wire = SocketTransport("127.0.0.1", info.port)
-        record = state_dir / "scripts" / f"{session}.ad" if arm_recording else None
+        record = (
+            state_dir / "scripts" / f"{session}-{uuid.uuid4().hex[:12]}.ad"
+            if arm_recording
+            else None
+        )
         if record is not None:
             record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         dev = cls(
@@ -322,6 +326,10 @@ class AgentDeviceDevice:
                         raise
         finally:
             self._transport.close()
+            if self._record_script is not None:
+                # the published script holds selectors and plain literals (never a recordAs
+                # value); we armed it only for recordAs, so it is not kept
+                self._record_script.unlink(missing_ok=True)
 
     # -- internals --------------------------------------------------------------------------
 

@@ -1,0 +1,130 @@
+"""A real headless desktop, the GTK sign-in app and a real agent-device daemon.
+
+Session scope: one Xvfb + D-Bus + AT-SPI stack on a random free display, and one daemon with
+its own state dir and claims dir. Function scope: a fresh app per test (one app per display),
+and an `AgentDeviceDevice` session. Everything is torn down at the end.
+
+These tests do not skip when the stack is missing: they fail and say what to install
+(`scripts/setup-linux-target.sh`, `make agent-device`). A skip is not a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.devices.agent_device import AgentDeviceDevice
+from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess, start_daemon
+from workers.devices.agent_device_wire import SocketTransport
+from workers.devices.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
+from workers.model import Platform
+
+APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
+EMAIL = "alice@example.com"
+PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
+"""Fresh per test session, so a leak scan cannot pass by luck."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.agent_device)
+
+
+@pytest.fixture(scope="session")
+def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinuxDesktop]:
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"the Linux target is not installed ({missing}): scripts/setup-linux-target.sh")
+    if not (DEFAULT_PACKAGE_DIR / "dist").is_dir():
+        pytest.fail("agent-device is not installed: make agent-device (npm ci in deploy/)")
+    desk = start_linux_desktop(tmp_path_factory.mktemp("desk"))
+    yield desk
+    desk.stop()
+
+
+@pytest.fixture(scope="session")
+def daemon(
+    desktop: LinuxDesktop, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaemonProcess]:
+    state = tmp_path_factory.mktemp("ad-state")
+    proc = start_daemon(state, env=desktop.env, claims_dir=state / "claims")
+    yield proc
+    proc.stop()
+
+
+@dataclass
+class App:
+    state_file: Path
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(self.state_file.read_text(encoding="utf-8"))
+
+
+def wait_until_visible(daemon: DaemonProcess, timeout_s: float = 15.0) -> None:
+    """Until a snapshot shows the app (AT-SPI registration lags the window a little)."""
+    wire = SocketTransport("127.0.0.1", daemon.info.port)
+    token = daemon.info.token.get_secret_value()
+
+    def call(command: str, flags: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "session": "probe",
+            "command": command,
+            "positionals": [],
+            "flags": flags,
+            "meta": {"requestId": uuid.uuid4().hex},
+            "token": token,
+        }
+        return wire.request(body)
+
+    try:
+        call("open", {"platform": "linux"})
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = call("snapshot", {"snapshotInteractiveOnly": True})
+            labels = [n.get("label") for n in reply.get("data", {}).get("nodes", [])]
+            if "Sign in" in labels:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app never showed in a snapshot: {reply}")
+            time.sleep(0.1)
+    finally:
+        call("close", {})
+        wire.close()
+
+
+@pytest.fixture
+def app(desktop: LinuxDesktop, daemon: DaemonProcess, tmp_path: Path) -> Iterator[App]:
+    state_file = tmp_path / "app-state.json"
+    proc = desktop.start_app(
+        ["/usr/bin/python3", str(APP)],
+        extra_env={
+            "GTK_SIGNIN_STATE_FILE": str(state_file),
+            "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256": hashlib.sha256(PASSWORD.encode()).hexdigest(),
+        },
+        ready=state_file.exists,
+    )
+    wait_until_visible(daemon)
+    yield App(state_file)
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["socket", "http"])
+def device(
+    request: pytest.FixtureRequest, daemon: DaemonProcess, app: App
+) -> Iterator[AgentDeviceDevice]:
+    dev = AgentDeviceDevice.connect(
+        daemon.state_dir, platform=Platform.LINUX, transport=request.param, settle_quiet_ms=200
+    )
+    yield dev
+    dev.close()

@@ -1,0 +1,93 @@
+"""run_goal through AgentDeviceDevice against the real daemon and the real GTK app."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from conftest import EMAIL, PASSWORD, App
+from structlog.testing import capture_logs
+
+from workers.decide.rules import RulesDecider
+from workers.decide.scripted import ScriptedDecider, fill, press
+from workers.devices.agent_device import AgentDeviceDevice
+from workers.devices.agent_device_daemon import DaemonProcess
+from workers.loop import run_goal
+from workers.model import ActionKind, Inputs, Outcome, RunResult, RunStatus
+
+PINNED = re.compile(r"^@e[0-9]+~s([0-9]+)$")
+
+
+def inputs() -> Inputs:
+    return Inputs.of(plain={"email": EMAIL}, secret={"password": PASSWORD})
+
+
+def assert_signed_in(result: RunResult, app: App, logs: list[dict[str, object]]) -> None:
+    assert result.status is RunStatus.DONE, result.reason
+    acted = [s for s in result.steps if s.action is not None]
+    assert [s.outcome for s in acted] == [Outcome.ACTED] * len(acted)
+    kinds = [s.action.kind for s in acted if s.action]
+    assert kinds.count(ActionKind.FILL) == 2
+    assert kinds[-1] is ActionKind.PRESS
+    for row in acted:
+        assert row.action is not None
+        m = PINNED.match(row.action.pinned)
+        assert m, row.action.pinned
+        assert m.group(1) == row.refs_generation  # pinned to the snapshot it was decided on
+    pw_row = next(s for s in acted if s.action and s.action.input == "password")
+    assert pw_row.action is not None
+    assert pw_row.action.shown_value == "**********"
+    # the request log: one debug line per device command, mutations with pinned refs
+    commands = [e for e in logs if e.get("event") == "device_command"]
+    mutations = [e for e in commands if e["command"] in {"press", "fill"}]
+    assert len(mutations) == len(acted)
+    assert all(PINNED.match(str(e["target"])) for e in mutations)
+    assert all(e["outcome"] == "ok" and float(str(e["duration_ms"])) > 0 for e in commands)
+    # the password is nowhere in what we produced
+    assert PASSWORD not in result.model_dump_json()
+    assert PASSWORD not in repr(logs)
+    # and the app really got there, with the right password
+    state = app.state()
+    assert state["screen"] == "welcome"
+    assert state["email"] == EMAIL
+    assert state["password_matches"] is True
+
+
+def test_scripted_decider_signs_in(
+    device: AgentDeviceDevice, app: App, daemon: DaemonProcess, caplog, capfd
+):
+    """fill email, fill password (secret), press Sign in, then done_when sees Welcome."""
+    caplog.set_level(logging.DEBUG)
+    decider = ScriptedDecider(
+        [fill("Email", "email"), fill("Password", "password"), press("Sign in")]
+    )
+    with capture_logs() as logs:
+        result = run_goal(device, "Sign in", decider=decider, inputs=inputs(), done_when="Welcome")
+    assert_signed_in(result, app, logs)
+    assert result.steps[-1].outcome is Outcome.DONE
+    assert len(result.steps) == 4
+    out, err = capfd.readouterr()
+    assert PASSWORD not in out + err + caplog.text
+    # recordAs kept the literal out of agent-device's own state, logs and scripts
+    device.close()
+    for path in daemon.state_dir.rglob("*"):
+        if path.is_file():
+            assert PASSWORD not in path.read_text(errors="replace"), path
+
+
+def test_rules_decider_signs_in(device: AgentDeviceDevice, app: App):
+    """The offline rules decider finds the fields, skips "Forgot password?", sees Welcome."""
+    with capture_logs() as logs:
+        result = run_goal(device, "Sign in", decider=RulesDecider(), inputs=inputs())
+    assert_signed_in(result, app, logs)
+    assert app.state()["forgot_pressed"] == 0
+
+
+def test_every_mutation_gets_a_fresh_generation(device: AgentDeviceDevice, app: App):
+    """Each settle returns a newer refs generation than the snapshot it was pinned to."""
+    snap = device.snapshot()
+    email = next(c for c in snap.candidates if c.name == "Email")
+    result = device.fill(snap.pin(email.ref), inputs().get("email"))  # type: ignore[arg-type]
+    assert result.changed
+    assert int(result.refs_generation) > int(snap.refs_generation)
+    assert app.state()["screen"] == "signin"
