@@ -7,10 +7,11 @@ import os
 import sys
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
-from workers.decide.factory import make_decider
 
+from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.errors import ConfigError
 from workers.loop import (
@@ -89,9 +90,11 @@ def parse_inputs(args: argparse.Namespace) -> Inputs:
     secret = _secrets(args.secret)
     try:
         return Inputs.of(plain, secret)
+    except ValidationError as exc:
+        msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--input/--secret: {msg}") from None
     except ValueError as exc:
-        msg = str(exc).split("\n")[-1] if "validation error" in str(exc) else str(exc)
-        raise ConfigError(f"--input/--secret: {msg.strip()}") from None
+        raise ConfigError(f"--input/--secret: {exc}") from None
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -116,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
         decider = make_decider(args.decider)
         device = make_device(args.device, latency_scale=args.latency_scale)
     except ConfigError as exc:
-        err.print(f"goalfleet run: {exc}", markup=False, highlight=False)
+        err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     try:
         result = run_goal(
@@ -134,7 +137,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        print_result(result, Console())
+        out = Console()
+        print_result(result, out if out.is_terminal else Console(width=160))
     return 0 if result.status is RunStatus.DONE else 1
 
 

@@ -1,0 +1,130 @@
+"""`goalfleet run`: exit codes, JSON output, and bad input rejected before anything runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scheduler.cli import main
+
+PASSWORD = "pw-never-printed-42"
+
+
+@pytest.fixture(autouse=True)
+def _password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIGNIN_PASSWORD", PASSWORD)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["run", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("device", ["sim:signin-ios", "sim:signin-android"])
+def test_rules_decider_signs_in_and_json_shows_pinned_refs_not_secrets(
+    capsys: pytest.CaptureFixture[str], device: str
+) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "--device",
+        device,
+        "--goal",
+        "Sign in",
+        "--input",
+        "email=ada@example.com",
+        "--secret",
+        "password=env:SIGNIN_PASSWORD",
+        "--decider",
+        "rules",
+        "--json",
+    )
+    assert code == 0
+    result = json.loads(out)
+    assert result["status"] == "done"
+    pinned = [s["action"]["pinned"] for s in result["steps"] if s["action"]]
+    assert pinned
+    assert all(p.startswith("@e") and "~s" in p for p in pinned)
+    assert PASSWORD not in out
+
+
+def test_table_output_and_nonzero_exit_unless_done(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the password the run cannot finish: exit 1, and the table still prints."""
+    code, out, _ = run_cli(
+        capsys,
+        "--device",
+        "sim:signin-ios",
+        "--goal",
+        "Sign in",
+        "--input",
+        "email=ada@example.com",
+        "--max-steps",
+        "3",
+    )
+    assert code == 1
+    assert "Sign in to Acme" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "sim:nope-ios"], "unknown sim app"),
+        (["--device", "usb:1234"], "not a device spec"),
+        (
+            ["--secret", "password=env:GOALFLEET_TEST_UNSET_VAR"],
+            "GOALFLEET_TEST_UNSET_VAR is not set",
+        ),
+        (["--secret", "password=hunter2"], "never the value"),
+        (["--decider", "nonsense"], "unknown decider"),
+        (["--max-steps", "0"], "--max-steps must be between 1 and 100"),
+        (["--max-steps", "101"], "--max-steps must be between 1 and 100"),
+        (["--min-confidence", "1.5"], "--min-confidence"),
+        (["--input", "email"], "NAME=VALUE"),
+        (["--input", "1bad=x"], "input name"),
+        (["--input", "a=1", "--input", "a=2"], "given twice"),
+        (["--goal", "  "], "--goal is blank"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    base = {"--device": "sim:signin-ios", "--goal": "Sign in"}
+    argv: list[str] = []
+    for k, v in base.items():
+        if k not in args:
+            argv += [k, v]
+    code, out, err = run_cli(capsys, *argv, *args)
+    assert code == 2
+    assert out == ""
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_console_script_is_installed() -> None:
+    """The `goalfleet` entry point runs in a fresh process."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "run",
+            "--device",
+            "sim:signin-ios",
+            "--goal",
+            "Sign in",
+            "--input",
+            "email=ada@example.com",
+            "--secret",
+            "password=env:SIGNIN_PASSWORD",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "done"
