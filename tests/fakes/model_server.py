@@ -92,7 +92,9 @@ class FakeModelServer:
         """Every request body exactly as it came over the wire."""
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 

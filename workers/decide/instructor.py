@@ -108,6 +108,9 @@ def _decision(choice: Choice, usage: TokenUsage) -> Decision:
 
 
 def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors()]
+        return "; ".join(problems)[:200]
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
 

@@ -1,0 +1,31 @@
+"""Shared fixtures. No test can call a live model (the guard below is autouse)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fakes.model_server import FakeModelServer
+
+import workers.decide.instructor as instructor_decider
+
+
+@pytest.fixture(autouse=True)
+def _no_live_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse model requests to anything but loopback, and point every SDK at a dead port.
+
+    `ALLOW_MODEL_REQUESTS = False` makes `InstructorDecider` refuse a non-loopback client before
+    sending; the dummy keys and base URL make any client built from the environment fail fast
+    on 127.0.0.1:9 instead of reaching a real provider.
+    """
+    monkeypatch.setattr(instructor_decider, "ALLOW_MODEL_REQUESTS", False)
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.setenv(var, "test-dummy-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """An OpenAI-compatible fake model server on a random loopback port."""
+    with FakeModelServer() as server:
+        yield server
