@@ -43,8 +43,10 @@ unit: install
 test: install agent-device linux-target lint
 	$(BIN)/pytest -q
 
+# Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
 bench: install
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.bench_loop
+	$(BIN)/python -m bench.bench_tokens
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache
