@@ -85,7 +85,13 @@ def _problems_from(exc: RequestValidationError) -> list[Problem]:
             fix = f"use a value of at least {ctx['ge']}"
         elif "pattern" in ctx:
             fix = f"match the pattern {ctx['pattern']}"
-        out.append(Problem(field=field, problem=msg, fix=fix))
+        if field.startswith("secrets.") and field.endswith(".ref"):
+            fix = "give a reference like env:NAME and set GOALFLEET_SECRET_NAME on the workers"
+        if not fix and ";" in msg:  # our own validators say "<problem>; <fix>"
+            fix = msg.split(";", 1)[1].strip()
+        if not fix and ":" in msg:  # "<problem>: <how>"
+            fix = msg.split(":", 1)[1].strip()
+        out.append(Problem(field=field, problem=msg, fix=fix or "see the problem"))
     return out
 
 
@@ -99,7 +105,7 @@ def _error(status: int, code: str, message: str, fix: str = "", problems: Any = 
     return JSONResponse(status_code=status, content=body.model_dump())
 
 
-def create_app(
+def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     settings: Settings | None = None,
     *,
     client: redis.Redis | None = None,
@@ -149,7 +155,9 @@ def create_app(
                 problems,
             )
         first = problems[0] if problems else Problem("body", "invalid")
-        return _error(422, "INVALID_REQUEST", f"{first.field}: {first.problem}", first.fix, problems)
+        return _error(
+            422, "INVALID_REQUEST", f"{first.field}: {first.problem}", first.fix, problems
+        )
 
     @app.exception_handler(FleetError)
     async def _fleet_error(_: Request, exc: FleetError) -> JSONResponse:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from pydantic import TypeAdapter
@@ -56,7 +56,7 @@ class FleetClient:
             base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
         )
 
-    def __enter__(self) -> FleetClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

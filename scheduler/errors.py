@@ -1,13 +1,13 @@
 """The scheduler's errors, each with the HTTP status the API answers with.
 
-    GoalfleetError (workers.errors)
-    └── FleetError
-        ├── AuthError             401  no bearer token, or a wrong one
-        ├── InvalidRequestError   422  bad input; names the field and the fix
-        ├── NotFoundError         404  no such run / batch / schedule
-        ├── ConflictError         409  the request contradicts the current state
-        ├── TooManyPendingError   429  the pending backlog is full
-        └── UnavailableError      503  Redis (store and broker) is not reachable
+GoalfleetError (workers.errors)
+└── FleetError
+    ├── AuthError             401  no bearer token, or a wrong one
+    ├── InvalidRequestError   422  bad input; names the field and the fix
+    ├── NotFoundError         404  no such run / batch / schedule
+    ├── ConflictError         409  the request contradicts the current state
+    ├── TooManyPendingError   429  the pending backlog is full
+    └── UnavailableError      503  Redis (store and broker) is not reachable
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import redis
 
@@ -66,21 +67,28 @@ class LocalRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, *, timeout_s: float = 10.0) -> LocalRedis:
+    def start(self, *, timeout_s: float = 10.0) -> Self:
         self.dir = tempfile.TemporaryDirectory(prefix="goalfleet-redis-")
         for _ in range(5):
             self.port = free_port()
             self.proc = subprocess.Popen(  # noqa: S603 - a fixed binary with fixed arguments
                 [
                     self.binary,
-                    "--port", str(self.port),
-                    "--bind", "127.0.0.1",
-                    "--save", "",
-                    "--appendonly", "yes" if self.appendonly else "no",
-                    "--dir", self.dir.name,
-                    "--maxmemory-policy", "noeviction",
-                    "--loglevel", "warning",
-                ],  # fmt: skip
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes" if self.appendonly else "no",
+                    "--dir",
+                    self.dir.name,
+                    "--maxmemory-policy",
+                    "noeviction",
+                    "--loglevel",
+                    "warning",
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -109,7 +117,7 @@ class LocalRedis:
                 self.dir.cleanup()
             self.dir = None
 
-    def __enter__(self) -> LocalRedis:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

@@ -8,10 +8,12 @@ from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from workers.model import GoalRunRequest
+from workers.model import GoalRunRequest, SecretRef
 from workers.records import DEVICE_ID_PATTERN, Selector
 
-SENSITIVE_NAME = re.compile(r"pass(word|code|phrase)?|secret|token|otp|^pin$|api_?key", re.IGNORECASE)
+SENSITIVE_NAME = re.compile(
+    r"pass(word|code|phrase)?|secret|token|otp|^pin$|api_?key", re.IGNORECASE
+)
 MAX_PRIORITY = 9
 MAX_BATCH = 1000
 
@@ -25,9 +27,9 @@ class _Submit(GoalRunRequest):
     def _no_plaintext(cls, v: object) -> object:
         if isinstance(v, dict):
             for name, ref in v.items():
-                if not isinstance(ref, dict):
+                if not isinstance(ref, dict | SecretRef):
                     var = str(name).upper()
-                    raise ValueError(
+                    raise ValueError(  # noqa: TRY004 - pydantic validators raise ValueError
                         f"secrets.{name} is a plaintext value, which is refused; pass a "
                         f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
                         "the workers"
@@ -63,8 +65,7 @@ class RunSubmit(_Submit):
     def _one_target(self) -> Self:
         if self.device is not None and self.selector is not None:
             raise ValueError(
-                "give either device (one exact device) or selector (any matching device), "
-                "not both"
+                "give either device (one exact device) or selector (any matching device), not both"
             )
         return self
 

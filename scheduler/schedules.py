@@ -75,7 +75,9 @@ class Schedules:
             raise NotFoundError(f"no schedule {schedule_id!r}")
 
     def list(self) -> list[Schedule]:
-        due = cast("list[tuple[str, float]]", self.r.zrange(self.k.schedules, 0, -1, withscores=True))
+        due = cast(
+            "list[tuple[str, float]]", self.r.zrange(self.k.schedules, 0, -1, withscores=True)
+        )
         out = []
         for sid, score in due:
             raw = cast("str | None", self.r.get(self.k.schedule(sid)))

@@ -119,7 +119,7 @@ class FleetStore:
             while True:
                 try:
                     if idem is not None:
-                        p.watch(self.k.idem(idem.key))
+                        p.watch(self.k.idem(idem.key))  # type: ignore[no-untyped-call]
                         existing = p.get(self.k.idem(idem.key))
                         if existing is not None:
                             p.reset()
@@ -129,7 +129,7 @@ class FleetStore:
                         ttl = self.retention_s or None
                         p.set(self.k.idem(idem.key), f"{ref}|{idem.body_hash}", ex=ttl)
                     for run in runs:
-                        p.hset(self.k.run(run.id), mapping=run.to_hash())
+                        p.hset(self.k.run(run.id), mapping=run.to_hash())  # type: ignore[arg-type]
                         p.zadd(
                             self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)}
                         )

@@ -1,17 +1,17 @@
 """The Redis key layout, in one place (the worker and the scheduler share it).
 
-    {p}:run:{id}            hash   one run record (see `workers.records.RunRecord`)
-    {p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
-    {p}:devices             set    ids of registered devices
-    {p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
-    {p}:device:{id}:lease   string the worker's heartbeat lease (expires when it dies)
-    {p}:pending             zset   runs waiting for a device, scored by priority then time
-    {p}:wake                list   pushed when a device frees; the scheduler's loop blocks on it
-    {p}:batch:{id}          hash   batch totals and per-status counts
-    {p}:batch:{id}:runs     list   the batch's run ids
-    {p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
-    {p}:schedules           zset   schedule ids by next due time
-    {p}:schedule:{id}       hash   one recurring schedule
+{p}:run:{id}            hash   one run record (see `workers.records.RunRecord`)
+{p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
+{p}:devices             set    ids of registered devices
+{p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
+{p}:device:{id}:lease   string the worker's heartbeat lease (expires when it dies)
+{p}:pending             zset   runs waiting for a device, scored by priority then time
+{p}:wake                list   pushed when a device frees; the scheduler's loop blocks on it
+{p}:batch:{id}          hash   batch totals and per-status counts
+{p}:batch:{id}:runs     list   the batch's run ids
+{p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
+{p}:schedules           zset   schedule ids by next due time
+{p}:schedule:{id}       hash   one recurring schedule
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Protocol
 from workers.errors import ConfigError
 from workers.model import GoalRunRequest, Inputs, SecretRef
 
-SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"
+SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"  # noqa: S105 - a variable-name prefix, not a secret
 
 
 class SecretResolver(Protocol):

@@ -32,7 +32,7 @@ def failure_of(result: RunResult) -> Failure:
     if result.status is RunStatus.DONE:
         return Failure.NONE
     if result.status is RunStatus.ERRORED:
-        if result.error is not None and result.error.type in {"ConfigError"}:
+        if result.error is not None and result.error.type == "ConfigError":
             return Failure.NEUTRAL
         return Failure.INFRA
     if result.status in {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS}:
@@ -61,9 +61,7 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
     record = rt.store.load(run_id)
     if record is None:
         return "skipped:missing"
-    claim = rt.store.claim(
-        run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap
-    )
+    claim = rt.store.claim(run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap)
     if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
         return f"skipped:{claim.kind.value}"
     record = record.model_copy(update={"device": rt.device_id, "attempt": claim.attempt})

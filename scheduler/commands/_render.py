@@ -63,8 +63,7 @@ def run_line(run: RunRecord) -> str:
     style = STATUS_STYLE.get(run.status, "")
     tail = f" — {run.reason}" if run.reason else ""
     return (
-        f"[{style}]{run.status.value}[/] run {run.id[:8]} on {where} "
-        f"(attempt {run.attempt}){tail}"
+        f"[{style}]{run.status.value}[/] run {run.id[:8]} on {where} (attempt {run.attempt}){tail}"
     )
 
 
@@ -92,7 +91,9 @@ def devices_table(devices: list[DeviceState]) -> Table:
     return table
 
 
-def watch_run(client: FleetClient, run_id: str, console: Console, *, poll_s: float = 0.25) -> RunRecord:
+def watch_run(
+    client: FleetClient, run_id: str, console: Console, *, poll_s: float = 0.25
+) -> RunRecord:
     rows: list[StepRow] = []
     run = client.run(run_id)
     with Live(console=console, refresh_per_second=8, transient=False) as live:

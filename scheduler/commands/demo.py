@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     signal.signal(signal.SIGTERM, _on_term)
     try:
-        return _demo(args, err)
+        return _demo(args)
     except KeyboardInterrupt:
         err.print("goalfleet demo: interrupted; everything it started is stopped")
         return 130
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         return report(exc, "demo")
 
 
-def _demo(args: argparse.Namespace, err: Console) -> int:
+def _demo(args: argparse.Namespace) -> int:
     from scheduler.localfleet import LocalFleet, SimWorker  # noqa: PLC0415 - heavy imports
     from scheduler.localredis import LocalRedis, reachable  # noqa: PLC0415
 
@@ -169,9 +169,7 @@ def _summary(
         statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
     steps = [s for r in runs if r.result for s in r.result.steps]
     durations = [r.result.duration_ms for r in runs if r.result]
-    waits = [
-        (r.started_at - r.submitted_at) * 1000 for r in runs if r.started_at is not None
-    ]
+    waits = [(r.started_at - r.submitted_at) * 1000 for r in runs if r.started_at is not None]
     per_device: dict[str, int] = {}
     for r in runs:
         if r.device:
@@ -201,7 +199,9 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     t.add_row("statuses", ", ".join(f"{k}: {v}" for k, v in sorted(summary["statuses"].items())))
     for phase, v in summary["p50_ms"].items():
         t.add_row(f"p50 {phase}", f"{v:.1f} ms")
-    t.add_row("runs per device", ", ".join(f"{k}: {v}" for k, v in summary["runs_per_device"].items()))
+    t.add_row(
+        "runs per device", ", ".join(f"{k}: {v}" for k, v in summary["runs_per_device"].items())
+    )
     t.add_row("batch wall time", f"{summary['batch_s']:.1f} s")
     t.add_row("demo wall time", f"{summary['total_s']:.1f} s")
     return t
@@ -211,6 +211,3 @@ def _json(obj: object) -> str:
     import json  # noqa: PLC0415 - only for --json
 
     return json.dumps(obj, indent=2, default=str) + "\n"
-
-
-

@@ -68,13 +68,7 @@ def body_from(args: argparse.Namespace) -> dict[str, Any]:
         body["done_when"] = args.done_when
     if args.max_steps is not None:
         body["max_steps"] = args.max_steps
-    selector: dict[str, Any] = {}
-    if args.platform:
-        selector["platform"] = args.platform
-    if args.os_version:
-        selector["os_version"] = args.os_version
-    if args.label:
-        selector["labels"] = pairs(args.label, "--label")
+    selector = _selector(args)
     if args.batch:
         body["selector"] = selector
         if args.count is not None:
@@ -86,6 +80,17 @@ def body_from(args: argparse.Namespace) -> dict[str, Any]:
     elif selector:
         body["selector"] = selector
     return body
+
+
+def _selector(args: argparse.Namespace) -> dict[str, Any]:
+    selector: dict[str, Any] = {}
+    if args.platform:
+        selector["platform"] = args.platform
+    if args.os_version:
+        selector["os_version"] = args.os_version
+    if args.label:
+        selector["labels"] = pairs(args.label, "--label")
+    return selector
 
 
 def main(args: argparse.Namespace) -> int:

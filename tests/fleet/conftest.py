@@ -1,0 +1,151 @@
+"""The fleet under test: a real redis-server on a random loopback port, the API over real
+HTTP (uvicorn) and the scheduler in threads, and real `goalfleet worker` processes (prefork,
+one per sim device, zero latency unless a test needs a slow one)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+import uvicorn
+from pydantic import SecretStr
+
+from scheduler.api import create_app
+from scheduler.client import FleetClient
+from scheduler.localfleet import LocalFleet, SimWorker
+from scheduler.localredis import LocalRedis, free_port
+from workers.connections import redis_client
+from workers.settings import Settings
+
+TOKEN = "fleet-test-token"
+SECRET_VALUE = "s3cret-Value-9481"
+
+WORKERS = [
+    SimWorker("ios-1", "ios", "17.5", "iPhone 15", {"pool": "a"}),
+    SimWorker("ios-2", "ios", "16.4", "iPhone 12", {"pool": "b"}),
+    SimWorker("android-1", "android", "14", "Pixel 8", {"pool": "a"}),
+    SimWorker("slow-1", "android", "13", "Pixel 6", {"pool": "slow"}, latency_scale=0.4),
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/fleet/" in str(item.fspath):
+            item.add_marker(pytest.mark.fleet)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[LocalRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    with LocalRedis() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def settings(redis_server: LocalRedis) -> Settings:
+    return Settings(
+        redis_url=redis_server.url,
+        key_prefix="gft",
+        api_tokens=[SecretStr(TOKEN)],
+        heartbeat_interval_s=0.5,
+        lease_s=3.0,
+        dispatch_interval_s=0.5,
+        soft_time_limit_s=60,
+        time_limit_s=90,
+        visibility_timeout_s=120,
+        retention_s=3600,
+    )
+
+
+@pytest.fixture(scope="session")
+def session_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sessions")
+
+
+@pytest.fixture(scope="session")
+def fleet(
+    settings: Settings, session_logs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalFleet]:
+    logs = tmp_path_factory.mktemp("worker-logs")
+    f = LocalFleet(settings, log_dir=logs, extra_env={"GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE})
+    try:
+        f.start_api()
+        f.start_scheduler()
+        for w in WORKERS:
+            f.start_worker(
+                SimWorker(
+                    w.device, w.platform, w.os_version, w.model, w.labels,
+                    latency_scale=w.latency_scale, session_log=session_logs / f"{w.device}.log",
+                )
+            )  # fmt: skip
+        f.wait_devices([w.device for w in WORKERS], timeout_s=90)
+        yield f
+    finally:
+        f.stop()
+
+
+@pytest.fixture
+def api(fleet: LocalFleet) -> Iterator[FleetClient]:
+    with fleet.client() as c:
+        yield c
+
+
+@pytest.fixture
+def http(fleet: LocalFleet) -> Iterator[httpx.Client]:
+    """Raw HTTP with the token (for status codes and bodies)."""
+    with httpx.Client(
+        base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+def db(settings: Settings) -> Iterator[redis.Redis]:
+    c = redis_client(settings.redis_url)
+    yield c
+    c.close()
+
+
+class Served:
+    """An app served by uvicorn on a random loopback port in a thread."""
+
+    def __init__(self, app: object) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")  # type: ignore[arg-type]
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def serve() -> Iterator[type[Served]]:
+    made: list[Served] = []
+
+    class _S(Served):
+        def __init__(self, app: object) -> None:
+            super().__init__(app)
+            made.append(self)
+
+    yield _S
+    for s in made:
+        s.stop()
+
+
+def create(settings: Settings, **kw: object) -> object:
+    return create_app(settings, **kw)  # type: ignore[arg-type]

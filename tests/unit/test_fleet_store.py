@@ -1,0 +1,264 @@
+"""The store against a real redis-server: atomic submit with idempotency, reservation,
+claim/redelivery/attempt cap, fenced step writes, finish with quarantine, cancel, schedules,
+and the run task's body (`execute_run`) on a sim device — no Celery worker involved."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import RecordingEnqueuer
+from scheduler.errors import ConflictError, InvalidRequestError
+from scheduler.fleet import Fleet
+from scheduler.localredis import LocalRedis
+from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.schedules import Schedules
+from scheduler.store import FleetStore
+from workers.connections import redis_client
+from workers.decide.factory import make_decider
+from workers.devices.sim import make_sim_device
+from workers.keys import Keys
+from workers.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
+from workers.records import DeviceInfo
+from workers.runstore import ClaimKind, ClaimLostError, DeviceTakenError, Failure, RunStore
+from workers.runtime import WorkerRuntime, WorkerSpec
+from workers.secrets import DictSecrets
+from workers.settings import Settings
+from workers.tasks import execute_run
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalRedis]:
+    with LocalRedis() as r:
+        yield r
+
+
+@pytest.fixture
+def client(server: LocalRedis) -> Iterator[redis.Redis]:
+    c = redis_client(server.url)
+    c.flushdb()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def parts(client: redis.Redis):
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    enq = RecordingEnqueuer()
+    fleet = Fleet(store, Dispatcher(store, enq), max_pending=100)
+    return store, RunStore(client, keys), enq, fleet
+
+
+def register(rs: RunStore, did: str, platform: str = "ios", **labels: str) -> None:
+    info = DeviceInfo(id=did, platform=Platform(platform), os_version="17.5", labels=labels)
+    rs.register(info, f"w@{did}", lease_s=30)
+
+
+def test_submit_dispatches_to_idle_device_and_queues_the_rest(parts):
+    """One device: the first run is reserved and enqueued at once, the second stays pending
+    until the device frees, then the dispatcher sends it."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    a, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
+    b, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
+    assert enq.sent == [(a.id, "d1")]
+    assert store.pending_ids() == [b.id]
+    assert store.load(b.id).device is None
+    claim = rs.claim(a.id, "d1", "w@d1", cap=3)
+    assert claim.kind is ClaimKind.CLAIMED
+    assert claim.attempt == 1
+    done = RunResult(status=RunStatus.DONE, goal="Sign in")
+    assert rs.finish(
+        store.load(a.id), claim.token, done, failure=Failure.NONE, quarantine_after=3,
+        retention_s=60,
+    )  # fmt: skip
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (b.id, "d1")
+
+
+def test_priority_orders_pending_runs(parts):
+    """Pending runs go out by priority (0 first), then by submit time."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    first, _ = fleet.submit_run(RunSubmit(goal="busy the device"))
+    low, _ = fleet.submit_run(RunSubmit(goal="low", priority=5))
+    high, _ = fleet.submit_run(RunSubmit(goal="high", priority=0))
+    assert store.pending_ids() == [high.id, low.id]
+    assert enq.sent == [(first.id, "d1")]
+
+
+def test_idempotency_replays_and_conflicts(parts):
+    """The same key and body return the first run without writing; another body is a 409."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    a, created = fleet.submit_run(RunSubmit(goal="Sign in"), idempotency_key="k1")
+    assert created
+    keys_before = store.key_count()
+    b, created = fleet.submit_run(RunSubmit(goal="Sign in"), idempotency_key="k1")
+    assert not created
+    assert b.id == a.id
+    assert store.key_count() == keys_before
+    with pytest.raises(ConflictError):
+        fleet.submit_run(RunSubmit(goal="Sign out"), idempotency_key="k1")
+
+
+def test_unknown_device_and_empty_selector_write_nothing(parts, client):
+    """Validation that needs the store fails before any write."""
+    _, rs, enq, fleet = parts
+    register(rs, "d1")
+    before = client.dbsize()
+    with pytest.raises(InvalidRequestError) as e:
+        fleet.submit_run(RunSubmit(goal="x", device="nope"))
+    assert e.value.problems[0].field == "device"
+    with pytest.raises(InvalidRequestError) as e:
+        fleet.submit_batch(BatchSubmit(goal="x", selector={"platform": "android"}))
+    assert e.value.problems[0].field == "selector"
+    assert client.dbsize() == before
+    assert enq.sent == []
+
+
+def test_redelivery_counts_attempts_up_to_the_cap(parts):
+    """A redelivered run restarts with attempt + 1 and its steps wiped; past the cap the claim
+    says exhausted; a stale token can no longer write."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    run, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
+    c1 = rs.claim(run.id, "d1", "w@d1", cap=2)
+    c2 = rs.claim(run.id, "d1", "w@d1", cap=2)
+    assert (c1.attempt, c2.attempt) == (1, 2)
+    assert c2.kind is ClaimKind.CLAIMED
+    row = StepRow(index=1, screen="s", refs_generation="1", candidates=0, outcome=Outcome.ACTED)
+    with pytest.raises(ClaimLostError):
+        rs.write_step(run.id, c1.token, row)
+    rs.write_step(run.id, c2.token, row)
+    assert len(store.steps(run.id)) == 1
+    c3 = rs.claim(run.id, "d1", "w@d1", cap=2)
+    assert c3.kind is ClaimKind.EXHAUSTED
+    assert store.steps(run.id) == []
+    assert rs.claim(run.id, "d2", "w@d2", cap=2).kind is ClaimKind.ELSEWHERE
+
+
+def test_quarantine_after_consecutive_infra_failures_and_recovery(parts):
+    """N errored runs in a row quarantine the device (no dispatch); decision failures do not;
+    a recovery lifts it."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    errored = RunResult(status=RunStatus.ERRORED, goal="g")
+    blocked = RunResult(status=RunStatus.BLOCKED, goal="g")
+    for i, (res, failure) in enumerate(
+        [(errored, Failure.INFRA), (blocked, Failure.DECISION), (errored, Failure.INFRA),
+         (errored, Failure.INFRA)]
+    ):  # fmt: skip
+        run, _ = fleet.submit_run(RunSubmit(goal=f"g{i}"))
+        c = rs.claim(run.id, "d1", "w@d1", cap=3)
+        rs.finish(
+            store.load(run.id), c.token, res, failure=failure, quarantine_after=2, retention_s=60
+        )
+    [state] = store.devices()
+    assert state.quarantined
+    assert state.infra_failures == 2
+    assert "infrastructure failures" in state.quarantine_reason
+    sent = len(enq.sent)
+    fleet.submit_run(RunSubmit(goal="waits"))
+    assert len(enq.sent) == sent
+    rs.recover("d1")
+    assert fleet.dispatcher.dispatch() == 1
+
+
+def test_cancel_queued_and_running(parts):
+    """A queued run is cancelled at once (device freed, batch counted); a running one gets the
+    flag the loop checks between steps; an ended one is a conflict."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    batch, _ = fleet.submit_batch(BatchSubmit(goal="g", count=2))
+    r1, r2 = batch.runs
+    running = r1 if store.load(r1).device else r2
+    queued = r2 if running == r1 else r1
+    assert store.cancel(queued) == "cancelled"
+    assert store.load(queued).status is RunStatus.CANCELLED
+    c = rs.claim(running, "d1", "w@d1", cap=3)
+    assert c.kind is ClaimKind.CLAIMED
+    assert store.cancel(running) == "requested"
+    assert rs.cancel_requested(running)
+    b = store.batch(batch.id)
+    assert b.counts == {"cancelled": 1}
+    assert b.finished == 1
+
+
+def test_device_lease_is_exclusive(parts):
+    """A second worker cannot register a device whose lease a live worker holds."""
+    _, rs, _, _ = parts
+    register(rs, "d1")
+    info = DeviceInfo(id="d1", platform=Platform.IOS)
+    with pytest.raises(DeviceTakenError):
+        rs.register(info, "w@other", lease_s=30)
+    assert rs.deregister("d1", "w@d1", keep_s=60)
+    rs.register(info, "w@other", lease_s=30)
+
+
+def test_schedule_fires_once_per_period(parts, client):
+    """A due schedule submits one batch and moves to its next time; a second tick in the same
+    period fires nothing."""
+    _, rs, enq, fleet = parts
+    register(rs, "d1")
+    register(rs, "d2", "android")
+    sched = Schedules(client, Keys("t"))
+    s = sched.add(ScheduleSubmit(goal="smoke", name="smoke", every_s=60), now=1000.0)
+    assert sched.tick(fleet, now=1001.0) == 1
+    assert sched.tick(fleet, now=1002.0) == 0
+    assert sched.list()[0].next_at == 1060.0
+    assert len(enq.sent) == 2
+    sched.remove(s.id)
+    assert sched.list() == []
+
+
+def test_execute_run_writes_steps_and_result(parts, client):
+    """The task body on a zero-latency sim: claim, secrets resolved from the worker's side,
+    steps written as they happen, the final result, the device freed; a missing secret ends
+    `errored` naming the variable, without counting as an infrastructure failure."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    spec = WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="sim:signin-ios")
+    rt = WorkerRuntime(
+        settings=settings,
+        spec=spec,
+        redis=client,
+        store=rs,
+        open_device=lambda _rid: make_sim_device("sim:signin-ios"),
+        make_decider=make_decider,
+        secrets=DictSecrets({"PW": "hunter22"}),
+    )
+    sub = RunSubmit(
+        goal="Sign in",
+        device="d1",
+        inputs={"email": "ada@example.com"},
+        secrets={"password": SecretRef(ref="env:PW")},
+    )
+    run, _ = fleet.submit_run(sub)
+    assert execute_run(rt, run.id) == "done"
+    final = store.load(run.id)
+    assert final.status is RunStatus.DONE
+    assert final.result.device_id == "d1"
+    assert final.result.attempt == 1
+    assert [s.index for s in store.steps(run.id)] == [s.index for s in final.result.steps]
+    for key in client.scan_iter("*"):
+        dumped = client.dump(key) or b""
+        assert b"hunter22" not in dumped
+    assert execute_run(rt, run.id) == "skipped:terminal"
+
+    bad = sub.model_copy(update={"secrets": {"password": SecretRef(ref="env:MISSING")}})
+    run2, _ = fleet.submit_run(bad)
+    assert execute_run(rt, run2.id) == "errored"
+    r2 = store.load(run2.id)
+    assert "GOALFLEET_SECRET_MISSING" in r2.reason
+    assert store.devices()[0].infra_failures == 0
+    assert time.time() - r2.finished_at < 60
