@@ -10,19 +10,61 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from scheduler.enqueue import Enqueuer
 from scheduler.routing import choose
 from scheduler.store import FleetStore
+from workers.model import RunStatus
 
 log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, store: FleetStore, enqueuer: Enqueuer) -> None:
+    def __init__(
+        self,
+        store: FleetStore,
+        enqueuer: Enqueuer,
+        *,
+        overdue_after_s: float | None = None,
+        orphan_after_s: float | None = None,
+    ) -> None:
         self.store = store
         self.enqueuer = enqueuer
+        self.overdue_after_s = overdue_after_s
+        """A run still `running` this long after it started is ended `errored` (the pool child
+        was killed at the hard time limit, which acks the message): frees the device."""
+        self.orphan_after_s = orphan_after_s
+        """A selector run reserved for a device that has been down this long goes back to
+        pending (the stale message is skipped by the claim if the device ever returns)."""
+
+    def sweep(self, *, now: float | None = None) -> int:
+        """Free devices held by overdue runs and re-pend runs stuck on dead devices."""
+        now = time.time() if now is None else now
+        fixed = 0
+        busy = [d for d in self.store.devices() if d.run]
+        for run in self.store.load_many([d.run for d in busy if d.run]):
+            dev = next(d for d in busy if d.run == run.id)
+            if (
+                self.overdue_after_s is not None
+                and run.status is RunStatus.RUNNING
+                and run.started_at is not None
+                and now - run.started_at > self.overdue_after_s
+            ):
+                fixed += self.store.end_overdue(
+                    run, f"still running after {self.overdue_after_s:g} s"
+                )
+            elif (
+                self.orphan_after_s is not None
+                and run.status is RunStatus.QUEUED
+                and run.target is None
+                and not dev.alive
+                and run.dispatched_at is not None
+                and now - run.dispatched_at > self.orphan_after_s
+            ):
+                fixed += self.store.unreserve(run, dev.info.id)
+        return fixed
 
     def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:
         """Dispatch what can go now; return how many runs were sent."""
@@ -61,6 +103,7 @@ class Dispatcher:
         """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`."""
         while not stop.is_set():
             try:
+                self.sweep()
                 self.dispatch()
                 if tick is not None:
                     tick()

@@ -17,6 +17,7 @@ import redis
 from workers.keys import Keys
 from workers.model import RunResult, RunStatus, StepRow
 from workers.records import BatchRecord, DeviceState, RunRecord
+from workers.runstore import Failure, RunStore
 
 PRIORITY_SPAN = 10**13
 """Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
@@ -185,6 +186,28 @@ class FleetStore:
                 keys=[self.k.run(run.id), self.k.device(device_id), self.k.pending],
                 args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
             )
+        )
+
+    def end_overdue(self, run: RunRecord, why: str) -> bool:
+        """End a run its worker can no longer finish (fenced by the current claim token)."""
+        token = cast("str | None", self.r.hget(self.k.run(run.id), "claim"))
+        if not token:
+            return False
+        result = RunResult(
+            status=RunStatus.ERRORED,
+            reason=f"{why}; the worker was killed at its hard time limit or lost the run",
+            goal=run.request.goal,
+            run_id=run.id,
+            device_id=run.device,
+            attempt=run.attempt,
+        )
+        return RunStore(self.r, self.k).finish(
+            run,
+            token,
+            result,
+            failure=Failure.INFRA,
+            quarantine_after=10**6,
+            retention_s=self.retention_s,
         )
 
     def wait_wake(self, timeout_s: float) -> bool:

@@ -61,6 +61,8 @@ class Settings(BaseSettings):
 
     dispatch_interval_s: Annotated[float, Field(gt=0)] = 1.0
     """The scheduler's loop wakes at least this often (and at once when a device frees)."""
+    orphan_after_s: Annotated[float, Field(gt=0)] = 120.0
+    """A selector run reserved for a device that has been down this long is routed again."""
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
 

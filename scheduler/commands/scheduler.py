@@ -32,7 +32,12 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     client = redis_client(settings.redis_url)
     keys = Keys(settings.key_prefix)
     store = FleetStore(client, keys, retention_s=settings.retention_s)
-    dispatcher = Dispatcher(store, CeleryEnqueuer(make_celery(settings)))
+    dispatcher = Dispatcher(
+        store,
+        CeleryEnqueuer(make_celery(settings)),
+        overdue_after_s=settings.time_limit_s + 2 * settings.lease_s,
+        orphan_after_s=settings.orphan_after_s,
+    )
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
     try:

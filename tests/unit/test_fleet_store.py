@@ -262,3 +262,23 @@ def test_execute_run_writes_steps_and_result(parts, client):
     assert "GOALFLEET_SECRET_MISSING" in r2.reason
     assert store.devices()[0].infra_failures == 0
     assert time.time() - r2.finished_at < 60
+
+
+def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
+    """The scheduler's sweep ends a run still running past the hard limit (device freed) and
+    sends a selector run reserved for a dead device back to pending."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    register(rs, "d2")
+    run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    rs.claim(run.id, "d1", "w@d1", cap=3)
+    orphan, _ = fleet.submit_run(RunSubmit(goal="g", selector={}))
+    assert store.load(orphan.id).device == "d2"
+    client.delete(Keys("t").lease("d2"))  # d2's worker died
+    d = Dispatcher(store, fleet.dispatcher.enqueuer, overdue_after_s=100, orphan_after_s=50)
+    assert d.sweep(now=time.time() + 10) == 0
+    assert d.sweep(now=time.time() + 200) == 2
+    assert store.load(run.id).status is RunStatus.ERRORED
+    assert store.load(orphan.id).device is None
+    assert store.pending_ids() == [orphan.id]
+    assert not [x for x in store.devices() if x.run]
