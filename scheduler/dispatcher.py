@@ -108,6 +108,8 @@ class Dispatcher:
                 if tick is not None:
                     tick()
                 self.store.wait_wake(interval_s)
-            except Exception:
+            except Exception:  # a Redis blip must not end the loop; logged and retried
+                if stop.is_set():
+                    return
                 log.exception("dispatch pass failed; retrying")
                 stop.wait(interval_s)

@@ -62,6 +62,8 @@ class LocalFleet:
         self.log_dir = log_dir
         self.env = {**os.environ, **settings.to_env(), **extra_env}
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.started: set[str] = set()
+        """Every device a worker was started for (the demo cleans their queues up)."""
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -106,6 +108,7 @@ class LocalFleet:
         )
         log.close()
         self.workers[w.device] = proc
+        self.started.add(w.device)
         return proc
 
     def wait_devices(self, ids: list[str], *, timeout_s: float = 60.0) -> None:

@@ -91,6 +91,7 @@ class LocalRedis:
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches us, and we stop it last
             )
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and self.proc.poll() is None:

@@ -29,6 +29,7 @@ from scheduler.commands._render import result_table, watch_batch
 from workers.errors import GoalfleetError
 from workers.model import RunStatus
 from workers.records import RunRecord
+from workers.settings import Settings
 
 DEMO_EMAIL = "ada@example.com"
 DEMO_PASSWORD = "correct horse battery staple"  # noqa: S105 - the sim app's demo password
@@ -96,6 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
                 "api_tokens": [SecretStr(token)],
                 "heartbeat_interval_s": 1.0,
                 "lease_s": 5.0,
+                "retention_s": 3600,
             }
         )
         fleet = LocalFleet(
@@ -106,11 +108,13 @@ def _demo(args: argparse.Namespace) -> int:
         fleet.start_api()
         fleet.start_scheduler()
         workers = []
+        # on a shared Redis, device queues get this demo's tag so two demos never mix
+        suffix = "" if local is not None else f"-{settings.key_prefix[-6:]}"
         for i in range(args.devices):
             platform, os_version, model = FLAVOURS[i % len(FLAVOURS)]
             workers.append(
                 SimWorker(
-                    device=f"sim-{platform}-{i // len(FLAVOURS) + 1}",
+                    device=f"sim-{platform}-{i // len(FLAVOURS) + 1}{suffix}",
                     platform=platform,
                     os_version=os_version,
                     model=model,
@@ -152,9 +156,31 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         if fleet is not None:
             fleet.stop()
+            if local is None:  # someone else's Redis: leave nothing of ours behind
+                _forget(fleet.settings, list(fleet.started))
         if local is not None:
             local.stop()
         tmp.cleanup()
+
+
+def _forget(settings: Settings, devices: list[str]) -> None:
+    from workers.connections import redis_client  # noqa: PLC0415 - only on shared Redis
+    from workers.keys import Keys, device_queue  # noqa: PLC0415 - same reason
+
+    client = redis_client(settings.redis_url)
+    keys = Keys(settings.key_prefix)
+    try:
+        for key in client.scan_iter(match=keys.run("*"), count=1000):
+            if key.count(":") == 2:  # noqa: PLR2004 - {p}:run:{id}, not its :steps
+                client.delete(f"celery-task-meta-{key.rsplit(':', 1)[1]}")
+        for d in devices:
+            q = device_queue(d)
+            client.delete(q, f"_kombu.binding.{q}", f"_kombu.binding_permanent.{q}")
+            client.zrem("_kombu.binding_deadlines", q)
+        for key in client.scan_iter(match=keys.pattern(), count=1000):
+            client.delete(key)
+    finally:
+        client.close()
 
 
 def _p50(values: list[float]) -> float:
