@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 from rich.console import Console
@@ -30,6 +30,9 @@ from workers.errors import GoalfleetError
 from workers.model import RunStatus
 from workers.records import RunRecord
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from scheduler.localfleet import SimWorker
 
 DEMO_EMAIL = "ada@example.com"
 DEMO_PASSWORD = "correct horse battery staple"  # noqa: S105 - the sim app's demo password
@@ -71,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.localfleet import LocalFleet, SimWorker  # noqa: PLC0415 - heavy imports
+    from scheduler.localfleet import LocalFleet  # noqa: PLC0415 - heavy imports
     from scheduler.localredis import LocalRedis, reachable  # noqa: PLC0415
 
     t0 = time.monotonic()
@@ -107,21 +110,9 @@ def _demo(args: argparse.Namespace) -> int:
         )
         fleet.start_api()
         fleet.start_scheduler()
-        workers = []
         # on a shared Redis, device queues get this demo's tag so two demos never mix
         suffix = "" if local is not None else f"-{settings.key_prefix[-6:]}"
-        for i in range(args.devices):
-            platform, os_version, model = FLAVOURS[i % len(FLAVOURS)]
-            workers.append(
-                SimWorker(
-                    device=f"sim-{platform}-{i // len(FLAVOURS) + 1}{suffix}",
-                    platform=platform,
-                    os_version=os_version,
-                    model=model,
-                    labels={"pool": "demo"},
-                    latency_scale=args.latency_scale,
-                )
-            )
+        workers = _workers(args, suffix)
         for w in workers:
             fleet.start_worker(w)
         out.print(f"API {fleet.api_url}; starting {len(workers)} sim workers …")
@@ -161,6 +152,25 @@ def _demo(args: argparse.Namespace) -> int:
         if local is not None:
             local.stop()
         tmp.cleanup()
+
+
+def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
+    from scheduler.localfleet import SimWorker  # noqa: PLC0415 - heavy imports
+
+    workers = []
+    for i in range(args.devices):
+        platform, os_version, model = FLAVOURS[i % len(FLAVOURS)]
+        workers.append(
+            SimWorker(
+                device=f"sim-{platform}-{i // len(FLAVOURS) + 1}{suffix}",
+                platform=platform,
+                os_version=os_version,
+                model=model,
+                labels={"pool": "demo"},
+                latency_scale=args.latency_scale,
+            )
+        )
+    return workers
 
 
 def _forget(settings: Settings, devices: list[str]) -> None:
