@@ -1,0 +1,117 @@
+"""The log observer over a real sim run: one canonical line per step and per run, context
+bound and cleared, device commands at debug with pinned refs, and no secret in the output."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import structlog
+from obs_support import EMAIL, SECRET, make_record
+
+from workers import logs
+from workers.decide.rules import RulesDecider
+from workers.devices.sim import Faults, make_sim_device
+from workers.log_observer import DEVICE_EVENT, RUN_EVENT, STEP_EVENT, LogObserver, ObservedDevice
+from workers.loop import run_goal
+from workers.model import Inputs, RunResult, RunStatus
+from workers.records import RunRecord
+
+PINNED = re.compile(r"^@e\d+~s\w+$")
+
+
+def observed_run(
+    observer: LogObserver, record: RunRecord, *, faults: Faults | None = None
+) -> RunResult:
+    """What the task does around run_goal, with the observer hooked in."""
+    inputs = Inputs.of({"email": EMAIL}, {"password": SECRET})
+    device = ObservedDevice(make_sim_device("sim:signin-ios", faults=faults or Faults()))
+    observer.run_started(record, 1)
+    result = run_goal(
+        device,
+        record.request.goal,
+        decider=RulesDecider(),
+        inputs=inputs,
+        on_step=lambda row: observer.step(record, row),
+    )
+    device.close()
+    result = result.model_copy(update={"run_id": record.id, "device_id": "ios-1"})
+    observer.run_finished(record, result)
+    return result
+
+
+def test_one_line_per_step_and_one_per_run() -> None:
+    """capture_logs sees a step.finished per row with the canonical fields, then run.finished."""
+    record = make_record()
+    with structlog.testing.capture_logs(
+        processors=[structlog.contextvars.merge_contextvars]
+    ) as captured:
+        result = observed_run(LogObserver(), record)
+    assert result.status is RunStatus.DONE
+    steps = [e for e in captured if e["event"] == STEP_EVENT]
+    runs = [e for e in captured if e["event"] == RUN_EVENT]
+    assert len(steps) == len(result.steps)
+    assert len(runs) == 1
+    for entry, row in zip(steps, result.steps, strict=True):
+        assert entry["step"] == row.index
+        assert entry["run_id"] == "run-1"
+        assert entry["device_id"] == "ios-1"
+        assert entry["attempt"] == 1
+        assert entry["screen"] == row.screen
+        assert entry["outcome"] == row.outcome.value
+        assert entry["snapshot_ms"] == round(row.snapshot_ms, 1)
+        assert entry["decide_ms"] == round(row.decide_ms, 1)
+        assert entry["action_ms"] == round(row.action_ms, 1)
+        assert {"target", "input", "confidence", "input_tokens", "output_tokens"} <= set(entry)
+    fill = next(e for e in steps if e["input"] == "password")
+    assert fill["value"] == logs.MASK
+    assert PINNED.match(str(fill["action"]).split(" ", 1)[1])
+    assert next(e for e in steps if e["input"] == "email")["value"] == EMAIL
+    (run,) = runs
+    assert run["status"] == "done"
+    assert run["steps"] == len(result.steps)
+    assert run["run_id"] == "run-1"
+    assert "step" not in run
+    assert run["decide_ms"] == round(result.totals.decide_ms, 1)
+    assert structlog.contextvars.get_contextvars() == {}
+
+
+def test_json_output_of_a_run_has_no_secret_and_logs_device_commands() -> None:
+    """At debug level the whole run, device commands included, never shows the password,
+    and each press/fill names its pinned ref and how long it took."""
+    out = io.StringIO()
+    logs.configure_logging(level="DEBUG", fmt="json", stream=out)
+    # the worker's RedactingSecrets registers the value when it resolves it
+    logs.SECRETS.add([SECRET])
+    result = observed_run(LogObserver(), make_record(), faults=Faults(stale_on=frozenset({2})))
+    text = out.getvalue()
+    assert SECRET not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    commands = [line for line in lines if line["event"] == DEVICE_EVENT]
+    mutations = [c for c in commands if c["command"] in {"press", "fill"}]
+    assert mutations
+    for c in mutations:
+        assert PINNED.match(c["ref"])
+        assert isinstance(c["ms"], float)
+        assert c["run_id"] == "run-1"
+    assert any(c.get("error") == "StaleRefError" for c in mutations)
+    assert any(c["command"] == "fill" and c["sensitive"] for c in mutations)
+    assert [line["event"] for line in lines].count(STEP_EVENT) == len(result.steps)
+    assert any(line.get("outcome") == "stale" for line in lines)
+
+
+def test_a_run_that_never_started_still_gets_its_line() -> None:
+    """The attempt cap ends a run without run_started: the run line still has its context."""
+    record = make_record("run-9")
+    result = RunResult(status=RunStatus.ERRORED, reason="attempt cap", goal="g", attempt=4)
+    with structlog.testing.capture_logs(
+        processors=[structlog.contextvars.merge_contextvars]
+    ) as captured:
+        LogObserver().run_finished(record, result)
+    (entry,) = captured
+    assert entry["event"] == RUN_EVENT
+    assert entry["log_level"] == "warning"
+    assert entry["run_id"] == "run-9"
+    assert entry["attempt"] == 4
+    assert entry["status"] == "errored"

@@ -1,0 +1,207 @@
+"""The log observer: one canonical line per step and one per run (structlog).
+
+Hung off the task's `RunObserver` hooks, so the loop and the task stay free of log calls that
+describe a run. Every line carries the run's context (`run_id`, `device_id`, `attempt`,
+`step`), bound here with contextvars and cleared when the run ends.
+
+    step.finished  screen=Sign in target=e3 input=email action=fill @e3~s91 value=a@b.c
+                   confidence=0.9 outcome=acted snapshot_ms=41 decide_ms=812 action_ms=95
+                   input_tokens=412 output_tokens=31
+    run.finished   status=done reason=... steps=4 snapshot_ms=... decide_ms=... tokens...
+
+`ObservedDevice` (the same idea at the device seam) logs each device command at debug level
+with the pinned ref it acted on and how long it took.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workers import logs
+from workers.errors import DeviceError
+from workers.model import (
+    ActionResult,
+    InputValue,
+    Outcome,
+    Platform,
+    RunResult,
+    RunStatus,
+    Snapshot,
+    StepRow,
+)
+from workers.ports import DevicePort
+from workers.records import RunRecord
+
+STEP_EVENT = "step.finished"
+RUN_STARTED_EVENT = "run.started"
+RUN_EVENT = "run.finished"
+DEVICE_EVENT = "device.command"
+
+
+def step_fields(row: StepRow) -> dict[str, object]:
+    """The canonical step line's fields (also what tests assert on)."""
+    d = row.decision
+    fields: dict[str, object] = {
+        "step": row.index,
+        "screen": row.screen,
+        "candidates": row.candidates,
+        "target": None,
+        "input": None,
+        "done": False,
+        "blocked": False,
+        "confidence": None,
+        "reason": None,
+        "action": None,
+        "value": None,
+        "outcome": row.outcome.value,
+        "snapshot_ms": round(row.snapshot_ms, 1),
+        "decide_ms": round(row.decide_ms, 1),
+        "action_ms": round(row.action_ms, 1),
+        "input_tokens": 0,
+        "output_tokens": 0,
+    }
+    if d is not None:
+        fields.update(
+            target=d.target,
+            input=d.input,
+            done=d.done,
+            blocked=d.blocked,
+            confidence=d.confidence,
+            reason=d.reason or None,
+            input_tokens=d.usage.input_tokens,
+            output_tokens=d.usage.output_tokens,
+        )
+    if row.action is not None:
+        fields["action"] = f"{row.action.kind.value} {row.action.pinned}"
+        fields["value"] = row.action.shown_value
+    if row.result is not None:
+        fields["changed"] = row.result.changed
+    if row.error:
+        fields["error"] = row.error
+    return fields
+
+
+def run_fields(result: RunResult) -> dict[str, object]:
+    t = result.totals
+    fields: dict[str, object] = {
+        "status": result.status.value,
+        "reason": result.reason,
+        "steps": len(result.steps),
+        "duration_ms": round(result.duration_ms, 1),
+        "snapshot_ms": round(t.snapshot_ms, 1),
+        "decide_ms": round(t.decide_ms, 1),
+        "action_ms": round(t.action_ms, 1),
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens,
+    }
+    if result.error is not None:
+        fields["error_type"] = result.error.type
+        fields["error_code"] = result.error.code
+    return fields
+
+
+class LogObserver:
+    """A `RunObserver` that writes the canonical lines. Never raises."""
+
+    def __init__(self, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
+        self._log = logger if logger is not None else logs.get_logger("goalfleet.run")
+
+    def run_started(self, record: RunRecord, attempt: int) -> None:
+        logs.bind_run(
+            run_id=record.id, device_id=record.device, attempt=attempt, batch_id=record.batch
+        )
+        self._log.info(
+            RUN_STARTED_EVENT,
+            goal=record.request.goal,
+            decider=record.request.decider,
+            max_steps=record.request.max_steps,
+            queued_s=round(max(0.0, time.time() - record.submitted_at), 3),
+        )
+
+    def step(self, record: RunRecord, row: StepRow) -> None:  # noqa: ARG002 - the hook's shape
+        logs.bind_step(row.index)
+        fields = step_fields(row)
+        fields.pop("step")
+        level = "warning" if row.outcome is Outcome.ERRORED else "info"
+        getattr(self._log, level)(STEP_EVENT, **fields)
+
+    def run_finished(self, record: RunRecord, result: RunResult) -> None:
+        # bound afresh: the run may end without having started (attempt cap), and the last
+        # step's `step` must not ride on the run's line
+        logs.bind_run(
+            run_id=record.id,
+            device_id=result.device_id or record.device,
+            attempt=result.attempt,
+            batch_id=record.batch,
+        )
+        level = "info" if result.status in {RunStatus.DONE, RunStatus.CANCELLED} else "warning"
+        try:
+            getattr(self._log, level)(RUN_EVENT, **run_fields(result))
+        finally:
+            logs.clear_run()
+
+
+class ObservedDevice:
+    """A `DevicePort` wrapper that logs each command (debug) with its pinned ref and duration.
+
+    Fill values are never logged, not even masked: only the input's name and sensitivity.
+    """
+
+    def __init__(self, inner: DevicePort, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
+        self._inner = inner
+        self._log = logger if logger is not None else logs.get_logger("goalfleet.device")
+
+    @property
+    def platform(self) -> Platform:
+        return self._inner.platform
+
+    def _done(self, command: str, t0: float, **fields: object) -> None:
+        self._log.debug(
+            DEVICE_EVENT,
+            command=command,
+            ms=round((time.perf_counter() - t0) * 1000, 1),
+            **fields,
+        )
+
+    def snapshot(self) -> Snapshot:
+        t0 = time.perf_counter()
+        try:
+            snap = self._inner.snapshot()
+        except DeviceError as exc:
+            self._done("snapshot", t0, error=type(exc).__name__)
+            raise
+        self._done(
+            "snapshot",
+            t0,
+            refs_generation=snap.refs_generation,
+            nodes=len(snap.nodes),
+            candidates=len(snap.candidates),
+        )
+        return snap
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        t0 = time.perf_counter()
+        try:
+            result = self._inner.press(pinned_ref)
+        except DeviceError as exc:
+            self._done("press", t0, ref=pinned_ref, error=type(exc).__name__)
+            raise
+        self._done("press", t0, ref=pinned_ref, changed=result.changed)
+        return result
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        t0 = time.perf_counter()
+        meta = {"ref": pinned_ref, "input": value.name, "sensitive": value.sensitive}
+        try:
+            result = self._inner.fill(pinned_ref, value)
+        except DeviceError as exc:
+            self._done("fill", t0, **meta, error=type(exc).__name__)
+            raise
+        self._done("fill", t0, **meta, changed=result.changed)
+        return result
+
+    def close(self) -> None:
+        t0 = time.perf_counter()
+        self._inner.close()
+        self._done("close", t0)

@@ -1,0 +1,346 @@
+"""Prometheus metrics of a worker, and how they leave a prefork worker correctly.
+
+Runs execute in Celery's pool child, which the worker replaces now and then (max tasks per
+child, a crash, a hard time limit). A child cannot serve its own metrics (an endpoint in the
+child dies with it and undercounts) and a pushgateway turns counters into last-write-wins, so
+the worker uses prometheus-client's multiprocess mode:
+
+1. `PROMETHEUS_MULTIPROC_DIR` is set *before Python starts* (prometheus-client picks its value
+   class at import). `goalfleet worker` re-executes itself with a per-device directory when it
+   is missing (`ensure_multiproc_env`); a container sets it in its environment.
+2. The worker's main process wipes that directory at start (`wipe_multiproc_dir`), before any
+   metric is touched: files left by an earlier worker would otherwise be summed in.
+3. Every process writes its samples to its own mmap'ed files there; counters and histograms
+   of a dead child stay in their files, so totals survive a child's restart.
+4. A pool child's live gauges are dropped when it exits (`mark_process_dead` on Celery's
+   `worker_process_shutdown`), and at every scrape for children that died without saying so
+   (SIGKILL): `reap_dead_processes`.
+5. One HTTP endpoint per worker, in the main process (`MetricsServer`), serves the sum over all
+   files with `MultiProcessCollector`.
+
+Names follow Prometheus conventions (base units, `_seconds`, `_total`). Nothing is labelled
+by run id or task id: those are unbounded and belong in logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    values,
+)
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+NAMESPACE = "goalfleet"
+
+PHASE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+"""Step phases: a sim snapshot is ~10 ms, a model decision ~1 s, a slow device ~tens of s."""
+RUN_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+QUEUE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+COMMAND_BUCKETS = PHASE_BUCKETS
+
+_LIVE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")
+
+
+@dataclass(frozen=True)
+class WorkerMetrics:
+    """Every metric a worker records. Create once per process (`worker_metrics()`)."""
+
+    step_phase_seconds: Histogram
+    run_duration_seconds: Histogram
+    queue_wait_seconds: Histogram
+    runs: Counter
+    steps: Counter
+    decide_tokens: Counter
+    stale_ref_resnapshots: Counter
+    run_redeliveries: Counter
+    device_command_seconds: Histogram
+    device_transient_errors: Counter
+    worker_busy: Gauge
+    worker_info: Gauge
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> WorkerMetrics:
+        return cls(
+            step_phase_seconds=Histogram(
+                "step_phase_seconds",
+                "Time spent in one phase of a step (snapshot, decide, action).",
+                ["phase", "platform", "outcome"],
+                namespace=NAMESPACE,
+                buckets=PHASE_BUCKETS,
+                registry=registry,
+            ),
+            run_duration_seconds=Histogram(
+                "run_duration_seconds",
+                "Wall time of a run on its device, from claim to result.",
+                ["platform", "status"],
+                namespace=NAMESPACE,
+                buckets=RUN_BUCKETS,
+                registry=registry,
+            ),
+            queue_wait_seconds=Histogram(
+                "queue_wait_seconds",
+                "Time from submit to the run starting on its device.",
+                ["platform"],
+                namespace=NAMESPACE,
+                buckets=QUEUE_BUCKETS,
+                registry=registry,
+            ),
+            runs=Counter(
+                "runs",
+                "Runs finished on this worker, by final status.",
+                ["platform", "status"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            steps=Counter(
+                "steps",
+                "Steps taken, by outcome.",
+                ["platform", "outcome"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            decide_tokens=Counter(
+                "decide_tokens",
+                "Model tokens used by decisions (direction: input or output).",
+                ["platform", "direction"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            stale_ref_resnapshots=Counter(
+                "stale_ref_resnapshots",
+                "Steps whose pinned ref went stale, so the loop re-snapshotted and decided again.",
+                ["platform"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            run_redeliveries=Counter(
+                "run_redeliveries",
+                "Runs started again after a redelivery (attempt > 1: a worker died or timed "
+                "out on them).",
+                ["platform"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            device_command_seconds=Histogram(
+                "device_command_seconds",
+                "Duration of one device command (snapshot, press, fill), retries apart.",
+                ["platform", "command"],
+                namespace=NAMESPACE,
+                buckets=COMMAND_BUCKETS,
+                registry=registry,
+            ),
+            device_transient_errors=Counter(
+                "device_transient_errors",
+                "Device commands that failed transiently; the loop retries them with backoff.",
+                ["platform", "command"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            worker_busy=Gauge(
+                "worker_busy",
+                "1 while this worker's device runs a run (live: a dead pool child drops out).",
+                ["platform"],
+                namespace=NAMESPACE,
+                multiprocess_mode="livesum",
+                registry=registry,
+            ),
+            worker_info=Gauge(
+                "worker_info",
+                "1 per running worker, labelled with its device (join on instance).",
+                ["device", "platform", "backend", "worker"],
+                namespace=NAMESPACE,
+                multiprocess_mode="livemax",
+                registry=registry,
+            ),
+        )
+
+
+class _Holder:
+    metrics: ClassVar[WorkerMetrics | None] = None
+    registry: ClassVar[CollectorRegistry | None] = None
+
+
+def worker_metrics() -> WorkerMetrics:
+    """This process's metrics, created on first use (never at import)."""
+    if _Holder.metrics is None:
+        _Holder.registry = CollectorRegistry(auto_describe=True)
+        _Holder.metrics = WorkerMetrics.create(_Holder.registry)
+    return _Holder.metrics
+
+
+def local_registry() -> CollectorRegistry:
+    """The registry `worker_metrics()` registered into (single-process mode and tests)."""
+    worker_metrics()
+    if _Holder.registry is None:  # pragma: no cover - set by worker_metrics()
+        raise RuntimeError("metrics registry missing")
+    return _Holder.registry
+
+
+# -- multiprocess mode -----------------------------------------------------------------------
+
+
+def multiprocess_active() -> bool:
+    """Whether prometheus-client picked its mmap'ed values (the env was set before import)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+def multiproc_dir(environ: Mapping[str, str]) -> Path | None:
+    raw = environ.get(MULTIPROC_ENV, "")
+    return Path(raw) if raw else None
+
+
+def default_multiproc_dir(device_id: str, tmp: Path) -> Path:
+    """Where `goalfleet worker` keeps its metric files when none is configured."""
+    return tmp / f"goalfleet-metrics-{device_id}"
+
+
+def ensure_multiproc_env(
+    environ: Mapping[str, str], default: Path, argv: Sequence[str]
+) -> None:  # pragma: no cover - replaces the process
+    """Re-execute this Python with `PROMETHEUS_MULTIPROC_DIR=default` unless it is set.
+
+    The variable must be there before prometheus-client is imported, so setting it in
+    `os.environ` now would be too late for any module that already imported it.
+    """
+    if multiproc_dir(environ) is not None:
+        return
+    default.mkdir(parents=True, exist_ok=True)
+    env = {**environ, MULTIPROC_ENV: str(default)}
+    os.execve(sys.executable, [sys.executable, *argv], env)  # noqa: S606 - our own interpreter
+
+
+def wipe_multiproc_dir(path: Path) -> None:
+    """Create `path` if needed and delete the metric files an earlier worker left there.
+
+    Only the worker's main process calls this, at start, before any metric is recorded.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    for f in path.glob("*.db"):
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    return True
+
+
+def reap_dead_processes(path: Path) -> list[int]:
+    """Drop the live gauges of processes that died without `worker_process_shutdown`."""
+    dead: list[int] = []
+    for f in path.glob("gauge_live*_*.db"):
+        m = _LIVE_FILE.match(f.name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        if pid != os.getpid() and not _alive(pid):
+            mark_process_dead(pid, str(path))  # type: ignore[no-untyped-call]  # untyped upstream
+            dead.append(pid)
+    return dead
+
+
+def multiprocess_registry(path: Path) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(path))  # type: ignore[no-untyped-call]  # untyped upstream
+    return registry
+
+
+def render(path: Path | None) -> bytes:
+    """The exposition text: all processes' files in multiprocess mode, else this process."""
+    if path is None:
+        return generate_latest(local_registry())
+    reap_dead_processes(path)
+    return generate_latest(multiprocess_registry(path))
+
+
+class MetricsServer:
+    """One `/metrics` endpoint for a whole prefork worker, served from its main process.
+
+    A small threaded HTTP server (stdlib) on `host:port` (port 0: pick a free one). `/metrics`
+    reads every process's files at each scrape; `/health` answers `ok`.
+    """
+
+    def __init__(self, path: Path | None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.path = path
+        render_for = path
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                route = self.path.split("?", 1)[0]
+                if route == "/metrics":
+                    body, ctype = render(render_for), CONTENT_TYPE_LATEST
+                elif route in {"/", "/health"}:
+                    body, ctype = b"ok\n", "text/plain; charset=utf-8"
+                else:
+                    self.send_error(404, "try /metrics")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002, ANN401 - the stdlib's signature
+                """Scrapes are not worth a log line each."""
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def start(self) -> MetricsServer:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="goalfleet-metrics", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+
+def install_celery_hooks(path: Path) -> None:
+    """`mark_process_dead` when a pool child exits cleanly (`worker_process_shutdown`)."""
+    from celery import signals  # noqa: PLC0415 - only processes that run Celery load it
+
+    def on_process_shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        if multiprocess_active():
+            mark_process_dead(os.getpid(), str(path))  # type: ignore[no-untyped-call]  # untyped upstream
+
+    signals.worker_process_shutdown.connect(on_process_shutdown, weak=False)

@@ -1,0 +1,124 @@
+"""The metrics observer: records a worker's run, step and device-command metrics.
+
+A `RunObserver` (hooks called by the task) plus `MeteredDevice` (a `DevicePort` wrapper), so
+neither the loop nor the task carries metric calls. Labels are bounded: platform, phase,
+outcome, status, command, direction. Never a run id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from workers.errors import TransientDeviceError
+from workers.metrics import WorkerMetrics, worker_metrics
+from workers.model import (
+    ActionResult,
+    InputValue,
+    Outcome,
+    Platform,
+    RunResult,
+    Snapshot,
+    StepRow,
+)
+from workers.ports import DevicePort
+from workers.records import RunRecord
+
+PHASES = ("snapshot", "decide", "action")
+_T = TypeVar("_T")
+
+
+class MetricsObserver:
+    """A `RunObserver` for one worker (its device's platform labels every sample)."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        metrics: WorkerMetrics | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.platform = platform.value
+        self._m = metrics
+        self._clock = clock
+
+    @property
+    def m(self) -> WorkerMetrics:
+        # resolved at first use, in the process that records (the pool child)
+        if self._m is None:
+            self._m = worker_metrics()
+        return self._m
+
+    def run_started(self, record: RunRecord, attempt: int) -> None:
+        m = self.m
+        m.worker_busy.labels(self.platform).set(1)
+        m.queue_wait_seconds.labels(self.platform).observe(
+            max(0.0, self._clock() - record.submitted_at)
+        )
+        if attempt > 1:
+            m.run_redeliveries.labels(self.platform).inc()
+
+    def step(self, record: RunRecord, row: StepRow) -> None:  # noqa: ARG002 - the hook's shape
+        m = self.m
+        outcome = row.outcome.value
+        m.steps.labels(self.platform, outcome).inc()
+        for phase, ms in zip(PHASES, (row.snapshot_ms, row.decide_ms, row.action_ms), strict=True):
+            if phase == "action" and row.action is None:
+                continue  # no action was taken; a zero would drag the action quantiles down
+            if phase == "decide" and row.decision is None:
+                continue
+            m.step_phase_seconds.labels(phase, self.platform, outcome).observe(ms / 1000)
+        if row.decision is not None:
+            usage = row.decision.usage
+            if usage.input_tokens:
+                m.decide_tokens.labels(self.platform, "input").inc(usage.input_tokens)
+            if usage.output_tokens:
+                m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
+        if row.outcome is Outcome.STALE:
+            m.stale_ref_resnapshots.labels(self.platform).inc()
+
+    def run_finished(self, record: RunRecord, result: RunResult) -> None:  # noqa: ARG002 - the hook's shape
+        m = self.m
+        m.runs.labels(self.platform, result.status.value).inc()
+        m.run_duration_seconds.labels(self.platform, result.status.value).observe(
+            result.duration_ms / 1000
+        )
+        m.worker_busy.labels(self.platform).set(0)
+
+
+class MeteredDevice:
+    """A `DevicePort` wrapper timing each command and counting transient failures."""
+
+    def __init__(self, inner: DevicePort, metrics: WorkerMetrics | None = None) -> None:
+        self._inner = inner
+        self._m = metrics or worker_metrics()
+        self._platform = inner.platform.value
+
+    @property
+    def platform(self) -> Platform:
+        return self._inner.platform
+
+    def _timed(self, command: str, call: Callable[[], _T]) -> _T:
+        t0 = time.perf_counter()
+        try:
+            return call()
+        except TransientDeviceError:
+            self._m.device_transient_errors.labels(self._platform, command).inc()
+            raise
+        finally:
+            self._m.device_command_seconds.labels(self._platform, command).observe(
+                time.perf_counter() - t0
+            )
+
+    def snapshot(self) -> Snapshot:
+        return self._timed("snapshot", self._inner.snapshot)
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        return self._timed("press", lambda: self._inner.press(pinned_ref))
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        return self._timed("fill", lambda: self._inner.fill(pinned_ref, value))
+
+    def close(self) -> None:
+        self._inner.close()
