@@ -11,26 +11,20 @@ These tests do not skip when the stack is missing: they fail and say what to ins
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ad_support import APP, PASSWORD, App
 
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess, start_daemon
 from workers.devices.agent_device_wire import SocketTransport
 from workers.devices.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
 from workers.model import Platform
-
-APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
-EMAIL = "alice@example.com"
-PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
-"""Fresh per test session, so a leak scan cannot pass by luck."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,14 +54,6 @@ def daemon(
     proc = start_daemon(state, env=desktop.env, claims_dir=state / "claims")
     yield proc
     proc.stop()
-
-
-@dataclass
-class App:
-    state_file: Path
-
-    def state(self) -> dict[str, Any]:
-        return json.loads(self.state_file.read_text(encoding="utf-8"))
 
 
 def wait_until_visible(daemon: DaemonProcess, timeout_s: float = 15.0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
-from conftest import EMAIL, PASSWORD, App
+from ad_support import EMAIL, PASSWORD, App
 from structlog.testing import capture_logs
 
 from workers.decide.rules import RulesDecider
@@ -91,3 +91,17 @@ def test_every_mutation_gets_a_fresh_generation(device: AgentDeviceDevice, app: 
     assert result.changed
     assert int(result.refs_generation) > int(snap.refs_generation)
     assert app.state()["screen"] == "signin"
+
+
+def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp_path):
+    """`agent-device:linux` (what `goalfleet run --device` uses) starts a daemon, drives the
+    app, and stops the daemon again on close."""
+    from workers.devices.agent_device import open_device  # noqa: PLC0415
+
+    dev = open_device("agent-device:linux", env=desktop.env, state_root=tmp_path)
+    try:
+        assert dev.snapshot().shows("Sign in")
+    finally:
+        dev.close()
+    state_dir = tmp_path / "agent-device_linux"
+    assert not (state_dir / "daemon.json").exists()

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sys
+from pathlib import Path
 
 import gi
 
@@ -54,33 +55,33 @@ class SignInApp:
 
         form = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
         form.set_border_width(16)
-        form.pack_start(Gtk.Label(label="Sign in to continue"), False, False, 0)
+        form.pack_start(Gtk.Label(label="Sign in to continue"), expand=False, fill=False, padding=0)
 
         self.email = Gtk.Entry()
         self.email.set_placeholder_text("Email")
         self.email.get_accessible().set_name("Email")
-        form.pack_start(self.email, False, False, 0)
+        form.pack_start(self.email, expand=False, fill=False, padding=0)
 
         self.password = Gtk.Entry()
         self.password.set_visibility(False)
         self.password.set_placeholder_text("Password")
         self.password.get_accessible().set_name("Password")
-        form.pack_start(self.password, False, False, 0)
+        form.pack_start(self.password, expand=False, fill=False, padding=0)
 
         self.error = Gtk.Label(label="")
-        form.pack_start(self.error, False, False, 0)
+        form.pack_start(self.error, expand=False, fill=False, padding=0)
 
         sign_in = Gtk.Button(label="Sign in")
         sign_in.connect("clicked", self.on_sign_in)
-        form.pack_start(sign_in, False, False, 0)
+        form.pack_start(sign_in, expand=False, fill=False, padding=0)
 
         forgot = Gtk.Button(label="Forgot password?")
         forgot.connect("clicked", self.on_forgot)
-        form.pack_start(forgot, False, False, 0)
+        form.pack_start(forgot, expand=False, fill=False, padding=0)
 
         welcome = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
         welcome.set_border_width(16)
-        welcome.pack_start(Gtk.Label(label="Welcome"), False, False, 0)
+        welcome.pack_start(Gtk.Label(label="Welcome"), expand=False, fill=False, padding=0)
 
         self.stack.add_named(form, "signin")
         self.stack.add_named(welcome, "welcome")
@@ -113,10 +114,9 @@ class SignInApp:
     def write_state(self) -> None:
         if not self.state_path:
             return
-        tmp = f"{self.state_path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(self.state, fh)
-        os.replace(tmp, self.state_path)
+        tmp = Path(f"{self.state_path}.tmp")
+        tmp.write_text(json.dumps(self.state), encoding="utf-8")
+        tmp.replace(self.state_path)
 
 
 def main() -> int:

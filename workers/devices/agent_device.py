@@ -21,6 +21,7 @@ What it does at this edge:
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -33,7 +34,9 @@ import structlog
 from workers.devices.agent_device_daemon import (
     SUPPORTED_DAEMON_VERSIONS,
     DaemonInfo,
+    linux_desktop_env,
     read_daemon_info,
+    start_daemon,
 )
 from workers.devices.agent_device_wire import (
     SUPPORTED_RPC_PROTOCOL,
@@ -63,6 +66,7 @@ __all__ = [
     "AgentDeviceDevice",
     "check_daemon",
     "map_daemon_error",
+    "open_device",
     "record_name",
 ]
 
@@ -181,6 +185,7 @@ class AgentDeviceDevice:
         settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         clock: Callable[[], float] = time.perf_counter,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
@@ -195,6 +200,7 @@ class AgentDeviceDevice:
         self.settle_quiet_ms = settle_quiet_ms
         self.action_timeout_ms = action_timeout_ms
         self._clock = clock
+        self._on_close = on_close
         self._secrets: set[str] = set()
         self._opened = False
         self.last_daemon_ms: float | None = None
@@ -326,6 +332,9 @@ class AgentDeviceDevice:
                         raise
         finally:
             self._transport.close()
+            if self._on_close is not None:
+                on_close, self._on_close = self._on_close, None
+                on_close()
             if self._record_script is not None:
                 # the published script holds selectors and plain literals (never a recordAs
                 # value); we armed it only for recordAs, so it is not kept
@@ -499,3 +508,70 @@ def _require_pinned(pinned_ref: str) -> None:
     head, sep, gen = pinned_ref.partition("~s")
     if not (sep and head.startswith("@e") and head[2:].isdigit() and gen.isdigit()):
         raise ConfigError(f"{pinned_ref!r} is not a pinned ref; pin it as @eN~sGEN (Snapshot.pin)")
+
+
+def open_device(
+    spec: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+) -> AgentDeviceDevice:
+    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device.
+
+    Reuses a live daemon in `<state_root>/<spec>` or starts one there (stopped again on
+    `close()`). `env` is the environment the daemon needs (DISPLAY and
+    DBUS_SESSION_BUS_ADDRESS for Linux, PATH with xcrun/adb for iOS/Android); the composition
+    root should pass it. Given None, this reads `os.environ` — the one place it does.
+    """
+    source = dict(os.environ if env is None else env)
+    home = source.get("HOME", str(Path.home()))
+    root = state_root or Path(home) / ".cache" / "goalfleet" / "agent-device"
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
+    state_dir = root / slug
+    kind, _, ident = spec.partition(":")
+    device: dict[str, str] = {}
+    claims_dir: Path | None = None
+    if spec == "agent-device:linux":
+        platform = Platform.LINUX
+        daemon_env = linux_desktop_env(
+            display=source.get("DISPLAY", ""),
+            dbus_session_bus_address=source.get("DBUS_SESSION_BUS_ADDRESS", ""),
+            home=home,
+            path=source.get("PATH", "/usr/bin:/bin"),
+            xdg_runtime_dir=source.get("XDG_RUNTIME_DIR"),
+        )
+        claims_dir = state_dir / "claims"
+    elif kind in {"ios", "android"} and ident:
+        platform = Platform(kind)
+        device = {"udid": ident} if kind == "ios" else {"serial": ident}
+        daemon_env = {
+            k: source[k] for k in ("PATH", "HOME", "ANDROID_HOME", "DEVELOPER_DIR") if k in source
+        }
+    else:
+        raise ConfigError(
+            f"{spec!r} is not an agent-device spec; use agent-device:linux, ios:<udid> or "
+            "android:<serial>"
+        )
+    on_close: Callable[[], None] | None = None
+    info = read_daemon_info(state_dir)
+    if info is None or not _alive(info.pid):
+        proc = start_daemon(state_dir, env=daemon_env, claims_dir=claims_dir)
+        on_close = proc.stop
+    try:
+        dev = AgentDeviceDevice.connect(state_dir, platform=platform, device=device)
+    except BaseException:
+        if on_close is not None:
+            on_close()
+        raise
+    dev._on_close = on_close  # noqa: SLF001 - set by this module's own factory
+    return dev
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

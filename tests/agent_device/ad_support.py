@@ -1,0 +1,23 @@
+"""Shared constants and helpers of the agent-device end-to-end tests (imported by name, since
+`from conftest import ...` is ambiguous once several test dirs have a conftest)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
+EMAIL = "alice@example.com"
+PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
+"""Fresh per test session, so a leak scan cannot pass by luck."""
+
+
+@dataclass
+class App:
+    state_file: Path
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(self.state_file.read_text(encoding="utf-8"))
