@@ -58,12 +58,18 @@ class Dispatcher:
             elif (
                 self.orphan_after_s is not None
                 and run.status is RunStatus.QUEUED
-                and run.target is None
-                and not dev.alive
                 and run.dispatched_at is not None
                 and now - run.dispatched_at > self.orphan_after_s
             ):
-                fixed += self.store.unreserve(run, dev.info.id)
+                if dev.alive:
+                    # reserved on a live device but never started: the message was lost
+                    # (a crash between reserve and send). Send it again; a duplicate is
+                    # skipped by the claim.
+                    self.enqueuer.enqueue(run.id, dev.info.id)
+                    self.store.touch_dispatch(run.id)
+                    fixed += 1
+                elif run.target is None:
+                    fixed += self.store.unreserve(run, dev.info.id)
         return fixed
 
     def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:

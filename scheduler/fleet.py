@@ -7,6 +7,7 @@ happens here, before anything is written; then one atomic write; then a dispatch
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 
@@ -23,6 +24,7 @@ from scheduler.store import FleetStore, Idempotency
 from workers.model import StepRow
 from workers.records import BatchRecord, DeviceState, RunRecord, Selector
 
+log = logging.getLogger(__name__)
 IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,128}$"
 
 
@@ -63,7 +65,7 @@ class Fleet:
         existing = self.store.create([run], idem=idem)
         if existing is not None:
             return self._replay_run(existing, idem), False
-        self.dispatcher.dispatch([run.id])
+        self._dispatch([run.id])
         return self.store.load(run.id) or run, True
 
     def submit_batch(
@@ -110,8 +112,16 @@ class Fleet:
             if found is None:
                 raise NotFoundError(f"batch {ref} named by the idempotency key has expired")
             return found, False
-        self.dispatcher.dispatch([r.id for r in runs])
+        self._dispatch([r.id for r in runs])
         return self.store.batch(batch_id) or batch, True
+
+    def _dispatch(self, run_ids: list[str]) -> None:
+        """The fast path. The runs are already stored and pending, so a failure here is not
+        the caller's: the scheduler's loop places them later."""
+        try:
+            self.dispatcher.dispatch(run_ids)
+        except Exception:  # a broker or store blip; logged, and the scheduler retries
+            log.exception("dispatch right after submit failed; the scheduler will retry")
 
     def _check_target(
         self, devices: list[DeviceState], device: str | None, selector: Selector | None

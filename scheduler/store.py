@@ -188,6 +188,9 @@ class FleetStore:
             )
         )
 
+    def touch_dispatch(self, run_id: str) -> None:
+        self.r.hset(self.k.run(run_id), "dispatched_at", repr(time.time()))
+
     def end_overdue(self, run: RunRecord, why: str) -> bool:
         """End a run its worker can no longer finish (fenced by the current claim token)."""
         token = cast("str | None", self.r.hget(self.k.run(run.id), "claim"))

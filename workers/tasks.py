@@ -11,7 +11,8 @@ import contextlib
 import logging
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
+import redis
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from workers import runtime as runtime_mod
 from workers.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
@@ -142,4 +143,9 @@ def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hin
 
     @app.task(name=RUN_TASK, bind=True, ignore_result=False)  # type: ignore[untyped-decorator]
     def run(self: Any, run_id: str) -> str:  # noqa: ANN401, ARG001 - Celery's bound task
-        return execute_run(runtime_mod.current(), run_id)
+        try:
+            return execute_run(runtime_mod.current(), run_id)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # The store is unreachable: put the message back (or leave it unacked for the
+            # visibility timeout); the next delivery restarts the run with attempt + 1.
+            raise Reject(f"store unreachable: {exc}", requeue=True) from exc

@@ -282,3 +282,31 @@ def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
     assert store.load(orphan.id).device is None
     assert store.pending_ids() == [orphan.id]
     assert not [x for x in store.devices() if x.run]
+
+
+def test_sweep_resends_a_reservation_whose_message_was_lost(parts):
+    """A run reserved on a live device that never started (crash between reserve and send) is
+    sent again after `orphan_after_s`."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    assert enq.sent == [(run.id, "d1")]
+    d = Dispatcher(store, enq, overdue_after_s=1000, orphan_after_s=50)
+    assert d.sweep(now=time.time() + 10) == 0
+    assert d.sweep(now=time.time() + 100) == 1
+    assert enq.sent == [(run.id, "d1"), (run.id, "d1")]
+    assert rs.claim(run.id, "d1", "w@d1", cap=3).attempt == 1
+
+
+def test_submit_survives_a_failing_broker(parts, client):
+    """When sending fails right after the write, the run stays pending (not half-placed) and
+    the submit still succeeds; the scheduler places it later."""
+    store, rs, _, _ = parts
+    register(rs, "d1")
+    broken = RecordingEnqueuer(fail=True)
+    fleet = Fleet(store, Dispatcher(store, broken), max_pending=100)
+    run, created = fleet.submit_run(RunSubmit(goal="g"))
+    assert created
+    assert store.load(run.id).device is None
+    assert store.pending_ids() == [run.id]
+    assert client.hget(Keys("t").device("d1"), "run") == ""
