@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import os
+
 import pytest
 from fakes.model_server import FakeModelServer
+from hypothesis import settings
 
 import workers.decide.instructor as instructor_decider
+
+
+# CI explores the same examples every run (a failure there reproduces); locally hypothesis
+# keeps exploring new ones and remembers failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True)

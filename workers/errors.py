@@ -33,6 +33,7 @@ StaleReason = Literal[
     "ref_generation_mismatch",
     "plain_ref_requires_complete_frame",
     "ref_not_issued",
+    "ref_not_found",
 ]
 STALE_REASONS: frozenset[str] = frozenset(
     {
@@ -40,6 +41,7 @@ STALE_REASONS: frozenset[str] = frozenset(
         "ref_generation_mismatch",
         "plain_ref_requires_complete_frame",
         "ref_not_issued",
+        "ref_not_found",  # agent-device 0.21.5: unknown ref on a full snapshot, no reason given
     }
 )
 

@@ -72,17 +72,11 @@ def test_an_unpinned_ref_is_refused(contract_device):
         contract_device.press(f"@{snap.candidates[0].ref}")
 
 
-def test_a_secret_never_shows_in_later_snapshots(contract_device, request):
+def test_a_secret_never_shows_in_later_snapshots(contract_device):
     """Type a secret into a text field; no later snapshot carries it.
 
     A real plain entry reports its text as its label (GTK/AT-SPI), so the adapter masks secrets
-    it typed. SimDevice does not yet: a known drift this contract found (reported to the lead)."""
-    if request.node.callspec.id == "sim":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, reason="SimDevice shows a secret typed into a plain field"
-            )
-        )
+    it typed; SimDevice shows them as dots (a drift this contract found, now fixed)."""
     snap = contract_device.snapshot()
     field = next(c for c in snap.candidates if c.kind.fillable)
     value = InputValue(name="password", value=SecretStr(SECRET), sensitive=True)

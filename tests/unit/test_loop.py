@@ -269,3 +269,14 @@ def test_result_round_trips_as_json() -> None:
     result, _ = run()
     assert RunResult.model_validate_json(result.model_dump_json()) == result
     assert result.totals.snapshot_ms >= 0
+
+
+def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:
+    """Found by the property test: a Sign out button led to a screen its app did not have."""
+    from workers.devices.sim_apps import APPS, WAIT_SCREEN, make_app  # noqa: PLC0415
+
+    for name in APPS:
+        app = make_app(name)
+        for screen in app.screens.values():
+            for el in screen.elements:
+                assert el.goto is None or el.goto in app.screens or el.goto == WAIT_SCREEN.name

@@ -111,6 +111,9 @@ class SimDevice:
     _frames: dict[int, _Frame] = field(default_factory=dict)
     _errors: dict[str, str] = field(default_factory=dict)
     _pending: str | None = None
+    _sensitive: set[str] = field(default_factory=set)
+    """Fields that hold a sensitive value: shown as dots like a secure field (the adapter
+    masks secrets it typed, so the sim does too)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -159,6 +162,10 @@ class SimDevice:
         self._wait(self.latencies.fill_ms)
         before = self._render()
         self.values[element.id] = value.reveal()
+        if value.sensitive:
+            self._sensitive.add(element.id)
+        else:
+            self._sensitive.discard(element.id)
         self._errors.pop(self.screen, None)
         return self._settle(before)
 
@@ -210,7 +217,7 @@ class SimDevice:
     def _node(self, ref: str, el: Element) -> Node:
         value = self.values.get(el.id, "")
         secure = el.kind == "secure"
-        if secure and value:
+        if value and (secure or el.id in self._sensitive):
             value = "•" * len(value)  # what the platform shows; never the literal
         enabled = True
         if el.disabled_until_valid and not self._satisfied(el):

@@ -60,13 +60,13 @@ def valid(element: Element, value: str) -> bool:
 WAIT_SCREEN = Screen("wait", (Element("text", "Please wait…", "wait_text"),))
 
 
-def _welcome() -> Screen:
+def _welcome(home: str = "email") -> Screen:
     return Screen(
         "welcome",
         (
             Element("text", "Welcome", "welcome_title"),
             Element("text", "You are signed in.", "welcome_body"),
-            Element("button", "Sign out", "sign_out", goto="email"),
+            Element("button", "Sign out", "sign_out", goto=home),
         ),
     )
 
@@ -191,7 +191,7 @@ def _disabled() -> App:
             Element("button", "Create account", "create", goto="create"),
         ),
     )
-    return App("disabled", "form", {"form": form, "welcome": _welcome(), **_DEAD_ENDS})
+    return App("disabled", "form", {"form": form, "welcome": _welcome("form"), **_DEAD_ENDS})
 
 
 def _consent() -> App:
@@ -242,7 +242,9 @@ def _inject() -> App:
         ),
     )
     deleted = Screen("deleted", (Element("text", "Account deleted", "gone"),))
-    return App("inject", "inject", {"inject": screen, "deleted": deleted, "welcome": _welcome()})
+    return App(
+        "inject", "inject", {"inject": screen, "deleted": deleted, "welcome": _welcome("inject")}
+    )
 
 
 def _wide() -> App:
@@ -251,7 +253,7 @@ def _wide() -> App:
     buttons = tuple(Element("button", f"Option {i}", f"opt_{i}") for i in range(1, 16))
     go = Element("button", "Sign in", "sign_in", goto="welcome")
     screen = Screen("wide", (Element("text", "Many options", "title"), *fields, *buttons, go))
-    return App("wide", "wide", {"wide": screen, "welcome": _welcome()})
+    return App("wide", "wide", {"wide": screen, "welcome": _welcome("wide")})
 
 
 APPS = {
