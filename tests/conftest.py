@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import os
+from collections.abc import Iterator
 
 import pytest
 from fakes.model_server import FakeModelServer
 from hypothesis import settings
 
 import workers.decide.instructor as instructor_decider
-
 
 # CI explores the same examples every run (a failure there reproduces); locally hypothesis
 # keeps exploring new ones and remembers failures in .hypothesis/.
