@@ -19,6 +19,7 @@ from workers.model import (
     Outcome,
     Platform,
     RunResult,
+    RunStatus,
     Snapshot,
     StepRow,
 )
@@ -26,6 +27,7 @@ from workers.ports import DevicePort
 from workers.records import RunRecord
 
 PHASES = ("snapshot", "decide", "action")
+TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
 _T = TypeVar("_T")
 
 
@@ -50,6 +52,20 @@ class MetricsObserver:
             self._m = worker_metrics()
         return self._m
 
+    def prime(self) -> None:
+        """Create this worker's series at zero, so rates and panels have data before the first
+        stale ref, retry or token (a counter that appears later loses its first increase)."""
+        m = self.m
+        for status in TERMINAL_STATUSES:
+            m.runs.labels(self.platform, status)
+        for direction in ("input", "output"):
+            m.decide_tokens.labels(self.platform, direction)
+        m.stale_ref_resnapshots.labels(self.platform)
+        m.run_redeliveries.labels(self.platform)
+        for command in ("snapshot", "press", "fill"):
+            m.device_transient_errors.labels(self.platform, command)
+        m.worker_busy.labels(self.platform).set(0)
+
     def run_started(self, record: RunRecord, attempt: int) -> None:
         m = self.m
         m.worker_busy.labels(self.platform).set(1)
@@ -71,10 +87,8 @@ class MetricsObserver:
             m.step_phase_seconds.labels(phase, self.platform, outcome).observe(ms / 1000)
         if row.decision is not None:
             usage = row.decision.usage
-            if usage.input_tokens:
-                m.decide_tokens.labels(self.platform, "input").inc(usage.input_tokens)
-            if usage.output_tokens:
-                m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
+            m.decide_tokens.labels(self.platform, "input").inc(usage.input_tokens)
+            m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
         if row.outcome is Outcome.STALE:
             m.stale_ref_resnapshots.labels(self.platform).inc()
 

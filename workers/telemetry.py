@@ -89,13 +89,14 @@ def setup_worker_telemetry(
         )
     m = metrics.worker_metrics()
     m.worker_info.labels(info.id, info.platform.value, info.backend, worker).set(1)
-    m.worker_busy.labels(info.platform.value).set(0)
     server = None
     if metrics_port is not None:
         server = metrics.MetricsServer(path, host=metrics_host, port=metrics_port).start()
         log.info("metrics.serving", url=server.url, multiprocess_dir=str(path) if path else None)
+    metrics_observer = MetricsObserver(info.platform, m)
+    metrics_observer.prime()
     return WorkerTelemetry(
         info=info,
-        observers=(LogObserver(), MetricsObserver(info.platform)),
+        observers=(LogObserver(), metrics_observer),
         server=server,
     )
