@@ -34,6 +34,8 @@ class SimWorker:
     app: str = "signin"
     latency_scale: float = 0.0
     session_log: Path | None = None
+    faults: str = ""
+    """`--faults` JSON for the sim device."""
 
     def argv(self) -> list[str]:
         argv = [
@@ -53,6 +55,8 @@ class SimWorker:
             argv += ["--label", f"{k}={v}"]
         if self.session_log is not None:
             argv += ["--session-log", str(self.session_log)]
+        if self.faults:
+            argv += ["--faults", self.faults]
         return argv
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import redis
 
 from workers.connections import redis_client
+from workers.devices.sim import NO_FAULTS, Faults
 from workers.errors import ConfigError
 from workers.keys import Keys, worker_name
 from workers.observers import RunObserver
@@ -38,6 +39,8 @@ class WorkerSpec:
     latency_scale: float = 0.0
     session_log: Path | None = None
     """Sim devices append open/close lines here (overlap checks in tests)."""
+    faults: Faults = NO_FAULTS
+    """Sim devices: deterministic fault injection (chaos and quarantine tests)."""
 
     @property
     def name(self) -> str:
@@ -73,6 +76,7 @@ def default_device_opener(spec: WorkerSpec) -> DeviceOpener:
                     latency_scale=spec.latency_scale,
                     seed=seed,
                     session_log=spec.session_log,
+                    faults=spec.faults,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None

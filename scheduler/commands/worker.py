@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
+from workers.devices.sim import NO_FAULTS, Faults
 from workers.errors import ConfigError, GoalfleetError
 from workers.model import Platform
 from workers.records import DeviceInfo
@@ -33,6 +36,12 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     )
     p.add_argument("--latency-scale", type=float, default=0.0, help="sim: 1.0 = realistic")
     p.add_argument("--session-log", type=Path, default=None, help="sim: overlap-check log")
+    p.add_argument(
+        "--faults",
+        default="",
+        metavar="JSON",
+        help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
+    )
     p.add_argument("--loglevel", default="INFO")
     p.set_defaults(func=main)
 
@@ -72,7 +81,25 @@ def spec_from(args: argparse.Namespace) -> WorkerSpec:
         device_spec=device_spec,
         latency_scale=args.latency_scale,
         session_log=args.session_log,
+        faults=parse_faults(args.faults),
     )
+
+
+def parse_faults(text: str) -> Faults:
+    """`--faults` JSON → `Faults` (lists become sets of command numbers)."""
+    if not text:
+        return NO_FAULTS
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise TypeError
+        fields: dict[str, Any] = {
+            k: frozenset(v) if isinstance(v, list) else v for k, v in raw.items()
+        }
+        return Faults(**fields)
+    except (ValueError, TypeError) as exc:
+        known = ", ".join(f.name for f in dataclasses.fields(Faults))
+        raise ConfigError(f"--faults {text!r} is not a JSON object of: {known}") from exc
 
 
 def main(args: argparse.Namespace) -> int:
