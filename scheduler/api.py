@@ -18,13 +18,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from kombu.exceptions import OperationalError
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 
 from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.errors import AuthError, FleetError, InvalidRequestError, Problem
 from scheduler.fleet import IDEMPOTENCY_KEY, Fleet
+from scheduler.observability import instrument_api, new_registry
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedule, Schedules
 from scheduler.store import FleetStore
@@ -124,7 +125,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     fleet = Fleet(store, Dispatcher(store, enqueuer), max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
     tokens = [t.get_secret_value().encode() for t in settings.api_tokens]
-    metrics_registry = registry or REGISTRY
+    metrics_registry = registry or new_registry()
 
     def auth(
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -142,6 +143,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         description="Goal runs on a fleet of devices: submit, route, watch, cancel.",
     )
     app.state.fleet = fleet
+    app.state.metrics = instrument_api(app, metrics_registry, store)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -17,6 +17,7 @@ from workers import runtime as runtime_mod
 from workers.celery_app import make_celery
 from workers.connections import redis_client
 from workers.keys import Keys, device_queue
+from workers.logs import LogFormat
 from workers.observers import RunObserver
 from workers.ports import DevicePort
 from workers.presence import Presence
@@ -24,6 +25,7 @@ from workers.runstore import RunStore
 from workers.runtime import WorkerSpec, build_runtime, default_device_opener
 from workers.secrets import EnvSecrets
 from workers.settings import Settings
+from workers.telemetry import setup_worker_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +58,29 @@ def start_worker(
     *,
     observers: tuple[RunObserver, ...] = (),
     loglevel: str = "INFO",
+    log_format: LogFormat = "auto",
+    metrics_host: str = "127.0.0.1",
+    metrics_port: int | None = None,
 ) -> None:
-    """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown)."""
-    secrets = EnvSecrets(environ)
-    runtime_mod.configure(lambda: build_runtime(settings, spec, secrets, observers=observers))
+    """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown).
+
+    Logs and metrics are set up here, in the main process before the pool forks
+    (`workers.telemetry`); `metrics_port` serves this worker's one `/metrics` endpoint."""
+    telemetry = setup_worker_telemetry(
+        spec.info,
+        spec.name,
+        environ,
+        log_level=loglevel,
+        log_format=log_format,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+    )
+    secrets = telemetry.wrap_secrets(EnvSecrets(environ))
+    opener = telemetry.wrap_opener(default_device_opener(spec))
+    all_observers = (*telemetry.observers, *observers)
+    runtime_mod.configure(
+        lambda: build_runtime(settings, spec, secrets, observers=all_observers, open_device=opener)
+    )
     store = RunStore(redis_client(settings.redis_url), Keys(settings.key_prefix))
     presence = Presence(store, spec, settings, probe=_probe(spec))
     presence.register()
@@ -86,6 +107,7 @@ def start_worker(
         app.worker_main(argv=worker_argv(spec, loglevel=loglevel))
     finally:
         presence.stop()
+        telemetry.stop()
 
 
 def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:

@@ -43,6 +43,14 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
     )
     p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="where /metrics listens")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve this worker's /metrics on this port (0: any free port; default: off)",
+    )
     p.set_defaults(func=main)
 
 
@@ -108,7 +116,15 @@ def main(args: argparse.Namespace) -> int:
         spec = spec_from(args)
         from workers.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 
-        start_worker(settings, spec, os.environ, loglevel=args.loglevel)
+        start_worker(
+            settings,
+            spec,
+            os.environ,
+            loglevel=args.loglevel,
+            log_format=args.log_format,
+            metrics_host=args.metrics_host,
+            metrics_port=args.metrics_port,
+        )
     except GoalfleetError as exc:
         return report(exc, "worker")
     return EXIT_OK
