@@ -27,6 +27,7 @@ from rich.table import Table
 from scheduler.commands._common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, load_settings, report
 from scheduler.commands._render import result_table, watch_batch
 from workers.errors import GoalfleetError
+from workers.logs import configure_logging
 from workers.model import RunStatus
 from workers.records import RunRecord
 from workers.settings import Settings
@@ -84,6 +85,9 @@ def _demo(args: argparse.Namespace) -> int:
     redis_url = os.environ.get("REDIS_URL", "")
     tmp = tempfile.TemporaryDirectory(prefix="goalfleet-demo-")
     fleet: LocalFleet | None = None
+    # this process's own logs (API requests, scheduler) go to a file, not over the live view
+    log_file = (Path(tmp.name) / "demo.log").open("a", encoding="utf-8")
+    configure_logging(level="INFO", fmt="json", stream=log_file, force=True)
     try:
         if redis_url and reachable(redis_url):
             where = f"REDIS_URL ({redis_url})"
@@ -132,16 +136,7 @@ def _demo(args: argparse.Namespace) -> int:
             )
             batch, runs = watch_batch(client, batch.id, out)
             t_done = time.monotonic()
-            summary = _summary(runs, t_done - t_ready, t_done - t0, args)
-            if args.json:
-                sys.stdout.write(
-                    _json({"summary": summary, "runs": [r.model_dump(mode="json") for r in runs]})
-                )
-            else:
-                for run in runs:
-                    if run.result is not None:
-                        out.print(result_table(run.result, run))
-                out.print(_summary_table(summary))
+            _report(runs, _summary(runs, t_done - t_ready, t_done - t0, args), args, out)
         ok = all(r.status is RunStatus.DONE for r in runs)
         return EXIT_OK if ok else EXIT_FAILED
     finally:
@@ -151,7 +146,22 @@ def _demo(args: argparse.Namespace) -> int:
                 _forget(fleet.settings, list(fleet.started))
         if local is not None:
             local.stop()
+        log_file.close()
         tmp.cleanup()
+
+
+def _report(
+    runs: list[RunRecord], summary: dict[str, Any], args: argparse.Namespace, out: Console
+) -> None:
+    if args.json:
+        sys.stdout.write(
+            _json({"summary": summary, "runs": [r.model_dump(mode="json") for r in runs]})
+        )
+        return
+    for run in runs:
+        if run.result is not None:
+            out.print(result_table(run.result, run))
+    out.print(_summary_table(summary))
 
 
 def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
