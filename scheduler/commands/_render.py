@@ -96,7 +96,9 @@ def watch_run(
 ) -> RunRecord:
     rows: list[StepRow] = []
     run = client.run(run_id)
-    with Live(console=console, refresh_per_second=8, transient=False) as live:
+    with Live(
+        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
+    ) as live:
         while True:
             run = client.run(run_id)
             rows.extend(client.steps(run_id, after=rows[-1].index if rows else 0))
@@ -120,7 +122,9 @@ def watch_batch(
     )
     batch = client.batch(batch_id)
     task = progress.add_task("batch", total=batch.total, batch=batch_id[:8], counts="")
-    with Live(console=console, refresh_per_second=8) as live:
+    with Live(
+        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
+    ) as live:
         while True:
             batch = client.batch(batch_id)
             runs = client.batch_runs(batch_id)
