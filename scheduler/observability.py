@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -93,7 +94,9 @@ class ObservabilityMiddleware:
     def __init__(self, app: Any, metrics: ApiMetrics) -> None:  # noqa: ANN401 - any ASGI app
         self.app = app
         self.metrics = metrics
-        self.log = structlog.stdlib.get_logger("goalfleet.api")
+        # stdlib logging: silent below WARNING where nobody configured logging (the demo's
+        # in-process API), structured JSON where a composition root did (workers.logs)
+        self.log = logging.getLogger("goalfleet.api")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI callables
         if scope.get("type") != "http":
@@ -124,10 +127,12 @@ class ObservabilityMiddleware:
             self.metrics.request_duration_seconds.labels(method, route).observe(elapsed)
             self.log.debug(
                 "api.request",
-                method=method,
-                route=route,
-                status=status,
-                ms=round(elapsed * 1000, 1),
+                extra={
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "ms": round(elapsed * 1000, 1),
+                },
             )
             structlog.contextvars.clear_contextvars()
 
@@ -202,17 +207,26 @@ class FleetCollector(Collector):
         return {did: sum(out[i * per : (i + 1) * per]) for i, did in enumerate(device_ids)}
 
 
-def api_registry(store: FleetStore | None) -> tuple[CollectorRegistry, ApiMetrics]:
-    """A fresh registry for one API app: request metrics, the fleet collector, the process."""
+def new_registry() -> CollectorRegistry:
+    """A fresh registry for one API app, with the process and platform collectors.
+
+    One per app (not the global `REGISTRY`), so several apps in one process (tests, the demo)
+    never collide on metric names."""
     registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
+    return registry
+
+
+def instrument_api(
+    app: Any,  # noqa: ANN401 - a FastAPI app
+    registry: CollectorRegistry,
+    store: FleetStore | None,
+) -> ApiMetrics:
+    """Register the request metrics (and the fleet collector) in `registry` and add the
+    middleware to `app`, before it starts serving."""
     metrics = ApiMetrics.create(registry)
     if store is not None:
         registry.register(FleetCollector(store))
-    return registry, metrics
-
-
-def instrument_app(app: Any, metrics: ApiMetrics) -> None:  # noqa: ANN401 - a FastAPI app
-    """Add the middleware to a FastAPI app (before it starts serving)."""
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
+    return metrics

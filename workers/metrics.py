@@ -207,9 +207,10 @@ def multiproc_dir(environ: Mapping[str, str]) -> Path | None:
     return Path(raw) if raw else None
 
 
-def default_multiproc_dir(device_id: str, tmp: Path) -> Path:
-    """Where `goalfleet worker` keeps its metric files when none is configured."""
-    return tmp / f"goalfleet-metrics-{device_id}"
+def default_multiproc_dir(device_id: str, port: int, tmp: Path) -> Path:
+    """Where `goalfleet worker` keeps its metric files when none is configured: one directory
+    per device and port (two live workers never share one; a restart reuses and wipes it)."""
+    return tmp / f"goalfleet-metrics-{device_id}-{port or os.getpid()}"
 
 
 def ensure_multiproc_env(

@@ -53,17 +53,25 @@ class MetricsObserver:
         return self._m
 
     def prime(self) -> None:
-        """Create this worker's series at zero, so rates and panels have data before the first
-        stale ref, retry or token (a counter that appears later loses its first increase)."""
+        """Create this worker's series at zero (every label set it can produce), so rates and
+        quantiles see the first observation as an increase: a series that appears with its
+        first value loses that increase to `rate()`."""
         m = self.m
         for status in TERMINAL_STATUSES:
             m.runs.labels(self.platform, status)
+            m.run_duration_seconds.labels(self.platform, status)
+        m.queue_wait_seconds.labels(self.platform)
+        for outcome in Outcome:
+            m.steps.labels(self.platform, outcome.value)
+            for phase in PHASES:
+                m.step_phase_seconds.labels(phase, self.platform, outcome.value)
         for direction in ("input", "output"):
             m.decide_tokens.labels(self.platform, direction)
         m.stale_ref_resnapshots.labels(self.platform)
         m.run_redeliveries.labels(self.platform)
         for command in ("snapshot", "press", "fill"):
             m.device_transient_errors.labels(self.platform, command)
+            m.device_command_seconds.labels(self.platform, command)
         m.worker_busy.labels(self.platform).set(0)
 
     def run_started(self, record: RunRecord, attempt: int) -> None:

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from scheduler.api import create_app
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.localredis import LocalRedis, free_port
-from scheduler.observability import FleetCollector, api_registry, instrument_app
+from scheduler.observability import FleetCollector, new_registry
 from scheduler.store import FleetStore
 from workers.connections import redis_client
 from workers.keys import Keys, device_queue
@@ -56,10 +56,8 @@ def test_request_metrics_and_fleet_gauges(redis_url: str) -> None:
     client.delete(keys.lease("and-2"))  # its worker died without deregistering
     client.rpush(device_queue("ios-1"), "m1", "m2")
 
-    store = FleetStore(client, keys, retention_s=60)
-    registry, api_metrics = api_registry(store)
+    registry = new_registry()
     app = create_app(settings, client=client, enqueuer=RecordingEnqueuer(), registry=registry)
-    instrument_app(app, api_metrics)
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(app) as http:
         assert http.get("/health").status_code == 200
