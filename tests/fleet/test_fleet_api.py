@@ -18,6 +18,8 @@ from workers.records import DeviceInfo
 from workers.runstore import RunStore
 from workers.settings import Settings
 
+pytestmark = pytest.mark.fleet
+
 OK = {"goal": "Sign in", "inputs": {"email": "ada@example.com"}}
 
 BAD_RUNS = [

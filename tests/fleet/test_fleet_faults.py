@@ -15,6 +15,8 @@ from scheduler.client import FleetClient
 from scheduler.localfleet import LocalFleet, SimWorker
 from workers.model import RunStatus
 
+pytestmark = pytest.mark.fleet
+
 SIGN_IN = {
     "goal": "Sign in",
     "inputs": {"email": "ada@example.com"},

