@@ -81,7 +81,7 @@ def setup_worker_telemetry(
             "pool-child metrics will not be exported",
         )
         path = None
-    else:
+    elif metrics_port is not None:
         log.warning(
             "metrics.single_process",
             hint=f"set {metrics.MULTIPROC_ENV} before starting the worker, or metrics recorded "
