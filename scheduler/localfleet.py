@@ -36,6 +36,9 @@ class SimWorker:
     session_log: Path | None = None
     faults: str = ""
     """`--faults` JSON for the sim device."""
+    metrics_port: int | None = None
+    """Serve the worker's /metrics here (the worker gets its own multiprocess directory)."""
+    loglevel: str = "WARNING"
 
     def argv(self) -> list[str]:
         argv = [
@@ -45,7 +48,7 @@ class SimWorker:
             "--platform", self.platform,
             "--app", self.app,
             "--latency-scale", str(self.latency_scale),
-            "--loglevel", "WARNING",
+            "--loglevel", self.loglevel,
         ]  # fmt: skip
         if self.os_version:
             argv += ["--os-version", self.os_version]
@@ -57,6 +60,8 @@ class SimWorker:
             argv += ["--session-log", str(self.session_log)]
         if self.faults:
             argv += ["--faults", self.faults]
+        if self.metrics_port is not None:
+            argv += ["--metrics-port", str(self.metrics_port)]
         return argv
 
 

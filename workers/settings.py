@@ -8,7 +8,7 @@ root, so they never sit in a settings object that might be printed.
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     """How long a finished run, its steps and its batch stay in Redis (0: forever)."""
     result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
     """Celery's own result entries (used only for redelivery de-duplication)."""
+
+    log_format: Literal["auto", "json", "console"] = "auto"
+    """Logs as JSON lines, as readable console lines, or auto (console on a terminal)."""
 
     dispatch_interval_s: Annotated[float, Field(gt=0)] = 1.0
     """The scheduler's loop wakes at least this often (and at once when a device frees)."""

@@ -7,12 +7,20 @@ from typing import Any
 
 from scheduler.commands._common import EXIT_OK, load_settings, report
 from workers.errors import GoalfleetError
+from workers.logs import configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("api", help="serve the HTTP API")
     p.add_argument("--host", default=None, help="default: GOALFLEET_API_HOST")
     p.add_argument("--port", type=int, default=None, help="default: GOALFLEET_API_PORT")
+    p.add_argument("--loglevel", default="INFO")
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="default: GOALFLEET_LOG_FORMAT",
+    )
     p.set_defaults(func=main)
 
 
@@ -21,6 +29,7 @@ def main(args: argparse.Namespace) -> int:
         settings = load_settings()
     except GoalfleetError as exc:
         return report(exc, "api")
+    configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api import create_app  # noqa: PLC0415 - same reason

@@ -10,11 +10,19 @@ from typing import Any
 
 from scheduler.commands._common import EXIT_OK, load_settings, report
 from workers.errors import GoalfleetError
+from workers.logs import configure_logging
 from workers.settings import Settings
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("scheduler", help="run the dispatcher and recurring schedules")
+    p.add_argument("--loglevel", default="INFO")
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="default: GOALFLEET_LOG_FORMAT",
+    )
     p.set_defaults(func=main)
 
 
@@ -48,11 +56,12 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         client.close()
 
 
-def main(args: argparse.Namespace) -> int:  # noqa: ARG001 - no options yet
+def main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
     except GoalfleetError as exc:
         return report(exc, "scheduler")
+    configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

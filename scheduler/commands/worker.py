@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from pydantic import ValidationError
 from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
 from workers.devices.sim import NO_FAULTS, Faults
 from workers.errors import ConfigError, GoalfleetError
+from workers.metrics import MULTIPROC_ENV
 from workers.model import Platform
 from workers.records import DeviceInfo
 from workers.runtime import WorkerSpec
@@ -43,7 +46,12 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
     )
     p.add_argument("--loglevel", default="INFO")
-    p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="default: GOALFLEET_LOG_FORMAT",
+    )
     p.add_argument("--metrics-host", default="127.0.0.1", help="where /metrics listens")
     p.add_argument(
         "--metrics-port",
@@ -110,10 +118,24 @@ def parse_faults(text: str) -> Faults:
         raise ConfigError(f"--faults {text!r} is not a JSON object of: {known}") from exc
 
 
+def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
+    """Metrics recorded in the pool child are only exported in prometheus-client's
+    multiprocess mode, which must be on before Python imports it: with `--metrics-port` and no
+    PROMETHEUS_MULTIPROC_DIR, re-execute this command with a per-device directory."""
+    if args.metrics_port is None or MULTIPROC_ENV in os.environ:
+        return
+    path = Path(tempfile.gettempdir()) / f"goalfleet-metrics-{args.device}-{args.metrics_port}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, MULTIPROC_ENV: str(path)}
+    argv = [sys.executable, "-m", "scheduler", *sys.argv[1:]]
+    os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter and arguments
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         spec = spec_from(args)
+        _reexec_with_metrics_dir(args)
         from workers.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 
         start_worker(
@@ -121,7 +143,7 @@ def main(args: argparse.Namespace) -> int:
             spec,
             os.environ,
             loglevel=args.loglevel,
-            log_format=args.log_format,
+            log_format=args.log_format or settings.log_format,
             metrics_host=args.metrics_host,
             metrics_port=args.metrics_port,
         )
