@@ -17,7 +17,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from workers import runtime as runtime_mod
 from workers.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.loop import run_goal
-from workers.model import ErrorInfo, RunResult, RunStatus, StepRow
+from workers.model import ErrorInfo, PhaseTotals, RunResult, RunStatus, StepRow
 from workers.ports import DevicePort
 from workers.records import RunRecord
 from workers.runstore import Claim, ClaimKind, ClaimLostError, Failure
@@ -41,12 +41,29 @@ def failure_of(result: RunResult) -> Failure:
     return Failure.NEUTRAL
 
 
-def _errored(record: RunRecord, reason: str, exc: BaseException | None = None) -> RunResult:
+def _errored(
+    record: RunRecord,
+    reason: str,
+    exc: BaseException | None = None,
+    steps: tuple[StepRow, ...] = (),
+) -> RunResult:
+    """An `errored` result that keeps the step rows written before the failure."""
     info = None
     if exc is not None:
         code = getattr(exc, "code", type(exc).__name__.upper())
         info = ErrorInfo(type=type(exc).__name__, code=str(code), message=str(exc)[:500])
-    return RunResult(status=RunStatus.ERRORED, reason=reason, goal=record.request.goal, error=info)
+    return RunResult(
+        status=RunStatus.ERRORED,
+        reason=reason,
+        goal=record.request.goal,
+        error=info,
+        steps=steps,
+        totals=PhaseTotals(
+            snapshot_ms=round(sum(s.snapshot_ms for s in steps), 3),
+            decide_ms=round(sum(s.decide_ms for s in steps), 3),
+            action_ms=round(sum(s.action_ms for s in steps), 3),
+        ),
+    )
 
 
 def _notify(rt: WorkerRuntime, what: str, *args: Any) -> None:  # noqa: ANN401 - hook arguments
@@ -97,8 +114,11 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     req = record.request
     device: DevicePort | None = None
 
+    rows: list[StepRow] = []
+
     def on_step(row: StepRow) -> None:
         rt.store.write_step(record.id, claim.token, row)
+        rows.append(row)
         _notify(rt, "step", record, row)
 
     def should_cancel() -> bool:
@@ -121,9 +141,8 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             should_cancel=should_cancel,
         )
     except SoftTimeLimitExceeded as exc:
-        return _errored(
-            record, f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded", exc
-        )
+        why = f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded"
+        return _errored(record, why, exc, tuple(rows))
     except ConfigError as exc:
         return _errored(record, f"configuration: {exc}", exc)
     except DecisionInvalidError as exc:  # raised by a decider factory at construction
@@ -131,7 +150,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     except (DeviceError, DecideError) as exc:
         return _errored(record, f"device could not be opened: {exc}", exc)
     except ClaimLostError as exc:
-        return _errored(record, str(exc), exc)
+        return _errored(record, str(exc), exc, tuple(rows))
     finally:
         if device is not None:
             with contextlib.suppress(DeviceError):
