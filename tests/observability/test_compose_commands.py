@@ -1,0 +1,177 @@
+"""The compose file's goalfleet commands start locally, as written: the API, the scheduler and
+the sim workers, with the compose environment — only the Redis URL, the listen addresses and
+ports, and the metrics directory rewritten to loopback and temporary paths. (Docker itself
+is not available here; docs/observability.md says what was not run.)"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from scheduler.localredis import LocalRedis, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
+
+
+def services() -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return {n: s for n, s in doc["services"].items() if s.get("image") == "goalfleet:local"}
+
+
+def rewrite(argv: list[str], ports: dict[str, int]) -> list[str]:
+    """0.0.0.0 → 127.0.0.1 and every port option → a free loopback port."""
+    out = []
+    for i, a in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        if a == "0.0.0.0":  # noqa: S104 - the value being replaced
+            out.append("127.0.0.1")
+        elif prev in {"--port", "--metrics-port"}:
+            out.append(str(ports[prev]))
+        else:
+            out.append(a)
+    return out
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with LocalRedis() as server:
+        yield server.url
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{url} did not answer; {log.read_text()[-3000:]}")
+
+
+def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler", *argv],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@dataclass
+class Started:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen[bytes]
+    log: Path
+    url: str | None
+    """What answers once it is up (the API's /health, a worker's /metrics)."""
+    mpdir: Path | None
+
+
+def start_service(name: str, svc: dict[str, Any], tmp: Path, redis_url: str) -> Started:
+    ports = {"--port": free_port(), "--metrics-port": free_port()}
+    argv = rewrite([str(a) for a in svc["command"]], ports)
+    env = {k: str(v) for k, v in svc.get("environment", {}).items()}
+    env |= {"GOALFLEET_REDIS_URL": redis_url, "GOALFLEET_KEY_PREFIX": "gfcompose"}
+    mpdir = None
+    if "PROMETHEUS_MULTIPROC_DIR" in env:
+        mpdir = tmp / f"mp-{name}"
+        mpdir.mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(mpdir)
+    log = tmp / f"{name}.log"
+    proc = spawn(argv, {**os.environ, **env}, log)
+    url = None
+    if argv[0] == "api":
+        url = f"http://127.0.0.1:{ports['--port']}/health"
+    elif argv[0] == "worker":
+        url = f"http://127.0.0.1:{ports['--metrics-port']}/metrics"
+    return Started(name, argv, proc, log, url, mpdir)
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+
+
+def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str) -> None:
+    """api answers /health, each worker serves /metrics with its worker_info (multiprocess
+    dir from the compose environment), the scheduler stays up; workers log JSON lines."""
+    started: list[Started] = []
+    try:
+        for name, svc in sorted(services().items()):
+            started.append(start_service(name, svc, tmp_path, redis_url))
+        for s in started:
+            if s.url is None:
+                continue
+            wait_http(s.url, s.proc, s.log)
+            if s.argv[0] == "worker":
+                text = httpx.get(s.url, timeout=5).text
+                device = s.argv[s.argv.index("--device") + 1]
+                assert f'goalfleet_worker_info{{backend="sim",device="{device}"' in text
+                assert s.mpdir is not None
+                assert list(s.mpdir.glob("*.db")), "multiprocess files"
+        time.sleep(1.0)
+        for s in started:
+            assert s.proc.poll() is None, f"{s.name} exited: {s.log.read_text()[-3000:]}"
+    finally:
+        stop([s.proc for s in started])
+    assert {s.argv[0] for s in started} == {"api", "scheduler", "worker"}
+    for s in started:
+        if s.argv[0] == "worker":
+            assert any(x.get("event") == "metrics.serving" for x in json_lines(s.log)), s.name
+
+
+def test_worker_without_a_metrics_dir_reexecs_with_one(tmp_path: Path, redis_url: str) -> None:
+    """`goalfleet worker --metrics-port N` without PROMETHEUS_MULTIPROC_DIR re-executes itself
+    with a per-device directory, so the pool child's metrics are still exported."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env |= {"GOALFLEET_REDIS_URL": redis_url, "GOALFLEET_KEY_PREFIX": "gfreexec"}
+    argv = ["worker", "--device", "reexec-1", "--platform", "ios", "--metrics-port", str(port)]
+    log = tmp_path / "worker.log"
+    expected = Path(tempfile.gettempdir()) / f"goalfleet-metrics-reexec-1-{port}"
+    proc = spawn(argv, env, log)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/metrics", proc, log)
+        lines = json_lines(log)
+        (serving,) = [x for x in lines if x.get("event") == "metrics.serving"]
+        mpdir = Path(serving["multiprocess_dir"])
+        assert mpdir == expected
+        assert list(mpdir.glob("*.db"))
+        assert not [x for x in lines if x.get("event") == "metrics.single_process"]
+    finally:
+        stop([proc])
+        shutil.rmtree(expected, ignore_errors=True)
