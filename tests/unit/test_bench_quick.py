@@ -11,7 +11,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["bench.bench_loop", "bench.bench_tokens"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "bench.bench_loop",
+        "bench.bench_tokens",
+        # these three start their own redis-server, API, scheduler and worker processes
+        "bench.bench_dispatch",
+        "bench.bench_scaling",
+        "bench.bench_memory",
+    ],
+)
 def test_benchmark_runs_in_quick_mode(module: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", module, "--quick"],

@@ -1,0 +1,298 @@
+"""A whole fleet as separate processes, for the fleet benchmarks (dispatch, scaling, memory).
+
+Unlike `scheduler.localfleet` (API and scheduler in threads of the caller), every part here is
+its own process, as in production, so the benchmark's own Python does not share a GIL with
+the API and every process has a pid whose memory can be read:
+
+- `redis-server` on a random loopback port (`scheduler.localredis.LocalRedis`; never the
+  shared one on 6379),
+- `python -m scheduler api` and `python -m scheduler scheduler`,
+- one `python -m bench._worker worker ...` per sim device: exactly `goalfleet worker` plus the
+  bench-only decider spec `bench-rules:<ms>` (see `bench/_worker.py`),
+- optionally a bare Celery worker (`python -m bench._worker noop`): the same Celery settings
+  and flags with a no-op task, the baseline the dispatch benchmark compares against.
+
+Everything started is stopped in `stop()` (SIGTERM to each process group, SIGKILL after a
+grace period), also when the benchmark fails half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import httpx
+from pydantic import SecretStr
+
+from scheduler.localredis import LocalRedis, free_port
+from scheduler.store import FleetStore
+from workers.connections import redis_client
+from workers.keys import Keys
+from workers.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "bench-token"  # noqa: S105 - the throwaway fleet's API token
+SECRET_NAME = "BENCH_PW"  # noqa: S105 - a variable name, not a secret
+SECRET_VALUE = "bench-Secret-1"  # noqa: S105 - the throwaway fleet's sim password
+NOOP_QUEUE = "bench.noop"
+NOOP_TASK = "bench.noop"
+
+SIGN_IN: dict[str, object] = {
+    "goal": "Sign in",
+    "inputs": {"email": "ada@example.com"},
+    "secrets": {"password": {"ref": f"env:{SECRET_NAME}"}},
+    "done_when": "Welcome",
+}
+"""The sim sign-in app's run: fill email, fill password, press Sign in, see Welcome."""
+
+
+def machine() -> str:
+    """One line naming the machine the figures came from."""
+    mem = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f", {int(line.split()[1]) / 1024 / 1024:.0f} GiB"
+    return (
+        f"{os.cpu_count()} CPU {platform.machine()}{mem}, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty sample."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs)
+
+
+@dataclass(frozen=True)
+class BenchWorker:
+    device: str
+    latency_scale: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+    app: str = "signin"
+    platform: str = "ios"
+
+    def argv(self, session_log: Path) -> list[str]:
+        argv = [
+            sys.executable, "-m", "bench._worker", "worker",
+            "--device", self.device,
+            "--backend", "sim",
+            "--platform", self.platform,
+            "--app", self.app,
+            "--latency-scale", str(self.latency_scale),
+            "--session-log", str(session_log),
+            "--loglevel", "WARNING",
+        ]  # fmt: skip
+        for k, v in self.labels.items():
+            argv += ["--label", f"{k}={v}"]
+        return argv
+
+
+def bench_settings(redis_url: str, **overrides: object) -> Settings:
+    """Production defaults except what a benchmark needs (its own Redis, a token)."""
+    base: dict[str, object] = {
+        "redis_url": redis_url,
+        "key_prefix": "gfb",
+        "api_tokens": [SecretStr(TOKEN)],
+    }
+    return Settings.model_validate({**base, **overrides})
+
+
+class BenchFleet:
+    """Start with `start()` or as a context manager; `stop()` ends everything it started."""
+
+    def __init__(self, **settings_overrides: object) -> None:
+        self.redis = LocalRedis()
+        self.overrides = settings_overrides
+        self.dir = Path(tempfile.mkdtemp(prefix="goalfleet-bench-"))
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.settings: Settings | None = None
+        self.api_url = ""
+        self.env: dict[str, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        self.redis.start()
+        self.settings = bench_settings(self.redis.url, **self.overrides)
+        self.env = {
+            **os.environ,
+            **self.settings.to_env(),
+            f"GOALFLEET_SECRET_{SECRET_NAME}": SECRET_VALUE,
+            "GOALFLEET_LOG_FORMAT": "json",
+        }
+        self.env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        return self
+
+    def stop(self) -> None:
+        procs = list(self.procs.values())
+        self.procs.clear()
+        for proc in procs:  # ask everyone first, then wait: shutdowns overlap
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):  # a pool child outliving its parent
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.redis.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- processes -------------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.dir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def start_api(self, *, timeout_s: float = 60.0) -> str:
+        port = free_port()
+        argv = [sys.executable, "-m", "scheduler", "api", "--host", "127.0.0.1"]
+        self._spawn("api", [*argv, "--port", str(port), "--loglevel", "WARNING"])
+        self.api_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.api_url}/health", timeout=1).status_code == 200:
+                    return self.api_url
+            self._check_alive("api")
+            time.sleep(0.1)
+        raise RuntimeError(f"the API did not come up; see {self.dir}/api.log")
+
+    def start_scheduler(self) -> None:
+        argv = [sys.executable, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
+        self._spawn("scheduler", argv)
+
+    def start_workers(self, workers: Sequence[BenchWorker], *, timeout_s: float = 240.0) -> None:
+        for w in workers:
+            self._spawn(f"worker-{w.device}", w.argv(self.session_log(w.device)))
+        deadline = time.monotonic() + timeout_s
+        want = {w.device for w in workers}
+        while time.monotonic() < deadline:
+            alive = {d.info.id for d in self.store().devices() if d.alive}
+            if want <= alive:
+                return
+            for w in workers:
+                self._check_alive(f"worker-{w.device}")
+            time.sleep(0.2)
+        raise RuntimeError(f"workers did not come up in {timeout_s:g} s; see {self.dir}")
+
+    def start_noop_worker(self, *, timeout_s: float = 60.0) -> None:
+        """A bare Celery worker (same settings and flags) serving the no-op baseline task."""
+        ready = self.dir / "noop.ready"
+        self._spawn("noop", [sys.executable, "-m", "bench._worker", "noop", str(ready)])
+        deadline = time.monotonic() + timeout_s
+        while not ready.exists():
+            self._check_alive("noop")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the no-op worker did not come up; see {self.dir}/noop.log")
+            time.sleep(0.1)
+
+    def _check_alive(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            log = (self.dir / f"{name}.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{log}")
+
+    # -- reading the fleet -----------------------------------------------------------------
+
+    def session_log(self, device: str) -> Path:
+        return self.dir / f"sessions-{device}.log"
+
+    def store(self) -> FleetStore:
+        s = self.require_settings()
+        return FleetStore(redis_client(s.redis_url), Keys(s.key_prefix), retention_s=s.retention_s)
+
+    def require_settings(self) -> Settings:
+        if self.settings is None:
+            raise RuntimeError("start() the fleet first")
+        return self.settings
+
+    def pid(self, name: str) -> int:
+        return self.procs[name].pid
+
+
+# -- memory, from /proc (Linux) ------------------------------------------------------------
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (a prefork worker's pool child)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return sorted(out)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: shared (copy-on-write) pages split between their sharers."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine so far (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    total = sum(fields[:8])
+    return total - idle, total

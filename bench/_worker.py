@@ -1,0 +1,99 @@
+"""Worker entry points for the fleet benchmarks (started by `bench/_fleet.py`).
+
+    python -m bench._worker worker --device d1 ...   # `goalfleet worker`, plus bench-rules:<ms>
+    python -m bench._worker noop READY_FILE          # a bare Celery worker with a no-op task
+
+`worker` is exactly `goalfleet worker` with one more decider spec, **bench-rules:<ms>**: the
+offline rules decider after sleeping `<ms>` milliseconds, a model's think time without a model
+(no model server competing for the benchmark's two cores). It is added by wrapping
+`workers.runtime.default_decider_maker` before the worker starts; production code is unchanged
+and no production worker knows the spec.
+
+`noop` is the dispatch benchmark's baseline: a Celery worker made by the same
+`workers.celery_app.make_celery(settings)` and started with the same flags
+(`workers.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, events on),
+serving only a no-op task on its own queue.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workers import runtime
+from workers.decide.rules import RulesDecider
+from workers.model import DecideState, Decision
+from workers.ports import Decider
+
+BENCH_SPEC = "bench-rules:"
+NOOP_DEVICE = "bench-noop"
+NOOP_TASK = "bench.noop"
+
+
+class SleepyRules:
+    """`RulesDecider` that first sleeps: a fixed decide latency, no CPU."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.rules = RulesDecider()
+
+    def decide(self, state: DecideState) -> Decision:
+        time.sleep(self.delay_s)
+        return self.rules.decide(state)
+
+
+def _with_bench_spec(inner: runtime.DeciderMaker) -> runtime.DeciderMaker:
+    def make(spec: str) -> Decider:
+        if spec.startswith(BENCH_SPEC):
+            return SleepyRules(float(spec.removeprefix(BENCH_SPEC)) / 1000)
+        return inner(spec)
+
+    return make
+
+
+def _worker(argv: list[str]) -> int:
+    default = runtime.default_decider_maker
+    runtime.default_decider_maker = lambda: _with_bench_spec(default())
+    from scheduler.cli import main  # noqa: PLC0415 - after the decider maker is wrapped
+
+    return main(["worker", *argv])
+
+
+def _noop(ready_file: Path) -> int:
+    from celery import signals  # noqa: PLC0415 - Celery loads only in this process
+
+    from workers.celery_app import make_celery  # noqa: PLC0415
+    from workers.model import Platform  # noqa: PLC0415
+    from workers.records import DeviceInfo  # noqa: PLC0415
+    from workers.runtime import WorkerSpec  # noqa: PLC0415
+    from workers.settings import Settings  # noqa: PLC0415
+    from workers.worker import worker_argv  # noqa: PLC0415
+
+    app = make_celery(Settings())
+
+    @app.task(name=NOOP_TASK, ignore_result=False)  # type: ignore[untyped-decorator]
+    def noop() -> None:
+        return None
+
+    def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        ready_file.touch()
+
+    signals.worker_ready.connect(on_ready, weak=False)
+    spec = WorkerSpec(info=DeviceInfo(id=NOOP_DEVICE, platform=Platform.IOS), device_spec="")
+    app.worker_main(argv=worker_argv(spec, loglevel="WARNING"))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["worker"]:
+        return _worker(argv[1:])
+    if argv[:1] == ["noop"] and len(argv) == 2:
+        return _noop(Path(argv[1]))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
