@@ -129,6 +129,7 @@ def test_dashboard_covers_the_issue() -> None:
 
 
 def test_dockerfile_copies_what_exists() -> None:
+    """Every path the Dockerfile copies exists in the repository (the build context)."""
     text = (DEPLOY / "Dockerfile").read_text()
     for src in re.findall(r"^COPY (.+) \S+$", text, flags=re.MULTILINE):
         for path in src.split():
