@@ -16,6 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
+from scheduler._procs import die_with_parent
 from scheduler.api import create_app
 from scheduler.client import FleetClient
 from scheduler.commands.scheduler import run_scheduler
@@ -113,7 +114,12 @@ class LocalFleet:
     def start_worker(self, w: SimWorker) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"worker-{w.device}.log").open("ab")
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            w.argv(), env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            w.argv(),
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
         )
         log.close()
         self.workers[w.device] = proc

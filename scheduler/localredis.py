@@ -16,6 +16,7 @@ from typing import Self
 
 import redis
 
+from scheduler._procs import die_with_parent
 from workers.errors import ConfigError
 
 
@@ -92,6 +93,7 @@ class LocalRedis:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches us, and we stop it last
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
             )
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and self.proc.poll() is None:

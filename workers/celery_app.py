@@ -25,12 +25,25 @@ from workers.settings import Settings
 from workers.tasks import register_tasks
 
 
+def restore_interval_s(visibility_timeout_s: int) -> int:
+    """How often a worker looks for unacked messages older than the visibility timeout (a
+    worker whose main process died) and puts them back: a tenth of the timeout, 1-10 s.
+
+    kombu's own default is a scan every 10 s x a throttle of 10, so such a run came back up to
+    ~100 s after the timeout, whatever the timeout."""
+    return max(1, min(10, visibility_timeout_s // 10))
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     vt = settings.visibility_timeout_s
     return {
         "broker_url": settings.redis_url,
         "result_backend": settings.redis_url,
-        "broker_transport_options": {"visibility_timeout": vt},
+        "broker_transport_options": {
+            "visibility_timeout": vt,
+            "unacked_restore_interval": restore_interval_s(vt),
+            "unacked_restore_throttle": 1,
+        },
         "result_backend_transport_options": {"visibility_timeout": vt},
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,
