@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 AD_DIR := deploy/agent-device
 AD_STAMP := $(AD_DIR)/node_modules/.installed
 
-.PHONY: demo test lint unit install agent-device linux-target bench clean
+.PHONY: demo test lint unit fleet install agent-device linux-target bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,6 +39,9 @@ lint: install
 
 unit: install
 	$(BIN)/pytest -m "not agent_device and not fleet and not chaos" -q
+
+fleet: install
+	$(BIN)/pytest -m fleet -q
 
 test: install agent-device linux-target lint
 	$(BIN)/pytest -q

@@ -12,9 +12,15 @@
     │       ├── AppNotInstalledError
     │       ├── UnauthorizedError
     │       └── ProtocolError       the daemon speaks a protocol we do not
-    └── DecideError                 the decider could not produce a decision
-        ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
-        └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
+    ├── DecideError                 the decider could not produce a decision
+    │   ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
+    │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
+    ├── ClaimLostError              (workers.runstore) another delivery took this run over
+    ├── DeviceTakenError            (workers.runstore) the device is registered by another worker
+    ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
+    │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
+    │                               TooManyPending 429, Unavailable 503
+    └── ApiError, ApiUnreachableError  (scheduler.client) what the Python client raises
 
 "Retry", "expected failure" and "bug" stay apart: the loop retries `TransientDeviceError`
 with backoff, re-snapshots on `StaleRefError`, ends `errored` on `FatalDeviceError` and
