@@ -200,3 +200,15 @@ def test_compose_commands_are_real_goalfleet_subcommands(service: str) -> None:
     assert result.returncode == 0, result.stderr
     for flag in _flags(argv):
         assert flag in result.stdout, f"{service}: {flag} is not an option of {argv[0]}"
+
+
+def test_dashboard_layout_has_no_overlaps() -> None:
+    """Panels fit the 24-column grid and none covers another (Grafana would shove them)."""
+    taken: dict[tuple[int, int], str] = {}
+    for p in dashboard()["panels"]:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in taken, f"{p['title']} overlaps {taken[(x, y)]}"
+                taken[(x, y)] = p["title"]
