@@ -85,11 +85,13 @@ def default_device_opener(spec: WorkerSpec) -> DeviceOpener:
     return open_device
 
 
-def default_decider_maker() -> DeciderMaker:
-    from workers.decide.factory import make_decider  # noqa: PLC0415 - model SDKs load lazily
+def default_decider_maker(settings: Settings | None = None) -> DeciderMaker:
+    from workers.decide.factory import ModelSettings, make_decider  # noqa: PLC0415 - lazy SDKs
+
+    model = settings.model_settings() if settings is not None else ModelSettings()
 
     def make(spec: str) -> Decider:
-        return make_decider(spec)
+        return make_decider(spec, model)
 
     return make
 
@@ -110,7 +112,7 @@ def build_runtime(
         redis=client,
         store=RunStore(client, Keys(settings.key_prefix)),
         open_device=open_device or default_device_opener(spec),
-        make_decider=make_decider or default_decider_maker(),
+        make_decider=make_decider or default_decider_maker(settings),
         secrets=secrets,
         observers=observers,
     )

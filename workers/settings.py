@@ -13,6 +13,8 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workers.decide.factory import ModelSettings
+
 
 class Settings(BaseSettings):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
@@ -59,6 +61,15 @@ class Settings(BaseSettings):
     result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
     """Celery's own result entries (used only for redelivery de-duplication)."""
 
+    model_api_key: SecretStr | None = None
+    """API key for `<provider>/<model>` deciders (else the provider SDK's own variable)."""
+    model_base_url: str | None = None
+    """An OpenAI-compatible model server (vLLM, Ollama, a proxy) for any provider name."""
+    model_timeout_s: Annotated[float, Field(gt=0, le=300)] = 20.0
+    """Per-request model timeout; a timeout ends the run `errored` (infrastructure)."""
+    model_mode: Literal["tools", "json_schema"] = "tools"
+    """How the decision schema is forced: a named tool call, or response_format JSON schema."""
+
     log_format: Literal["auto", "json", "console"] = "auto"
     """Logs as JSON lines, as readable console lines, or auto (console on a terminal)."""
 
@@ -91,6 +102,15 @@ class Settings(BaseSettings):
                 "not mark a device down"
             )
         return self
+
+    def model_settings(self) -> ModelSettings:
+        """What `workers.decide.factory.make_decider` needs to reach a model."""
+        return ModelSettings(
+            api_key=self.model_api_key,
+            base_url=self.model_base_url,
+            timeout_s=self.model_timeout_s,
+            mode=self.model_mode,
+        )
 
     def to_env(self) -> dict[str, str]:
         """These settings as `GOALFLEET_*` variables, for child processes (demo, tests)."""

@@ -21,6 +21,7 @@ from workers.loop import (
     run_goal,
 )
 from workers.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
+from workers.settings import Settings
 
 EXIT_BAD_INPUT = 2
 
@@ -116,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         _check(args)
         inputs = parse_inputs(args)
-        decider = make_decider(args.decider)
+        decider = make_decider(args.decider, Settings().model_settings())
         device = make_device(args.device, latency_scale=args.latency_scale)
     except ConfigError as exc:
         err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
