@@ -26,6 +26,19 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.set_defaults(func=main)
 
 
+def overdue_after_s(settings: Settings) -> float:
+    """How long a run may stay `running` before the sweep ends it `errored`.
+
+    Past the hard time limit (the pool child was killed and its message acked) and past the
+    visibility timeout plus one restore sweep (the whole worker died: its unacked message comes
+    back and a restarted worker claims it with attempt + 1), plus two leases for that restart.
+    Ending it any earlier would pre-empt that redelivery."""
+    from workers.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
+
+    vt = settings.visibility_timeout_s
+    return max(settings.time_limit_s, vt + restore_interval_s(vt)) + 2 * settings.lease_s
+
+
 def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     """Dispatch and fire schedules until `stop` is set (the demo runs this in a thread)."""
     from scheduler.dispatcher import Dispatcher  # noqa: PLC0415 - heavy imports kept lazy
@@ -43,7 +56,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     dispatcher = Dispatcher(
         store,
         CeleryEnqueuer(make_celery(settings)),
-        overdue_after_s=settings.time_limit_s + 2 * settings.lease_s,
+        overdue_after_s=overdue_after_s(settings),
         orphan_after_s=settings.orphan_after_s,
     )
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
