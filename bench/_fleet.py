@@ -257,6 +257,13 @@ class BenchFleet:
     def pid(self, name: str) -> int:
         return self.procs[name].pid
 
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by every process of this fleet, redis-server included."""
+        pids = [p.pid for p in self.procs.values()]
+        if self.redis.proc is not None:
+            pids.append(self.redis.proc.pid)
+        return sum(process_cpu_s(pid) for pid in pids)
+
 
 # -- memory, from /proc (Linux) ------------------------------------------------------------
 
@@ -288,6 +295,18 @@ def pss_kib(pid: int) -> int:
         if line.startswith("Pss:"):
             return int(line.split()[1])
     return 0
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds used by `pid` and its children (live ones, and reaped ones via cutime)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in [pid, *children(pid)]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            # after the comm: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+            total += sum(int(x) for x in fields[11:15]) / tick
+    return total
 
 
 def cpu_jiffies() -> tuple[int, int]:

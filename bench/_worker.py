@@ -55,7 +55,11 @@ def _with_bench_spec(inner: runtime.DeciderMaker) -> runtime.DeciderMaker:
 
 def _worker(argv: list[str]) -> int:
     default = runtime.default_decider_maker
-    runtime.default_decider_maker = lambda: _with_bench_spec(default())
+
+    def maker(*args: Any, **kwargs: Any) -> runtime.DeciderMaker:  # noqa: ANN401 - passed through
+        return _with_bench_spec(default(*args, **kwargs))
+
+    runtime.default_decider_maker = maker
     from scheduler.cli import main  # noqa: PLC0415 - after the decider maker is wrapped
 
     return main(["worker", *argv])

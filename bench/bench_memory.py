@@ -16,6 +16,7 @@ the first run. The worker's pool child is replaced after `worker_max_tasks_per_c
 tasks; the table shows the child's pid so a replacement is visible.
 
     .venv/bin/python -m bench.bench_memory            # full: 1,000 runs, a sample every 100
+    .venv/bin/python -m bench.bench_memory --runs 3000  # longer: does a trend level off?
     .venv/bin/python -m bench.bench_memory --quick    # CI: 100 runs, a sample every 25
 """
 
@@ -107,8 +108,9 @@ def slope(points: list[tuple[int, int]]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=None, help="runs after the first (default 1000)")
     args = ap.parse_args()
-    total, every = (100, 25) if args.quick else (1000, 100)
+    total, every = (100, 25) if args.quick else (args.runs or 1000, 100)
     samples: list[Sample] = []
     body = {**SIGN_IN, "selector": {"platform": "ios"}}
     with BenchFleet() as fleet:
@@ -158,15 +160,19 @@ def report(idle: Sample, samples: list[Sample], total: int, elapsed_s: float) ->
         f"{w.worker_rss / w.bare_rss:.2f}x; "
         f"PSS {w.worker_pss / w.bare_pss:.2f}x.\n"
     )
-    print("| runs | worker RSS (main + child) | worker PSS | child pid | API RSS | scheduler RSS |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| runs | worker RSS (main + child) | main | child | child pid | worker PSS "
+        "| API RSS | scheduler RSS |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in samples:
         print(
-            f"| {s.runs} | {mib(s.worker_rss)} | {mib(s.worker_pss)} | {s.child_pid} "
-            f"| {mib(s.api)} | {mib(s.scheduler)} |"
+            f"| {s.runs} | {mib(s.worker_rss)} | {mib(s.worker_main)} | {mib(s.worker_child)} "
+            f"| {s.child_pid} | {mib(s.worker_pss)} | {mib(s.api)} | {mib(s.scheduler)} |"
         )
     grow = samples[1:] or samples
     ws = slope([(s.runs, s.worker_rss) for s in grow])
+    wm = slope([(s.runs, s.worker_main) for s in grow])
     ps = slope([(s.runs, s.worker_pss) for s in grow])
     api = slope([(s.runs, s.api) for s in grow])
     sch = slope([(s.runs, s.scheduler) for s in grow])
@@ -174,7 +180,8 @@ def report(idle: Sample, samples: list[Sample], total: int, elapsed_s: float) ->
     peak = max(s.worker_rss for s in samples)
     print(
         f"\nSlope per 100 runs (least squares from run {grow[0].runs}): worker RSS "
-        f"{ws:+.0f} KiB, worker PSS {ps:+.0f} KiB, API {api:+.0f} KiB, scheduler {sch:+.0f} KiB, "
+        f"{ws:+.0f} KiB (main process {wm:+.0f} KiB), worker PSS {ps:+.0f} KiB, "
+        f"API {api:+.0f} KiB, scheduler {sch:+.0f} KiB, "
         f"idle bare Celery worker {bare:+.0f} KiB. Worker peak RSS {mib(peak)} "
         f"(goal <= 200 MB: {'met' if peak <= 200 * 1e6 / 1024 else 'NOT met'}). "
         f"{total} runs took {elapsed_s:.0f} s."

@@ -18,7 +18,8 @@ API, all queued at once; then from the run records and their step tables:
 - **runs/s per device** = runs ÷ (last finish - submit) ÷ N; **scaling efficiency** = that ÷
   the same at N = 1 (the baseline, measured in the same run);
 - the gap between one run's end and the next run's claim on the same device (finish → wake →
-  scheduler → broker → worker → claim: the fleet's own cost per run), and the machine's CPU.
+  scheduler → broker → worker → claim: the fleet's own cost per run), the CPU the fleet's
+  processes used (share of all cores) and the whole machine's CPU (other work included).
 
     .venv/bin/python -m bench.bench_scaling            # full: 10 runs per device per phase
     .venv/bin/python -m bench.bench_scaling --quick    # CI: 1 and 2 devices, 0.1x latencies
@@ -53,9 +54,12 @@ class Phase:
     gap_p99_s: float
     first_claim_s: float
     cpu_busy: float
+    """the whole machine's CPU busy share (every process on it, not only this fleet's)."""
+    fleet_cpu: float
+    """this fleet's processes' CPU time ÷ (wall x cores)."""
 
 
-def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float) -> Phase:
+def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float, fleet_cpu_s: float) -> Phase:
     bad = [r for r in runs if r.status is not RunStatus.DONE]
     if bad:
         raise RuntimeError(
@@ -99,18 +103,23 @@ def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float) -> Phase:
         gap_p99_s=pct(gaps, 0.99) if gaps else 0.0,
         first_claim_s=min(r.started_at or t_end for r in runs) - t0,
         cpu_busy=cpu_busy,
+        fleet_cpu=fleet_cpu_s / (t_end - t0) / (os.cpu_count() or 1),
     )
 
 
-def run_phase(client: FleetClient, n: int, runs: int, decider: str, timeout_s: float) -> Phase:
+def run_phase(  # noqa: PLR0917 - one phase's parameters
+    fleet: BenchFleet, client: FleetClient, n: int, runs: int, decider: str, timeout_s: float
+) -> Phase:
     body = {**SIGN_IN, "decider": decider, "selector": {"labels": {f"n{n}": "y"}}, "count": runs}
     busy0, total0 = cpu_jiffies()
+    fleet0 = fleet.cpu_s()
     t0 = time.time()
     batch = client.submit_batch(body)
     client.wait_batch(batch.id, poll_s=0.5, timeout_s=timeout_s)
     busy1, total1 = cpu_jiffies()
+    fleet1 = fleet.cpu_s()
     records = client.batch_runs(batch.id)
-    return analyse(n, t0, records, (busy1 - busy0) / max(1, total1 - total0))
+    return analyse(n, t0, records, (busy1 - busy0) / max(1, total1 - total0), fleet1 - fleet0)
 
 
 def main() -> None:
@@ -144,7 +153,7 @@ def main() -> None:
             client.wait_batch(warm.id, poll_s=0.2, timeout_s=120)
             for n in sizes:
                 timeout = 120 + per_device * 60 * scale
-                phases.append(run_phase(client, n, per_device * n, decider, timeout))
+                phases.append(run_phase(fleet, client, n, per_device * n, decider, timeout))
         load = os.getloadavg()
     report(phases, per_device, scale, decider, started_s, load)
 
@@ -166,16 +175,16 @@ def report(  # noqa: PLR0917 - the figures and how they were made
     print(
         "| devices | runs | wall | utilisation (in steps) | worst device | in runs "
         "| runs/s per device | efficiency vs 1 | step p50 | gap between runs p50 / p99 "
-        "| submit → first claim | machine CPU busy |"
+        "| submit → first claim | fleet CPU (of 2 cores) | machine CPU busy |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: " * 13 + "|")
     for p in phases:
         print(
             f"| {p.devices} | {p.runs} | {p.wall_s:.1f} s | **{p.utilisation:.1%}** "
             f"| {p.utilisation_min:.1%} | {p.in_runs:.1%} | {p.runs_per_s_per_device:.4f} "
             f"| **{p.runs_per_s_per_device / base:.3f}** | {p.step_s * 1e3:.0f} ms "
             f"| {p.gap_p50_s * 1e3:.1f} / {p.gap_p99_s * 1e3:.1f} ms "
-            f"| {p.first_claim_s * 1e3:.0f} ms | {p.cpu_busy:.0%} |"
+            f"| {p.first_claim_s * 1e3:.0f} ms | {p.fleet_cpu:.0%} | {p.cpu_busy:.0%} |"
         )
     last = phases[-1]
     eff = last.runs_per_s_per_device / base
