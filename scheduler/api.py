@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from http import HTTPStatus
 from typing import Annotated, Any
 
 import redis
@@ -20,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import CeleryEnqueuer, Enqueuer
@@ -53,6 +55,13 @@ _FIXES = {
     "dict_type": "give a JSON object",
     "model_type": "give a JSON object",
     "bool_parsing": "give true or false",
+}
+
+
+_HTTP_FIXES = {
+    400: "send a UTF-8 JSON object with Content-Type: application/json",
+    404: "see GET /openapi.json for the routes",
+    405: "use one of the methods in the Allow header",
 }
 
 
@@ -160,6 +169,17 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return _error(
             422, "INVALID_REQUEST", f"{first.field}: {first.problem}", first.fix, problems
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (unknown route, wrong method, a body it cannot decode) in
+        # our error shape rather than FastAPI's bare {"detail": ...}.
+        fix = _HTTP_FIXES.get(exc.status_code, "")
+        code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_")
+        resp = _error(exc.status_code, code, str(exc.detail), fix)
+        for name, value in (exc.headers or {}).items():
+            resp.headers[name] = value
+        return resp
 
     @app.exception_handler(FleetError)
     async def _fleet_error(_: Request, exc: FleetError) -> JSONResponse:
