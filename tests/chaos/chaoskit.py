@@ -1,0 +1,271 @@
+"""Chaos helpers: a restartable Redis with AOF on (its own port and directory), a fleet whose
+workers can be killed and restarted as a supervisor would, and the session-log overlap check.
+
+Every process started here is stopped in a `finally` (workers by process group, Redis by pid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from pydantic import SecretStr
+
+from scheduler.localfleet import LocalFleet, SimWorker
+from scheduler.localredis import find_redis_server, free_port, reachable
+from workers.errors import ConfigError
+from workers.settings import Settings
+
+TOKEN = "chaos-test-token"
+SECRET_VALUE = "chaos-Secret-27182"
+
+
+def report_path(name: str) -> Path:
+    """Where a chaos test writes its numbers (`GOALFLEET_CHAOS_REPORT_DIR`, default a temp
+    directory): docs/reliability.md quotes them."""
+    base = Path(
+        os.environ.get("GOALFLEET_CHAOS_REPORT_DIR", "")
+        or Path(tempfile.gettempdir()) / "goalfleet-chaos"
+    )
+    base.mkdir(parents=True, exist_ok=True)
+    return base / f"{name}.json"
+
+
+def chaos_runs(default: int) -> int:
+    """`GOALFLEET_CHAOS_RUNS` (the full configuration) or the quick CI default."""
+    raw = os.environ.get("GOALFLEET_CHAOS_RUNS", "")
+    return int(raw) if raw.strip() else default
+
+
+class AofRedis:
+    """A `redis-server` on a random loopback port with AOF on (`appendfsync always`), which
+    can be killed and started again on the same port and directory (the data survives)."""
+
+    def __init__(self) -> None:
+        self.binary = find_redis_server()
+        self.dir = tempfile.mkdtemp(prefix="goalfleet-chaos-redis-")
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, *, timeout_s: float = 15.0) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "yes",
+                "--appendfsync", "always",
+                "--dir", self.dir,
+                "--maxmemory-policy", "noeviction",
+                "--loglevel", "warning",
+                "--logfile", str(Path(self.dir) / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ConfigError(f"redis-server exited ({self.proc.returncode}); see {self.dir}")
+            if reachable(self.url, timeout_s=0.2):
+                return
+            time.sleep(0.05)
+        raise ConfigError(f"redis-server did not answer on {self.url}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+        with contextlib.suppress(OSError):
+            for p in sorted(Path(self.dir).rglob("*"), reverse=True):
+                p.rmdir() if p.is_dir() else p.unlink()
+            Path(self.dir).rmdir()
+
+
+def chaos_settings(url: str, **over: object) -> Settings:
+    """Short limits so recovery shows in seconds. The sweep ends a run still `running`
+    `time_limit_s + 2 * lease_s` after it started (11 s here); the visibility timeout (6 s)
+    plus the restore sweep (1 s, derived from it) must come first."""
+    base: dict[str, object] = {
+        "redis_url": url,
+        "key_prefix": "gfc",
+        "api_tokens": [SecretStr(TOKEN)],
+        "heartbeat_interval_s": 0.5,
+        "lease_s": 3.0,
+        "dispatch_interval_s": 0.25,
+        "soft_time_limit_s": 4,
+        "time_limit_s": 5,
+        "visibility_timeout_s": 6,
+        "attempt_cap": 3,
+        "quarantine_after": 3,
+        "probe_interval_s": 1.0,
+        "orphan_after_s": 5.0,
+        "retention_s": 3600,
+    }
+    base.update(over)
+    return Settings.model_validate(base)
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+    ).stdout
+    return [int(p) for p in out.split()]
+
+
+@dataclass
+class Kill:
+    device: str
+    kind: str  # "child" or "main"
+    pids: tuple[int, ...]
+    wall: float
+    mono_ns: int
+    run_id: str | None
+
+
+@dataclass
+class Supervised:
+    """A LocalFleet whose workers a chaos thread kills; restarts them like systemd would
+    (`Restart=always`, `KillMode=control-group`: the rest of the group goes too)."""
+
+    fleet: LocalFleet
+    specs: dict[str, SimWorker]
+    kills: list[Kill] = field(default_factory=list)
+    restarts: list[float] = field(default_factory=list)
+    """Seconds from a main-process kill until the restarted worker's device was alive again."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pid(self, device: str) -> int | None:
+        proc = self.fleet.workers.get(device)
+        return None if proc is None or proc.poll() is not None else proc.pid
+
+    def kill_child(self, device: str, run_id: str | None) -> bool:
+        pid = self.pid(device)
+        kids = children(pid) if pid else []
+        if not kids:
+            return False
+        mono = time.monotonic_ns()
+        for k in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, signal.SIGKILL)
+        with self.lock:
+            self.kills.append(Kill(device, "child", tuple(kids), time.time(), mono, run_id))
+        return True
+
+    def kill_main(self, device: str, run_id: str | None) -> bool:
+        proc = self.fleet.workers.get(device)
+        if proc is None or proc.poll() is not None:
+            return False
+        kids = children(proc.pid)
+        mono = time.monotonic_ns()
+        t0 = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        # the supervisor stops what is left of the unit (the orphaned pool child), then restarts
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with self.lock:
+            self.kills.append(Kill(device, "main", (proc.pid, *kids), time.time(), mono, run_id))
+        self.fleet.workers.pop(device, None)
+        self.fleet.start_worker(self.specs[device])
+        self.wait_registered(device, after=self.kills[-1].wall)
+        with self.lock:
+            self.restarts.append(time.monotonic() - t0)
+        return True
+
+    def up_since_last_kill(self, device: str) -> bool:
+        """The device's worker registered after the last main-process kill."""
+        with self.lock:
+            last = max(
+                (k.wall for k in self.kills if k.device == device and k.kind == "main"), default=0.0
+            )
+        settings = self.fleet.settings
+        db = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        try:
+            at = db.hget(f"{settings.key_prefix}:device:{device}", "registered_at")
+        finally:
+            db.close()
+        return at is not None and float(at) > last and self.pid(device) is not None
+
+    def wait_registered(self, device: str, *, after: float, timeout_s: float = 60.0) -> None:
+        """Until the restarted worker has registered its device (after the dead one's lease
+        expired) and is consuming."""
+        settings = self.fleet.settings
+        db = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        key = f"{settings.key_prefix}:device:{device}"
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                at = db.hget(key, "registered_at")
+                if at is not None and float(at) > after:
+                    return
+                time.sleep(0.05)
+        finally:
+            db.close()
+        raise ConfigError(f"worker for {device} did not come back within {timeout_s} s")
+
+
+def read_sessions(path: Path) -> list[tuple[str, int, int]]:
+    out: list[tuple[str, int, int]] = []
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        what, pid, ns = line.split()
+        out.append((what, int(pid), int(ns)))
+    return out
+
+
+def overlaps(path: Path, kills: list[Kill], *, now_ns: int) -> list[str]:
+    """Sessions on one device that overlap in time. A session opened by a process that was
+    later killed (no close line) ends at that kill; one still open ends `now_ns`."""
+    killed_at: dict[int, int] = {}
+    for k in kills:
+        for pid in k.pids:
+            killed_at.setdefault(pid, k.mono_ns)
+    intervals: list[tuple[int, int, int]] = []
+    open_by_pid: dict[int, int] = {}
+    for what, pid, ns in read_sessions(path):
+        if what == "open":
+            if pid in open_by_pid:  # a second open in one process before a close: overlap
+                intervals.append((open_by_pid[pid], ns, pid))
+            open_by_pid[pid] = ns
+        else:
+            start = open_by_pid.pop(pid, None)
+            if start is not None:
+                intervals.append((start, ns, pid))
+    for pid, start in open_by_pid.items():
+        intervals.append((start, killed_at.get(pid, now_ns), pid))
+    intervals.sort()
+    bad = []
+    for (s1, e1, p1), (s2, e2, p2) in itertools.pairwise(intervals):
+        if s2 < e1:
+            bad.append(f"{path.name}: pid {p1} [{s1}, {e1}] overlaps pid {p2} [{s2}, {e2}]")
+    return bad
+
+
+def flush_prefix(url: str, prefix: str) -> None:
+    c = redis.Redis.from_url(url)
+    try:
+        for key in c.scan_iter(match=f"{prefix}:*", count=1000):
+            c.delete(key)
+    finally:
+        c.close()
