@@ -1,0 +1,77 @@
+"""Security fixtures: a real Redis on a random loopback port and the API app in-process (ASGI)
+with the real Celery enqueuer, one registered device (a long lease, no worker) so a valid
+submit can be placed, and a way to count everything stored or queued."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from scheduler.api import create_app
+from scheduler.localredis import LocalRedis, find_redis_server
+from workers.connections import redis_client
+from workers.errors import ConfigError
+from workers.keys import Keys
+from workers.model import Platform
+from workers.records import DeviceInfo
+from workers.runstore import RunStore
+from workers.settings import Settings
+
+TOKEN = "security-test-token"
+DEVICE = "sec-1"
+
+
+@dataclass
+class Api:
+    app: FastAPI
+    settings: Settings
+    db: redis.Redis
+
+    def footprint(self) -> tuple[int, ...]:
+        """How many keys, and the length of every queue-like key: the device's Celery queue,
+        Celery's default queue, pending runs and wake-ups."""
+        p = self.settings.key_prefix
+        return (
+            int(self.db.dbsize()),
+            int(self.db.llen(f"device.{DEVICE}")),
+            int(self.db.llen("goalfleet")),
+            int(self.db.zcard(f"{p}:pending")),
+            int(self.db.llen(f"{p}:wake")),
+        )
+
+
+@pytest.fixture(scope="session")
+def sec_redis() -> Iterator[LocalRedis]:
+    try:
+        binary = find_redis_server()
+    except ConfigError:
+        pytest.skip("no redis-server")
+    with LocalRedis(binary=binary) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def api(sec_redis: LocalRedis) -> Iterator[Api]:
+    settings = Settings(
+        redis_url=sec_redis.url,
+        key_prefix="gfs",
+        api_tokens=[SecretStr(TOKEN)],
+        max_pending=1000,
+        retention_s=3600,
+    )
+    db = redis_client(settings.redis_url)
+    store = RunStore(db, Keys(settings.key_prefix))
+    store.register(
+        DeviceInfo(id=DEVICE, platform=Platform.IOS, os_version="17.5", labels={"pool": "a"}),
+        "w@" + DEVICE,
+        lease_s=3600,
+    )
+    try:
+        yield Api(create_app(settings), settings, db)
+    finally:
+        db.close()
