@@ -9,6 +9,7 @@ down is a 503 saying so.
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -37,6 +38,7 @@ from workers.model import StepRow
 from workers.records import BatchRecord, DeviceState, RunRecord
 from workers.settings import Settings
 
+log = logging.getLogger("goalfleet.api")
 _bearer = HTTPBearer(auto_error=False, description="one of GOALFLEET_API_TOKENS")
 _IDEM = re.compile(IDEMPOTENCY_KEY)
 
@@ -236,6 +238,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> RunRecord:
         run, created = fleet.submit_run(sub, idempotency_key=_idem_key(idempotency_key))
+        log.info("run.submitted", extra={"run_id": run.id, "device_id": run.device, "new": created})
         if not created:
             response.status_code = 200
         return run
@@ -247,6 +250,9 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> BatchRecord:
         batch, created = fleet.submit_batch(sub, idempotency_key=_idem_key(idempotency_key))
+        log.info(
+            "batch.submitted", extra={"batch_id": batch.id, "runs": batch.total, "new": created}
+        )
         if not created:
             response.status_code = 200
         return batch

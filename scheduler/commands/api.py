@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.commands._common import EXIT_OK, load_settings, report
 from workers.errors import GoalfleetError
-from workers.logs import configure_logging
+from workers.logs import configure_logging, install_celery_hooks
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -30,6 +30,7 @@ def main(args: argparse.Namespace) -> int:
     except GoalfleetError as exc:
         return report(exc, "api")
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
+    install_celery_hooks()  # the request id rides on the run messages the API enqueues
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api import create_app  # noqa: PLC0415 - same reason
@@ -39,5 +40,7 @@ def main(args: argparse.Namespace) -> int:
         host=args.host or settings.api_host,
         port=args.port if args.port is not None else settings.api_port,
         log_level="warning",
+        log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
+        access_log=False,  # the API's middleware logs (debug) and counts every request
     )
     return EXIT_OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,11 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no
 def services() -> dict[str, dict[str, Any]]:
     doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     return {n: s for n, s in doc["services"].items() if s.get("image") == "goalfleet:local"}
+
+
+def expand(value: str) -> str:
+    """Compose's `${VAR:-default}` (with no VAR set here: the default)."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
 
 
 def rewrite(argv: list[str], ports: dict[str, int]) -> list[str]:
@@ -105,7 +111,7 @@ class Started:
 def start_service(name: str, svc: dict[str, Any], tmp: Path, redis_url: str) -> Started:
     ports = {"--port": free_port(), "--metrics-port": free_port()}
     argv = rewrite([str(a) for a in svc["command"]], ports)
-    env = {k: str(v) for k, v in svc.get("environment", {}).items()}
+    env = {k: expand(str(v)) for k, v in svc.get("environment", {}).items()}
     env |= {"GOALFLEET_REDIS_URL": redis_url, "GOALFLEET_KEY_PREFIX": "gfcompose"}
     mpdir = None
     if "PROMETHEUS_MULTIPROC_DIR" in env:
@@ -143,7 +149,7 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
                 assert f'goalfleet_worker_info{{backend="sim",device="{device}"' in text
                 assert s.mpdir is not None
                 assert list(s.mpdir.glob("*.db")), "multiprocess files"
-        time.sleep(1.0)
+        run_id = submit_and_wait(next(s for s in started if s.argv[0] == "api"))
         for s in started:
             assert s.proc.poll() is None, f"{s.name} exited: {s.log.read_text()[-3000:]}"
     finally:
@@ -152,6 +158,50 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
     for s in started:
         if s.argv[0] == "worker":
             assert any(x.get("event") == "metrics.serving" for x in json_lines(s.log)), s.name
+    # one request id from the HTTP request to the worker's run line
+    api_log = json_lines(next(s.log for s in started if s.argv[0] == "api"))
+    (submitted,) = [x for x in api_log if x.get("event") == "run.submitted"]
+    assert submitted["run_id"] == run_id
+    assert submitted["request_id"] == REQUEST_ID
+    finished = [
+        x
+        for s in started
+        if s.argv[0] == "worker"
+        for x in json_lines(s.log)
+        if x.get("event") == "run.finished"
+    ]
+    assert [(x["run_id"], x["request_id"], x["status"]) for x in finished] == [
+        (run_id, REQUEST_ID, "done")
+    ]
+
+
+REQUEST_ID = "req-compose-1"
+
+
+def submit_and_wait(api: Started, timeout_s: float = 60) -> str:
+    """Submit a sign-in run the way a client would, with an X-Request-ID; wait until done."""
+    assert api.url is not None
+    base = api.url.removesuffix("/health")
+    token = expand(services()[api.name]["environment"]["GOALFLEET_API_TOKENS"])
+    headers = {"Authorization": f"Bearer {token}", "X-Request-ID": REQUEST_ID}
+    body = {
+        "goal": "Sign in",
+        "inputs": {"email": "ada@example.com"},
+        "secrets": {"password": {"ref": "env:PASSWORD"}},
+        "selector": {"platform": "ios"},
+    }
+    resp = httpx.post(f"{base}/v1/runs", json=body, headers=headers, timeout=10)
+    assert resp.status_code == 201, resp.text
+    assert resp.headers["x-request-id"] == REQUEST_ID
+    run_id: str = resp.json()["id"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = httpx.get(f"{base}/v1/runs/{run_id}", headers=headers, timeout=5).json()
+        if run["status"] not in {"queued", "running"}:
+            assert run["status"] == "done", run
+            return run_id
+        time.sleep(0.3)
+    pytest.fail(f"run {run_id} did not finish")
 
 
 def test_worker_without_a_metrics_dir_reexecs_with_one(tmp_path: Path, redis_url: str) -> None:
