@@ -4,7 +4,8 @@ their growth over 1,000 runs.
 Fleet (all separate processes, `bench/_fleet.py`): its own redis-server, `goalfleet api`,
 `goalfleet scheduler`, one `goalfleet worker` on a zero-latency sim device, and — the
 baseline, measured in the same run — a bare Celery worker made from the same settings and
-flags (prefork, one child) serving a no-op task.
+flags (prefork, one child) serving a no-op task, given as many no-op tasks as the worker gets
+runs.
 
 Read from /proc: RSS (`VmRSS`) and PSS (`smaps_rollup`; pages the pool child still shares
 copy-on-write with its parent are split between them, so PSS adds up to what the pair really
@@ -36,7 +37,10 @@ from bench._fleet import (
     pss_kib,
     rss_kib,
 )
+from bench._worker import NOOP_DEVICE, NOOP_TASK
 from scheduler.client import FleetClient
+from workers.celery_app import make_celery
+from workers.keys import device_queue
 from workers.model import RunStatus
 
 DEVICE = "d1"
@@ -119,7 +123,15 @@ def main() -> None:
         fleet.start_noop_worker()
         fleet.start_workers([BenchWorker(DEVICE)])
         idle = sample(fleet, 0)
+        app = make_celery(fleet.require_settings())
+
+        def noop_body() -> None:
+            return None
+
+        noop = app.task(name=NOOP_TASK, ignore_result=False)(noop_body)
+        queue = device_queue(NOOP_DEVICE)
         with FleetClient(fleet.api_url, token=TOKEN) as client:
+            noop.apply_async(queue=queue).get(timeout=30)
             first = client.submit_run(body)
             if client.wait(first.id, poll_s=0.05, timeout_s=60).status is not RunStatus.DONE:
                 raise RuntimeError("the first run did not end done")
@@ -131,9 +143,12 @@ def main() -> None:
                 finished = client.wait_batch(batch.id, poll_s=0.2, timeout_s=600)
                 if finished.counts.get("done", 0) != every:
                     raise RuntimeError(f"batch ended {finished.counts}")
+                for _ in range(every):  # the baseline does as many tasks
+                    noop.apply_async(queue=queue).get(timeout=30)
                 done += every
                 samples.append(sample(fleet, done))
             elapsed = time.monotonic() - t0
+        app.close()
     report(idle, samples, total, elapsed)
 
 
@@ -162,13 +177,14 @@ def report(idle: Sample, samples: list[Sample], total: int, elapsed_s: float) ->
     )
     print(
         "| runs | worker RSS (main + child) | main | child | child pid | worker PSS "
-        "| API RSS | scheduler RSS |"
+        "| API RSS | scheduler RSS | bare Celery worker RSS (main) |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- " + "| ---: " * 8 + "|")
     for s in samples:
         print(
             f"| {s.runs} | {mib(s.worker_rss)} | {mib(s.worker_main)} | {mib(s.worker_child)} "
-            f"| {s.child_pid} | {mib(s.worker_pss)} | {mib(s.api)} | {mib(s.scheduler)} |"
+            f"| {s.child_pid} | {mib(s.worker_pss)} | {mib(s.api)} | {mib(s.scheduler)} "
+            f"| {mib(s.bare_rss)} ({mib(s.bare_main)}) |"
         )
     grow = samples[1:] or samples
     ws = slope([(s.runs, s.worker_rss) for s in grow])
@@ -177,12 +193,14 @@ def report(idle: Sample, samples: list[Sample], total: int, elapsed_s: float) ->
     api = slope([(s.runs, s.api) for s in grow])
     sch = slope([(s.runs, s.scheduler) for s in grow])
     bare = slope([(s.runs, s.bare_rss) for s in grow])
+    bare_main = slope([(s.runs, s.bare_main) for s in grow])
     peak = max(s.worker_rss for s in samples)
     print(
         f"\nSlope per 100 runs (least squares from run {grow[0].runs}): worker RSS "
         f"{ws:+.0f} KiB (main process {wm:+.0f} KiB), worker PSS {ps:+.0f} KiB, "
         f"API {api:+.0f} KiB, scheduler {sch:+.0f} KiB, "
-        f"idle bare Celery worker {bare:+.0f} KiB. Worker peak RSS {mib(peak)} "
+        f"bare Celery worker (as many no-op tasks) {bare:+.0f} KiB "
+        f"(main process {bare_main:+.0f} KiB). Worker peak RSS {mib(peak)} "
         f"(goal <= 200 MB: {'met' if peak <= 200 * 1e6 / 1024 else 'NOT met'}). "
         f"{total} runs took {elapsed_s:.0f} s."
     )

@@ -177,7 +177,7 @@ def report(  # noqa: PLR0917 - the figures and how they were made
         "| runs/s per device | efficiency vs 1 | step p50 | gap between runs p50 / p99 "
         "| submit → first claim | fleet CPU (of 2 cores) | machine CPU busy |"
     )
-    print("| ---: " * 13 + "|")
+    print("| --- " + "| ---: " * 12 + "|")
     for p in phases:
         print(
             f"| {p.devices} | {p.runs} | {p.wall_s:.1f} s | **{p.utilisation:.1%}** "
