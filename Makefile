@@ -49,7 +49,10 @@ test: install agent-device linux-target lint
 # Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
 bench: install
 	$(BIN)/python -m bench.bench_loop
+	$(BIN)/python -m bench.bench_dispatch
+	$(BIN)/python -m bench.bench_scaling
 	$(BIN)/python -m bench.bench_tokens
+	$(BIN)/python -m bench.bench_memory
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache
