@@ -22,6 +22,7 @@ from scheduler.client import FleetClient
 from scheduler.commands.scheduler import run_scheduler
 from scheduler.localredis import free_port
 from workers.errors import ConfigError
+from workers.metrics import MULTIPROC_ENV
 from workers.settings import Settings
 
 
@@ -112,10 +113,13 @@ class LocalFleet:
         self._threads.append(t)
 
     def start_worker(self, w: SimWorker) -> subprocess.Popen[bytes]:
+        env = self.env
+        if w.metrics_port is not None:  # its multiprocess metrics beside its log, not in /tmp
+            env = {**env, MULTIPROC_ENV: str(self.log_dir / f"metrics-{w.device}")}
         log = (self.log_dir / f"worker-{w.device}.log").open("ab")
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             w.argv(),
-            env=self.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
 
+import pytest
+import structlog
+
+from workers import logs
 from workers.model import GoalRunRequest, SecretRef
 from workers.records import RunRecord
 
 SECRET = "hunter2-correct-horse-battery"
 EMAIL = "ada@example.com"
+
+
+@pytest.fixture(autouse=True)
+def fresh_logging() -> Iterator[None]:
+    """Each test configures logging itself; leave no handlers, context or secrets behind.
+
+    Imported by the test modules that use it (no conftest.py here: other test folders import
+    their conftest by name, and a second `conftest` module would shadow theirs)."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    logs.reset_logging()
+    logs.SECRETS.clear()
+    yield
+    logs.reset_logging()
+    logs.SECRETS.clear()
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
 
 
 def make_record(

@@ -8,7 +8,12 @@ import json
 import re
 
 import structlog
-from obs_support import EMAIL, SECRET, make_record
+from obs_support import (
+    EMAIL,
+    SECRET,
+    fresh_logging,  # noqa: F401 - an autouse fixture, found by name
+    make_record,
+)
 
 from workers import logs
 from workers.decide.rules import RulesDecider

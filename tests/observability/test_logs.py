@@ -9,7 +9,10 @@ import os
 
 import structlog
 from celery import Celery
-from obs_support import SECRET
+from obs_support import (
+    SECRET,
+    fresh_logging,  # noqa: F401 - an autouse fixture, found by name
+)
 
 from workers import logs
 from workers.model import SecretRef

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
-from obs_support import EMAIL, SECRET, make_record, scrape, total
+from obs_support import (
+    EMAIL,
+    SECRET,
+    fresh_logging,  # noqa: F401 - an autouse fixture, found by name
+    make_record,
+    scrape,
+    total,
+)
 from prometheus_client import CollectorRegistry, generate_latest
 
 from scheduler.localredis import LocalRedis

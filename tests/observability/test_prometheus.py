@@ -15,7 +15,6 @@ import math
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from pydantic import SecretStr
 from scheduler.localfleet import LocalFleet, SimWorker
 from scheduler.localredis import LocalRedis, free_port
 from workers import logs
-from workers.metrics import default_multiproc_dir
 from workers.settings import Settings
 
 pytestmark = [
@@ -110,12 +108,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         fleet = LocalFleet(settings, log_dir=tmp, extra_env={"GOALFLEET_SECRET_PASSWORD": SECRET})
         prom: subprocess.Popen[bytes] | None = None
-        ports: dict[str, int] = {}
-        tmp_root = Path(tempfile.gettempdir())
         try:
             fleet.start_api()
             fleet.start_scheduler()
-            ports |= {"ios-1": free_port(), "android-1": free_port()}
+            ports = {"ios-1": free_port(), "android-1": free_port()}
             fleet.start_worker(
                 SimWorker(
                     "ios-1",
@@ -166,8 +162,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     prom.kill()
                     prom.wait(timeout=5)
             fleet.stop()
-            for device, port in ports.items():  # the workers' own multiprocess directories
-                shutil.rmtree(default_multiproc_dir(device, port, tmp_root), ignore_errors=True)
 
 
 def wait_for(check: Any, timeout_s: float) -> None:
