@@ -49,6 +49,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
+        # A pool child SIGKILLed mid-run is sometimes only noticed by billiard at the hard time
+        # limit, as TimeLimitExceeded rather than WorkerLostError; acked, that run would never
+        # be redelivered. Not acking time-limit failures requeues it: attempt + 1, up to the cap.
+        "task_acks_on_failure_or_timeout": False,
         "task_soft_time_limit": settings.soft_time_limit_s,
         "task_time_limit": settings.time_limit_s,
         "worker_prefetch_multiplier": 1,
