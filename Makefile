@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 AD_DIR := deploy/agent-device
 AD_STAMP := $(AD_DIR)/node_modules/.installed
 
-.PHONY: demo test lint unit fleet install agent-device linux-target bench clean
+.PHONY: demo test lint unit fleet install agent-device linux-target observability-tools bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ agent-device: $(AD_STAMP)
 linux-target:
 	bash scripts/setup-linux-target.sh
 
+# Prometheus + promtool, docker-compose (config validation only) and redis-server: Debian.
+observability-tools:
+	bash scripts/setup-observability.sh
+
 demo: install
 	$(BIN)/goalfleet demo
 
@@ -38,12 +42,13 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install
-	$(BIN)/pytest -m "not agent_device and not fleet and not chaos" -q
+	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability" -q
 
 fleet: install
 	$(BIN)/pytest -m fleet -q
 
-test: install agent-device linux-target lint
+# Everything: lint, types, layering, and every test (a skip fails under CI=true).
+test: install agent-device linux-target observability-tools lint
 	$(BIN)/pytest -q
 
 # Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
