@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from workers.decide.factory import ModelSettings
+from workers.loop import DEFAULT_DANGEROUS
 
 
 class Settings(BaseSettings):
@@ -70,6 +71,12 @@ class Settings(BaseSettings):
     model_mode: Literal["tools", "json_schema"] = "tools"
     """How the decision schema is forced: a named tool call, or response_format JSON schema."""
 
+    dangerous_controls: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_DANGEROUS)
+    )
+    """Words that make a control dangerous (comma-separated in the environment): a decision
+    to press one escalates instead. Empty turns the guard off."""
+
     log_format: Literal["auto", "json", "console"] = "auto"
     """Logs as JSON lines, as readable console lines, or auto (console on a terminal)."""
 
@@ -80,7 +87,7 @@ class Settings(BaseSettings):
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
 
-    @field_validator("api_tokens", mode="before")
+    @field_validator("api_tokens", "dangerous_controls", mode="before")
     @classmethod
     def _split_tokens(cls, v: object) -> object:
         if isinstance(v, str):

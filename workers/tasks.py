@@ -139,6 +139,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             done_when=req.done_when,
             on_step=on_step,
             should_cancel=should_cancel,
+            dangerous=tuple(rt.settings.dangerous_controls),
         )
     except SoftTimeLimitExceeded as exc:
         why = f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded"

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from scheduler.commands._common import load_settings, pairs
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.errors import ConfigError
@@ -21,7 +22,6 @@ from workers.loop import (
     run_goal,
 )
 from workers.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
-from workers.settings import Settings
 
 EXIT_BAD_INPUT = 2
 
@@ -59,21 +59,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.set_defaults(func=main)
 
 
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"{flag} {item!r} must look like NAME=VALUE")
-        if name in out:
-            raise ConfigError(f"{flag} {name!r} is given twice; give each name once")
-        out[name] = value
-    return out
-
-
 def _secrets(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for name, ref in _pairs(items, "--secret").items():
+    for name, ref in pairs(items, "--secret").items():
         if not ref.startswith("env:") or len(ref) == len("env:"):
             raise ConfigError(
                 f"--secret {name}: give a reference like {name}=env:VARIABLE, never the value"
@@ -87,7 +75,7 @@ def _secrets(items: list[str]) -> dict[str, str]:
 
 
 def parse_inputs(args: argparse.Namespace) -> Inputs:
-    plain = _pairs(args.input, "--input")
+    plain = pairs(args.input, "--input")
     secret = _secrets(args.secret)
     try:
         return Inputs.of(plain, secret)
@@ -117,7 +105,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         _check(args)
         inputs = parse_inputs(args)
-        decider = make_decider(args.decider, Settings().model_settings())
+        settings = load_settings()
+        decider = make_decider(args.decider, settings.model_settings())
         device = make_device(args.device, latency_scale=args.latency_scale)
     except ConfigError as exc:
         err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -132,6 +121,7 @@ def main(args: argparse.Namespace) -> int:
             min_confidence=args.min_confidence,
             max_unproductive=args.max_unproductive,
             done_when=args.done_when,
+            dangerous=tuple(settings.dangerous_controls),
         )
     finally:
         device.close()

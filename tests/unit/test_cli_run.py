@@ -128,3 +128,26 @@ def test_console_script_is_installed() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "done"
+
+
+def test_dangerous_controls_come_from_settings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard list is configurable: with "continue" in it, the inject app's Continue
+    escalates; with the default list, the rules decider presses Continue and ends done."""
+    args = ["--device", "sim:inject-ios", "--goal", "Continue", "--done-when", "Welcome", "--json"]
+    code, out, _ = run_cli(capsys, *args)
+    assert (code, json.loads(out)["status"]) == (0, "done")
+    monkeypatch.setenv("GOALFLEET_DANGEROUS_CONTROLS", "delete,continue")
+    code, out, _ = run_cli(capsys, *args)
+    assert (code, json.loads(out)["status"]) == (1, "escalated")
+    assert "dangerous" in json.loads(out)["reason"]
+
+
+def test_bad_settings_are_one_line_naming_the_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOALFLEET_MODEL_TIMEOUT_S", "-1")
+    code, _, err = run_cli(capsys, "--device", "sim:signin-ios", "--goal", "Sign in")
+    assert code == 2
+    assert "GOALFLEET_MODEL_TIMEOUT_S" in err
