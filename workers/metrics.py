@@ -223,7 +223,7 @@ def ensure_multiproc_env(
     """
     if multiproc_dir(environ) is not None:
         return
-    default.mkdir(parents=True, exist_ok=True)
+    default.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = {**environ, MULTIPROC_ENV: str(default)}
     os.execve(sys.executable, [sys.executable, *argv], env)  # noqa: S606 - our own interpreter
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
 from workers.devices.sim import NO_FAULTS, Faults
 from workers.errors import ConfigError, GoalfleetError
-from workers.metrics import MULTIPROC_ENV
+from workers.metrics import ensure_multiproc_env
 from workers.model import Platform
 from workers.records import DeviceInfo
 from workers.runtime import WorkerSpec
@@ -122,13 +122,10 @@ def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
     """Metrics recorded in the pool child are only exported in prometheus-client's
     multiprocess mode, which must be on before Python imports it: with `--metrics-port` and no
     PROMETHEUS_MULTIPROC_DIR, re-execute this command with a per-device directory."""
-    if args.metrics_port is None or MULTIPROC_ENV in os.environ:
+    if args.metrics_port is None:
         return
     path = Path(tempfile.gettempdir()) / f"goalfleet-metrics-{args.device}-{args.metrics_port}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    env = {**os.environ, MULTIPROC_ENV: str(path)}
-    argv = [sys.executable, "-m", "scheduler", *sys.argv[1:]]
-    os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter and arguments
+    ensure_multiproc_env(os.environ, path, ["-m", "scheduler", *sys.argv[1:]])
 
 
 def main(args: argparse.Namespace) -> int:
