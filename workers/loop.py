@@ -9,6 +9,7 @@ This module imports only the model, the errors and the two ports (checked by imp
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,8 +58,9 @@ TRANSIENT_RETRIES = 3
 BACKOFF_BASE_S = 0.05
 BACKOFF_MAX_S = 1.0
 HISTORY_LINES = 4
-DEFAULT_DANGEROUS = ("delete", "purchase", "buy", "pay ", "erase", "transfer", "unsubscribe")
-"""Words that make a control dangerous: choosing it escalates instead of pressing."""
+DEFAULT_DANGEROUS = ("delete", "purchase", "buy", "pay", "erase", "transfer", "unsubscribe")
+"""Words that make a control dangerous: choosing it escalates instead of pressing. Matched as
+whole words, case-insensitively ("Pay now" is dangerous, "Display" is not)."""
 
 _T = TypeVar("_T")
 StepHook = Callable[[StepRow], None]
@@ -85,7 +87,7 @@ class _Run:
     done_when: str | None
     on_step: StepHook | None
     should_cancel: CancelCheck | None
-    dangerous: tuple[str, ...]
+    dangerous: re.Pattern[str] | None
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     steps: list[StepRow] = field(default_factory=list)
@@ -214,8 +216,7 @@ class _Run:
             raise _Ended(RunStatus.ESCALATED, problem)
 
     def _is_dangerous(self, c: Candidate) -> bool:
-        name = f"{c.name.casefold()} "
-        return any(word in name for word in self.dangerous)
+        return self.dangerous is not None and self.dangerous.search(c.name) is not None
 
     def _action_for(self, d: Decision, target: Candidate, snap: Snapshot) -> Action:
         pinned = snap.pin(target.ref)
@@ -323,6 +324,11 @@ def _totals(steps: list[StepRow]) -> PhaseTotals:
     )
 
 
+def _word_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    alternatives = "|".join(re.escape(w.strip()) for w in words if w.strip())
+    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE) if alternatives else None
+
+
 def run_goal(
     device: DevicePort,
     goal: str,
@@ -359,7 +365,7 @@ def run_goal(
         done_when=done_when,
         on_step=on_step,
         should_cancel=should_cancel,
-        dangerous=tuple(w.casefold() for w in dangerous),
+        dangerous=_word_pattern(dangerous),
         sleep=sleep,
         clock=clock,
     ).run()

@@ -280,3 +280,22 @@ def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:
         for screen in app.screens.values():
             for el in screen.elements:
                 assert el.goto is None or el.goto in app.screens or el.goto == WAIT_SCREEN.name
+
+
+@pytest.mark.parametrize(
+    ("words", "name", "dangerous"),
+    [
+        (("pay",), "Pay now", True),
+        (("pay",), "Display settings", False),
+        (("delete",), "DELETE ACCOUNT", True),
+        (("delete", " "), "Continue", False),
+        ((), "Delete account", False),
+    ],
+)
+def test_dangerous_guard_matches_whole_words(
+    words: tuple[str, ...], name: str, *, dangerous: bool
+) -> None:
+    from workers.loop import _word_pattern  # noqa: PLC0415
+
+    pattern = _word_pattern(words)
+    assert (pattern is not None and pattern.search(name) is not None) is dangerous
