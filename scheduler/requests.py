@@ -11,9 +11,36 @@ from pydantic import Field, field_validator, model_validator
 from workers.model import GoalRunRequest, SecretRef
 from workers.records import DEVICE_ID_PATTERN, Selector
 
-SENSITIVE_NAME = re.compile(
-    r"pass(word|code|phrase)?|secret|token|otp|^pin$|api_?key", re.IGNORECASE
+SENSITIVE_WORDS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passcode",
+        "passphrase",
+        "secret",
+        "token",
+        "otp",
+        "totp",
+        "pin",
+        "apikey",
+        "key",
+        "credential",
+        "credentials",
+    }
 )
+"""Name words that mark an input as sensitive. Matched per word of the name (`api_key`,
+`userPassword`, `otp-code`), so `passport`, `bypass` and `footprint` stay plain. `code` is
+plain on purpose: a one-time code shown on another device is not a stored secret."""
+
+
+def looks_sensitive(name: str) -> bool:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)  # userPassword → user_Password
+    words = {w for w in re.split(r"[^A-Za-z0-9]+", spaced.casefold()) if w}
+    return bool(words & SENSITIVE_WORDS)
+
+
 MAX_PRIORITY = 9
 MAX_BATCH = 1000
 
@@ -40,7 +67,7 @@ class _Submit(GoalRunRequest):
     @classmethod
     def _no_sensitive_inputs(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if SENSITIVE_NAME.search(name):
+            if looks_sensitive(name):
                 raise ValueError(
                     f"inputs.{name} looks sensitive and would be stored in plain text; move it "
                     f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '

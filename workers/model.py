@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 REF_PATTERN = re.compile(r"^e[0-9]+$")
+PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*)/(?P<model>[A-Za-z0-9][\w.:/@-]*)$")
+"""`<provider>/<model>`, e.g. `openai/gpt-4o-mini` (see `workers.decide.factory`)."""
 INPUT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 NONE = "none"
 """The literal a decider answers when no ref (or no input) applies."""
@@ -362,6 +364,26 @@ class GoalRunRequest(_Frozen):
     min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     max_unproductive: Annotated[int, Field(ge=0, le=20)] = 2
     decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
+
+    @field_validator("decider")
+    @classmethod
+    def _decider_spec(cls, v: str) -> str:
+        if v not in {"rules", "scripted"} and not PROVIDER_SPEC.fullmatch(v):
+            raise ValueError(
+                f'decider {v!r} is not a decider; use "rules", "scripted" or '
+                '"<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _names_once(self) -> Self:
+        both = sorted(set(self.inputs) & set(self.secrets))
+        if both:
+            raise ValueError(
+                f"{both[0]!r} is both an input and a secret; give each name once "
+                "(secrets for sensitive values, inputs for the rest)"
+            )
+        return self
 
     @field_validator("goal")
     @classmethod

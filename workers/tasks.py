@@ -28,14 +28,30 @@ RUN_TASK = "goalfleet.run"
 log = logging.getLogger(__name__)
 
 
+def _names(cls: type[BaseException]) -> frozenset[str]:
+    out = {cls.__name__}
+    for sub in cls.__subclasses__():
+        out |= _names(sub)
+    return frozenset(out)
+
+
+INFRA_ERRORS = _names(DeviceError) | {SoftTimeLimitExceeded.__name__}
+"""Errors that count against the device: its own failures, and a run that hung on it."""
+
+
 def failure_of(result: RunResult) -> Failure:
-    """How a result counts towards device health: infra and decision failures apart."""
+    """How a result counts towards device health: infra and decision failures apart.
+
+    Only the device's own failures count against it: a device error, a run that hung on it
+    (soft time limit), or a worker that died or hit its hard limit on it (no error recorded).
+    A model outage, a bad configuration or a
+    bug of ours is not the device's fault and must not quarantine the fleet."""
     if result.status is RunStatus.DONE:
         return Failure.NONE
     if result.status is RunStatus.ERRORED:
-        if result.error is not None and result.error.type == "ConfigError":
-            return Failure.NEUTRAL
-        return Failure.INFRA
+        if result.error is None or result.error.type in INFRA_ERRORS:
+            return Failure.INFRA
+        return Failure.NEUTRAL
     if result.status in {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS}:
         return Failure.DECISION
     return Failure.NEUTRAL
@@ -46,9 +62,9 @@ def _errored(
     reason: str,
     exc: BaseException | None = None,
     steps: tuple[StepRow, ...] = (),
+    info: ErrorInfo | None = None,
 ) -> RunResult:
     """An `errored` result that keeps the step rows written before the failure."""
-    info = None
     if exc is not None:
         code = getattr(exc, "code", type(exc).__name__.upper())
         info = ErrorInfo(type=type(exc).__name__, code=str(code), message=str(exc)[:500])
@@ -141,21 +157,41 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
-    except SoftTimeLimitExceeded as exc:
-        why = f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded"
-        return _errored(record, why, exc, tuple(rows))
-    except ConfigError as exc:
-        return _errored(record, f"configuration: {exc}", exc)
-    except DecisionInvalidError as exc:  # raised by a decider factory at construction
-        return _errored(record, f"decider: {exc}", exc)
-    except (DeviceError, DecideError) as exc:
-        return _errored(record, f"device could not be opened: {exc}", exc)
-    except ClaimLostError as exc:
-        return _errored(record, str(exc), exc, tuple(rows))
+    except (redis.ConnectionError, redis.TimeoutError):
+        raise  # the store is unreachable: the task requeues the run (attempt + 1)
+    except Exception as exc:  # noqa: BLE001 - every other failure becomes a recorded result
+        return _failed(rt, record, exc, tuple(rows))
     finally:
         if device is not None:
             with contextlib.suppress(DeviceError):
                 device.close()
+
+
+_WHY: tuple[tuple[type[Exception], str], ...] = (
+    (ConfigError, "configuration: {exc}"),
+    (DecisionInvalidError, "decider: {exc}"),  # raised by a decider factory at construction
+    (DeviceError, "device could not be opened: {exc}"),
+    (DecideError, "decider could not be built: {exc}"),
+    (ClaimLostError, "{exc}"),
+)
+
+
+def _failed(
+    rt: WorkerRuntime, record: RunRecord, exc: Exception, rows: tuple[StepRow, ...]
+) -> RunResult:
+    """The `errored` result for a failure outside the loop (the loop types its own)."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        why = f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded"
+        return _errored(record, why, exc, rows)
+    for cls, why in _WHY:
+        if isinstance(exc, cls):
+            return _errored(record, why.format(exc=exc), exc, rows)
+    # A bug of ours. Its message could hold anything, so only the type goes into the stored
+    # result; the traceback goes to the (redacting) worker log. The run is never left running.
+    log.error("run %s: unexpected error", record.id, exc_info=exc)
+    info = ErrorInfo(type=type(exc).__name__, code="INTERNAL", message="see the worker log")
+    why = f"internal error ({type(exc).__name__}); see the worker log"
+    return _errored(record, why, steps=rows, info=info)
 
 
 def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints

@@ -15,18 +15,16 @@ from the composition root's `Settings` to keep the environment read in one place
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from workers.errors import ConfigError
-from workers.model import DecideState, Decision
+from workers.model import PROVIDER_SPEC, DecideState, Decision
 from workers.ports import Decider
 
 SPEC_HELP = 'use "rules", "scripted" or "<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
-_PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*)/(?P<model>[A-Za-z0-9][\w.:/@-]*)$")
 _OPENAI_COMPATIBLE = frozenset({"openai"})
 
 
@@ -68,7 +66,7 @@ def make_decider(
         # Without a script (e.g. `goalfleet run --decider scripted`) it answers as the rules
         # decider does, and still records every state it is asked (`.seen`).
         return ScriptedDecider(script if script is not None else RulesDecider().decide)
-    match = _PROVIDER_SPEC.fullmatch(spec)
+    match = PROVIDER_SPEC.fullmatch(spec)
     if match is None:
         raise ConfigError(f"unknown decider {spec!r}; {SPEC_HELP}")
     return _model_decider(match["provider"], match["model"], settings or ModelSettings())

@@ -1,0 +1,89 @@
+"""The run task's failure handling: what counts against a device, and no run left running."""
+
+from __future__ import annotations
+
+from test_fleet_store import client, parts, register, server  # noqa: F401 - pytest fixtures
+
+from scheduler.requests import RunSubmit
+from workers.decide.factory import make_decider
+from workers.devices.sim import make_sim_device
+from workers.errors import DeviceNotFoundError, ModelUnavailableError
+from workers.model import DecideState, Decision, Platform, RunStatus, SecretRef
+from workers.records import DeviceInfo
+from workers.runtime import WorkerRuntime, WorkerSpec
+from workers.secrets import DictSecrets
+from workers.settings import Settings
+from workers.tasks import execute_run
+
+SECRET = "pw-that-must-not-leak-7"
+
+
+class Raising:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def decide(self, state: DecideState) -> Decision:
+        raise self.exc
+
+
+def runtime(client, rs, *, decider=None, open_device=None) -> WorkerRuntime:
+    return WorkerRuntime(
+        settings=Settings(redis_url="redis://unused", key_prefix="t"),
+        spec=WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="x"),
+        redis=client,
+        store=rs,
+        open_device=open_device or (lambda _rid: make_sim_device("sim:signin-ios")),
+        make_decider=(lambda _spec: decider) if decider else make_decider,
+        secrets=DictSecrets({"PW": SECRET}),
+    )
+
+
+def submit(fleet) -> str:
+    run, _ = fleet.submit_run(
+        RunSubmit(goal="Sign in", device="d1", secrets={"password": SecretRef(ref="env:PW")})
+    )
+    return run.id
+
+
+def test_model_outage_does_not_count_against_the_device(parts, client):
+    """A model that cannot be reached ends the run errored, but the device stays healthy:
+    an outage of the provider must not quarantine the whole fleet."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    rt = runtime(client, rs, decider=Raising(ModelUnavailableError("connection refused")))
+    for _ in range(4):
+        assert execute_run(rt, submit(fleet)) == "errored"
+    device = store.devices()[0]
+    assert device.infra_failures == 0
+    assert not device.quarantined
+
+
+def test_device_failure_counts_against_the_device(parts, client):
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+
+    def gone(_rid: str):
+        raise DeviceNotFoundError("simulator is gone")
+
+    rt = runtime(client, rs, open_device=gone)
+    run_id = submit(fleet)
+    assert execute_run(rt, run_id) == "errored"
+    assert "device could not be opened" in store.load(run_id).reason
+    assert store.devices()[0].infra_failures == 1
+
+
+def test_a_bug_ends_the_run_errored_without_its_message(parts, client):
+    """An unexpected exception is recorded (never left `running`), by type only: its message
+    could carry anything, here the secret, and must not reach the stored result."""
+    store, rs, _, fleet = parts
+    register(rs, "d1")
+    rt = runtime(client, rs, decider=Raising(RuntimeError(f"oops {SECRET}")))
+    run_id = submit(fleet)
+    assert execute_run(rt, run_id) == "errored"
+    final = store.load(run_id)
+    assert final.status is RunStatus.ERRORED
+    assert final.reason == "internal error (RuntimeError); see the worker log"
+    assert final.result.error.code == "INTERNAL"
+    for key in client.scan_iter("*"):
+        assert SECRET.encode() not in (client.dump(key) or b"")
+    assert store.devices()[0].infra_failures == 0
