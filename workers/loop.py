@@ -34,6 +34,7 @@ from workers.model import (
     Decision,
     ErrorInfo,
     Inputs,
+    Kind,
     Outcome,
     PhaseTotals,
     RunResult,
@@ -199,21 +200,39 @@ class _Run:
                 RunStatus.ESCALATED,
                 f"confidence {d.confidence:.2f} is below min_confidence {self.min_confidence:.2f}",
             )
-        target = snap.candidate(d.target)
-        problem = None
-        if d.target == NONE:
-            problem = "the decider chose no target but reported neither done nor blocked"
-        elif target is None:
-            problem = f"the decider chose {d.target!r}, which is not on this screen"
-        elif target.kind.fillable and d.input != NONE and self.inputs.get(d.input) is None:
-            problem = f"the decider chose input {d.input!r}, which the caller did not supply"
-        elif target.kind.fillable and d.input == NONE:
-            problem = f"the decider chose text field {target.name!r} but no input to type"
-        elif self._is_dangerous(target):
-            problem = f"{target.name!r} matches the dangerous-controls guard; a person must decide"
+        problem = self._unsafe(d, snap)
         if problem:
             self._record(row.finish(Outcome.ESCALATED, error=problem))
             raise _Ended(RunStatus.ESCALATED, problem)
+
+    def _unsafe(self, d: Decision, snap: Snapshot) -> str | None:  # noqa: PLR0911 - one return per case
+        """Why this decision cannot be acted on safely, or None when it can."""
+        target = snap.candidate(d.target)
+        if d.target == NONE:
+            return "the decider chose no target but reported neither done nor blocked"
+        if target is None:
+            return f"the decider chose {d.target!r}, which is not on this screen"
+        if target.kind.fillable and d.input != NONE and self.inputs.get(d.input) is None:
+            return f"the decider chose input {d.input!r}, which the caller did not supply"
+        if target.kind.fillable and d.input == NONE:
+            return f"the decider chose text field {target.name!r} but no input to type"
+        if self._secret_into_plain_field(d, target):
+            return (
+                f"the decider chose secret input {d.input!r} for {target.name!r}, which is not a "
+                "secure field; secrets are typed only into secure fields"
+            )
+        if self._is_dangerous(target):
+            return f"{target.name!r} matches the dangerous-controls guard; a person must decide"
+        return None
+
+    def _secret_into_plain_field(self, d: Decision, target: Candidate) -> bool:
+        value = self.inputs.get(d.input)
+        return (
+            value is not None
+            and value.sensitive
+            and target.kind.fillable
+            and target.kind is not Kind.SECURE_TEXT_FIELD
+        )
 
     def _is_dangerous(self, c: Candidate) -> bool:
         return self.dangerous is not None and self.dangerous.search(c.name) is not None

@@ -299,3 +299,12 @@ def test_dangerous_guard_matches_whole_words(
 
     pattern = _word_pattern(words)
     assert (pattern is not None and pattern.search(name) is not None) is dangerous
+
+
+def test_a_secret_is_never_typed_into_a_visible_field() -> None:
+    """A decider (or a screen steering it) that puts the password into the Email field
+    escalates: secrets are typed only into secure fields, where the screen hides them."""
+    result, _ = run(fn=lambda s: Decision(target="e2", input="password", confidence=0.99))
+    assert result.status is RunStatus.ESCALATED
+    assert "not a secure field" in result.reason
+    assert all(s.action is None for s in result.steps)
