@@ -43,6 +43,8 @@ class Dispatcher:
         """Free devices held by overdue runs and re-pend runs stuck on dead devices."""
         now = time.time() if now is None else now
         fixed = 0
+        if self.orphan_after_s is not None:
+            fixed += self._release_strays(now - self.orphan_after_s)
         busy = [d for d in self.store.devices() if d.run]
         for run in self.store.load_many([d.run for d in busy if d.run]):
             dev = next(d for d in busy if d.run == run.id)
@@ -70,6 +72,25 @@ class Dispatcher:
                     fixed += 1
                 elif run.target is None:
                     fixed += self.store.unreserve(run, dev.info.id)
+        return fixed
+
+    def _release_strays(self, before: float) -> int:
+        """Re-pend runs reserved (before `before`) for a device that no longer holds them in
+        the device set (it left without handing them back, or its record is gone)."""
+        ids = self.store.reservations(before=before)
+        if not ids:
+            return 0
+        runs = {r.id: r for r in self.store.load_many(ids)}
+        fixed = 0
+        for rid in ids:
+            run = runs.get(rid)
+            if run is None:
+                self.store.forget_reservation(rid)
+            elif self.store.release_stray(run):
+                log.warning(
+                    "run %s was reserved for vanished device %s; pending again", rid, run.device
+                )
+                fixed += 1
         return fixed
 
     def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:

@@ -17,13 +17,9 @@ import redis
 from workers.keys import Keys
 from workers.model import RunResult, RunStatus, StepRow
 from workers.records import BatchRecord, DeviceState, RunRecord
-from workers.runstore import Failure, RunStore
+from workers.runstore import Failure, RunStore, pending_score
 
-PRIORITY_SPAN = 10**13
-"""Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
-then first come, first served."""
-
-# KEYS: run, device, lease, pending   ARGV: run_id, device_id, now
+# KEYS: run, device, lease, pending, reserved   ARGV: run_id, device_id, now
 _RESERVE = """
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
 local d = redis.call('HGET', KEYS[1], 'device')
@@ -36,16 +32,41 @@ if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'device', ARGV[2], 'dispatched_at', ARGV[3])
 redis.call('HSET', KEYS[2], 'run', ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 return 1
 """
 
-# KEYS: run, device, pending   ARGV: run_id, device_id, score
+# KEYS: run, device, pending, reserved   ARGV: run_id, device_id, score
 _UNRESERVE = """
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
 if redis.call('HGET', KEYS[1], 'device') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'device', '', 'dispatched_at', '')
 if redis.call('HGET', KEYS[2], 'run') == ARGV[1] then redis.call('HSET', KEYS[2], 'run', '') end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: run, device, pending, reserved, devices   ARGV: run_id, device_id, score
+# A reservation no registered device holds (the device left the set without handing it back,
+# or its record is gone) goes back to pending; an index entry for a run no longer reserved
+# (claimed, ended, re-pended) is dropped.
+_RELEASE_STRAY = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  return 0
+end
+local d = redis.call('HGET', KEYS[1], 'device')
+if not d or d == '' then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  return 0
+end
+if d ~= ARGV[2] then return 0 end
+if redis.call('SISMEMBER', KEYS[5], d) == 1 and redis.call('HGET', KEYS[2], 'run') == ARGV[1]
+then return 0 end
+redis.call('HSET', KEYS[1], 'device', '', 'dispatched_at', '')
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return 1
 """
 
@@ -87,10 +108,6 @@ class Idempotency:
     body_hash: str
 
 
-def pending_score(priority: int, submitted_at: float) -> float:
-    return priority * PRIORITY_SPAN + int(submitted_at * 1000)
-
-
 class FleetStore:
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         self.r = client
@@ -99,6 +116,7 @@ class FleetStore:
         self._reserve = client.register_script(_RESERVE)
         self._unreserve = client.register_script(_UNRESERVE)
         self._cancel = client.register_script(_CANCEL)
+        self._release_stray = client.register_script(_RELEASE_STRAY)
 
     def ping(self) -> None:
         self.r.ping()
@@ -174,6 +192,7 @@ class FleetStore:
                     self.k.device(device_id),
                     self.k.lease(device_id),
                     self.k.pending,
+                    self.k.reserved,
                 ],
                 args=[run_id, device_id, repr(time.time())],
             )
@@ -183,7 +202,40 @@ class FleetStore:
         """Undo `reserve` when the message could not be sent: the run is pending again."""
         return bool(
             self._unreserve(
-                keys=[self.k.run(run.id), self.k.device(device_id), self.k.pending],
+                keys=[
+                    self.k.run(run.id),
+                    self.k.device(device_id),
+                    self.k.pending,
+                    self.k.reserved,
+                ],
+                args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
+            )
+        )
+
+    def reservations(self, *, before: float, limit: int = 1000) -> list[str]:
+        """Runs reserved (not yet claimed) before `before`, oldest first."""
+        return cast(
+            "list[str]",
+            self.r.zrangebyscore(self.k.reserved, "-inf", before, start=0, num=limit),
+        )
+
+    def forget_reservation(self, run_id: str) -> None:
+        """Drop the index entry of a run that no longer exists."""
+        self.r.zrem(self.k.reserved, run_id)
+
+    def release_stray(self, run: RunRecord) -> bool:
+        """Re-pend `run` if it is reserved for a device that no registered device record
+        holds it for (see `_RELEASE_STRAY`)."""
+        device_id = run.device or ""
+        return bool(
+            self._release_stray(
+                keys=[
+                    self.k.run(run.id),
+                    self.k.device(device_id or "-"),
+                    self.k.pending,
+                    self.k.reserved,
+                    self.k.devices,
+                ],
                 args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
             )
         )

@@ -6,6 +6,8 @@
 {p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
 {p}:device:{id}:lease   string the worker's heartbeat lease (expires when it dies)
 {p}:pending             zset   runs waiting for a device, scored by priority then time
+{p}:reserved            zset   runs reserved for a device but not yet claimed, by reserve time
+                               (the sweep finds a reservation whose device vanished)
 {p}:wake                list   pushed when a device frees; the scheduler's loop blocks on it
 {p}:batch:{id}          hash   batch totals and per-status counts
 {p}:batch:{id}:runs     list   the batch's run ids
@@ -42,6 +44,10 @@ class Keys:
     @property
     def pending(self) -> str:
         return f"{self.prefix}:pending"
+
+    @property
+    def reserved(self) -> str:
+        return f"{self.prefix}:reserved"
 
     @property
     def wake(self) -> str:

@@ -21,6 +21,14 @@ from workers.keys import Keys
 from workers.model import RunResult, StepRow
 from workers.records import DeviceInfo, RunRecord
 
+PRIORITY_SPAN = 10**13
+"""Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
+then first come, first served."""
+
+
+def pending_score(priority: int, submitted_at: float) -> float:
+    return priority * PRIORITY_SPAN + int(submitted_at * 1000)
+
 
 class ClaimLostError(GoalfleetError):
     """This execution no longer owns the run (it was redelivered, cancelled or finished)."""
@@ -69,6 +77,7 @@ redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'attempt', a
            'claim', ARGV[4], 'started_at', ARGV[5])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'run', ARGV[6])
+redis.call('ZREM', KEYS[4], ARGV[6])
 if attempt > tonumber(ARGV[3]) then return {'exhausted', tostring(attempt)} end
 return {'claimed', tostring(attempt)}
 """
@@ -136,9 +145,24 @@ if not holder then redis.call('RPUSH', KEYS[2], 'lease') end
 return 1
 """
 
-# KEYS: lease, device, devices   ARGV: worker, device_id, keep
+# KEYS: lease, device, devices, run, pending, reserved, wake
+# ARGV: holder, device_id, keep, run_id ('' when the device is free), pending score
+# A run reserved for this device but not claimed yet (its message may sit in the device's
+# queue, or was never taken because the worker was shutting down) goes back to pending with
+# its own score, so it is dispatched elsewhere (or to this device when it returns); the stale
+# message is skipped by the claim (the run moved). -1: the device's run changed, read again.
 _DEREGISTER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local r = redis.call('HGET', KEYS[2], 'run') or ''
+if r ~= ARGV[4] then return -1 end
+if r ~= '' and redis.call('HGET', KEYS[4], 'status') == 'queued'
+   and redis.call('HGET', KEYS[4], 'device') == ARGV[2] then
+  redis.call('HSET', KEYS[4], 'device', '', 'dispatched_at', '')
+  redis.call('HSET', KEYS[2], 'run', '')
+  redis.call('ZADD', KEYS[5], ARGV[5], r)
+  redis.call('ZREM', KEYS[6], r)
+  redis.call('RPUSH', KEYS[7], r)
+end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[2])
 local keep = tonumber(ARGV[3])
@@ -171,7 +195,12 @@ class RunStore:
         kind, attempt = cast(
             "list[str]",
             self._claim(
-                keys=[self.k.run(run_id), self.k.steps(run_id), self.k.device(device_id)],
+                keys=[
+                    self.k.run(run_id),
+                    self.k.steps(run_id),
+                    self.k.device(device_id),
+                    self.k.reserved,
+                ],
                 args=[device_id, worker, cap, token, repr(time.time()), run_id],
             ),
         )
@@ -244,13 +273,38 @@ class RunStore:
             )
         )
 
-    def deregister(self, device_id: str, worker: str, *, keep_s: int) -> bool:
-        return bool(
-            self._deregister(
-                keys=[self.k.lease(device_id), self.k.device(device_id), self.k.devices],
-                args=[worker, device_id, keep_s],
+    def deregister(self, device_id: str, holder: str, *, keep_s: int) -> bool:
+        """Give the device up (only if `holder` holds its lease); a run reserved for it and not
+        yet claimed goes back to pending, in the same script."""
+        for _ in range(20):
+            run_id = cast("str | None", self.r.hget(self.k.device(device_id), "run")) or ""
+            score = 0.0
+            if run_id:
+                prio, submitted = cast(
+                    "list[str | None]",
+                    self.r.hmget(self.k.run(run_id), ["priority", "submitted_at"]),
+                )
+                score = pending_score(int(prio or 0), float(submitted or 0))
+            out = int(
+                cast(
+                    "int",
+                    self._deregister(
+                        keys=[
+                            self.k.lease(device_id),
+                            self.k.device(device_id),
+                            self.k.devices,
+                            self.k.run(run_id or "-"),
+                            self.k.pending,
+                            self.k.reserved,
+                            self.k.wake,
+                        ],
+                        args=[holder, device_id, keep_s, run_id, score],
+                    ),
+                )
             )
-        )
+            if out >= 0:
+                return bool(out)
+        return False
 
     def quarantined(self, device_id: str) -> bool:
         return self.r.hget(self.k.device(device_id), "quarantined") == "1"

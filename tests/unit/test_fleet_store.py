@@ -18,7 +18,7 @@ from scheduler.fleet import Fleet
 from scheduler.localredis import LocalRedis, find_redis_server
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedules
-from scheduler.store import FleetStore
+from scheduler.store import FleetStore, pending_score
 from workers.connections import redis_client
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
@@ -299,6 +299,96 @@ def test_sweep_resends_a_reservation_whose_message_was_lost(parts):
     assert d.sweep(now=time.time() + 100) == 1
     assert enq.sent == [(run.id, "d1"), (run.id, "d1")]
     assert rs.claim(run.id, "d1", "w@d1", cap=3).attempt == 1
+
+
+def _finish(store: FleetStore, rs: RunStore, run_id: str, device: str) -> None:
+    c = rs.claim(run_id, device, f"w@{device}", cap=3)
+    done = RunResult(status=RunStatus.DONE, goal="g")
+    assert rs.finish(
+        store.load(run_id), c.token, done, failure=Failure.NONE, quarantine_after=3,
+        retention_s=60,
+    )  # fmt: skip
+
+
+def test_graceful_shutdown_hands_back_the_run_reserved_after_the_last_finish(parts, client):
+    """The reviewer's scenario: a worker in warm shutdown finishes its last run, the dispatcher
+    reserves the next pending run for it and sends it, then the worker deregisters. The run
+    goes back to pending with its own score (in the same script) and is dispatched to another
+    matching device; the stale message on the old device's queue is skipped by the claim."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    first, _ = fleet.submit_run(RunSubmit(goal="last run", selector={"platform": "ios"}))
+    nxt, _ = fleet.submit_run(RunSubmit(goal="next", selector={"platform": "ios"}, priority=3))
+    _finish(store, rs, first.id, "d1")
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (nxt.id, "d1")
+    assert store.pending_ids() == []
+
+    assert rs.deregister("d1", "w@d1", keep_s=60)
+    back = store.load(nxt.id)
+    assert back.status is RunStatus.QUEUED
+    assert back.device is None
+    assert client.zscore(Keys("t").pending, nxt.id) == pending_score(3, back.submitted_at)
+    assert client.hget(Keys("t").device("d1"), "run") == ""
+    assert store.device_ids() == []
+
+    register(rs, "d2")
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (nxt.id, "d2")
+    assert rs.claim(nxt.id, "d1", "w@d1", cap=3).kind is ClaimKind.ELSEWHERE
+    assert rs.claim(nxt.id, "d2", "w@d2", cap=3).kind is ClaimKind.CLAIMED
+
+
+def test_deregister_keeps_an_exact_run_pending_for_its_device(parts):
+    """A run sent to that exact device goes back to pending too, waits while the device is away
+    (another idle device does not take it) and is dispatched when the device returns. A run
+    already claimed is left alone (its worker finishes it in warm shutdown)."""
+    store, rs, enq, fleet = parts
+    register(rs, "d1")
+    run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    assert enq.sent == [(run.id, "d1")]
+    assert rs.deregister("d1", "w@d1", keep_s=60)
+    assert store.pending_ids() == [run.id]
+    register(rs, "d2")
+    assert fleet.dispatcher.dispatch() == 0
+    register(rs, "d1")
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (run.id, "d1")
+
+    rs.claim(run.id, "d1", "w@d1", cap=3)
+    assert rs.deregister("d1", "w@d1", keep_s=60)
+    assert store.load(run.id).status is RunStatus.RUNNING
+    assert store.pending_ids() == []
+
+
+def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
+    """A reservation no registered device holds (the device's record is gone, or it left the
+    device set without handing the run back) is found through the reservation index and goes
+    back to pending after `orphan_after_s`, then to another matching device; claimed runs
+    leave the index."""
+    store, rs, enq, fleet = parts
+    k = Keys("t")
+    register(rs, "d1")
+    register(rs, "d2")
+    a, _ = fleet.submit_run(RunSubmit(goal="a", device="d1"))
+    b, _ = fleet.submit_run(RunSubmit(goal="b", device="d2"))
+    c, _ = fleet.submit_run(RunSubmit(goal="c", selector={"platform": "ios"}))
+    assert store.load(c.id).device is None  # both devices busy
+    rs.claim(b.id, "d2", "w@d2", cap=3)
+    assert client.zrange(k.reserved, 0, -1) == [a.id]
+    client.delete(k.device("d1"), k.lease("d1"))  # d1's record vanished
+    client.srem(k.devices, "d1")
+    d = Dispatcher(store, enq, orphan_after_s=50)
+    assert d.sweep(now=time.time() + 10) == 0
+    assert d.sweep(now=time.time() + 100) == 1
+    assert store.load(a.id).device is None
+    assert set(store.pending_ids()) == {a.id, c.id}
+    assert client.zcard(k.reserved) == 0
+    _finish(store, rs, b.id, "d2")
+    register(rs, "d3")
+    assert d.dispatch() == 1  # a waits for d1; c goes to an idle ios device
+    assert enq.sent[-1][0] == c.id
+    assert store.pending_ids() == [a.id]
 
 
 def test_submit_survives_a_failing_broker(parts, client):
