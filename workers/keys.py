@@ -18,6 +18,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 
 
@@ -82,3 +85,11 @@ def device_queue(device_id: str) -> str:
 def worker_name(device_id: str) -> str:
     """The Celery node name of a device's worker; exporters keep the part after `@`."""
     return f"w@{device_id}"
+
+
+def lease_holder(worker: str) -> str:
+    """A token naming one worker main process, held in its device's lease. Made once per
+    process: every worker of a device has the same `worker_name`, so the name alone cannot tell
+    a second worker (another host) from the holder, nor stop its deregister from dropping the
+    holder's lease."""
+    return f"{worker}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

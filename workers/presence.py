@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from workers.errors import GoalfleetError
+from workers.keys import lease_holder
 from workers.ports import DevicePort
 from workers.runstore import DeviceTakenError, RunStore
 from workers.runtime import WorkerSpec
@@ -33,6 +34,8 @@ class Presence:
         self.spec = spec
         self.settings = settings
         self.probe = probe
+        self.holder = lease_holder(spec.name)
+        """This process's lease token (register, renew and deregister act only with it)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_probe = 0.0
@@ -43,7 +46,7 @@ class Presence:
         deadline = time.monotonic() + (self.settings.lease_s + 1 if wait_s is None else wait_s)
         while True:
             try:
-                self.store.register(self.spec.info, self.spec.name, lease_s=self.settings.lease_s)
+                self.store.register(self.spec.info, self.holder, lease_s=self.settings.lease_s)
             except DeviceTakenError:
                 if time.monotonic() > deadline:
                     raise
@@ -60,12 +63,10 @@ class Presence:
         if self._thread is not None:
             self._thread.join(timeout=5)
         with contextlib.suppress(Exception):  # shutdown must go on with Redis down
-            self.store.deregister(
-                self.spec.info.id, self.spec.name, keep_s=self.settings.retention_s
-            )
+            self.store.deregister(self.spec.info.id, self.holder, keep_s=self.settings.retention_s)
 
     def beat_once(self) -> None:
-        ok = self.store.renew(self.spec.info.id, self.spec.name, lease_s=self.settings.lease_s)
+        ok = self.store.renew(self.spec.info.id, self.holder, lease_s=self.settings.lease_s)
         if not ok:
             log.error("device %s: another worker took the lease", self.spec.info.id)
         if self.probe is not None and self.store.quarantined(self.spec.info.id):

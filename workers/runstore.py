@@ -125,7 +125,10 @@ redis.call('LTRIM', KEYS[5], -100, -1)
 return 1
 """
 
-# KEYS: lease, device, devices, wake   ARGV: worker, lease_ms, info, now, device_id
+# The lease holds a per-process token (`workers.keys.lease_holder`), never the worker name,
+# which every worker of a device shares: register refuses a live lease with another holder;
+# renew and deregister act only for the holder.
+# KEYS: lease, device, devices, wake   ARGV: holder, lease_ms, info, now, device_id
 _REGISTER = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return holder end
@@ -137,9 +140,12 @@ redis.call('RPUSH', KEYS[4], ARGV[5])
 return ''
 """
 
+# KEYS: lease, wake, device   ARGV: holder, lease_ms
+# A lapsed lease (a long pause) is taken back only if no other worker registered since.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
+if not holder and redis.call('HGET', KEYS[3], 'worker') ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if not holder then redis.call('RPUSH', KEYS[2], 'lease') end
 return 1
@@ -255,21 +261,25 @@ class RunStore:
 
     # -- devices ----------------------------------------------------------------------------
 
-    def register(self, info: DeviceInfo, worker: str, *, lease_s: float) -> None:
-        holder = self._register(
+    def register(self, info: DeviceInfo, holder: str, *, lease_s: float) -> None:
+        """Take the device's lease for `holder` (a `lease_holder` token); DeviceTakenError when
+        another live holder has it."""
+        other = self._register(
             keys=[self.k.lease(info.id), self.k.device(info.id), self.k.devices, self.k.wake],
-            args=[worker, int(lease_s * 1000), info.model_dump_json(), repr(time.time()), info.id],
+            args=[holder, int(lease_s * 1000), info.model_dump_json(), repr(time.time()), info.id],
         )
-        if holder:
+        if other:
             raise DeviceTakenError(
-                f"device {info.id!r} is held by another live worker ({holder}); stop it first, "
+                f"device {info.id!r} is held by another live worker ({other}); stop it first, "
                 "or wait for its lease to expire"
             )
 
-    def renew(self, device_id: str, worker: str, *, lease_s: float) -> bool:
+    def renew(self, device_id: str, holder: str, *, lease_s: float) -> bool:
+        """Extend the lease; False when another holder has it (or registered since it lapsed)."""
         return bool(
             self._renew(
-                keys=[self.k.lease(device_id), self.k.wake], args=[worker, int(lease_s * 1000)]
+                keys=[self.k.lease(device_id), self.k.wake, self.k.device(device_id)],
+                args=[holder, int(lease_s * 1000)],
             )
         )
 

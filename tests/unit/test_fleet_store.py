@@ -23,8 +23,9 @@ from workers.connections import redis_client
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
 from workers.errors import ConfigError
-from workers.keys import Keys
+from workers.keys import Keys, lease_holder, worker_name
 from workers.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
+from workers.presence import Presence
 from workers.records import DeviceInfo
 from workers.runstore import ClaimKind, ClaimLostError, DeviceTakenError, Failure, RunStore
 from workers.runtime import WorkerRuntime, WorkerSpec
@@ -60,9 +61,12 @@ def parts(client: redis.Redis):
     return store, RunStore(client, keys), enq, fleet
 
 
-def register(rs: RunStore, did: str, platform: str = "ios", **labels: str) -> None:
+def register(rs: RunStore, did: str, platform: str = "ios", **labels: str) -> str:
+    """Register `did` as a worker process would; returns its lease holder token."""
     info = DeviceInfo(id=did, platform=Platform(platform), os_version="17.5", labels=labels)
-    rs.register(info, f"w@{did}", lease_s=30)
+    holder = lease_holder(worker_name(did))
+    rs.register(info, holder, lease_s=30)
+    return holder
 
 
 def test_submit_dispatches_to_idle_device_and_queues_the_rest(parts):
@@ -197,14 +201,49 @@ def test_cancel_queued_and_running(parts):
 
 
 def test_device_lease_is_exclusive(parts):
-    """A second worker cannot register a device whose lease a live worker holds."""
-    _, rs, _, _ = parts
-    register(rs, "d1")
+    """A second worker for the same device (same worker name `w@d1`, another process or host)
+    cannot register while the first holds the lease; its renew and deregister do nothing (the
+    first keeps the device); once the first deregisters, the second registers."""
+    store, rs, _, _ = parts
+    first = register(rs, "d1")
+    second = lease_holder(worker_name("d1"))
+    assert first != second
+    assert first.startswith("w@d1:")
     info = DeviceInfo(id="d1", platform=Platform.IOS)
+    with pytest.raises(DeviceTakenError, match="held by another live worker"):
+        rs.register(info, second, lease_s=30)
+    assert not rs.renew("d1", second, lease_s=30)
+    assert not rs.deregister("d1", second, keep_s=60)
+    assert [d.info.id for d in store.devices() if d.alive] == ["d1"]
+    assert rs.renew("d1", first, lease_s=30)
+    assert rs.deregister("d1", first, keep_s=60)
+    rs.register(info, second, lease_s=30)
+    assert not rs.renew("d1", first, lease_s=30)  # a lapsed holder cannot take it back
+
+
+def test_presence_refuses_a_second_worker_and_keeps_the_first_lease(parts, client):
+    """Two worker processes for one device: each `Presence` makes its own holder token, so
+    the second refuses to start (DeviceTakenError) and stopping it does not drop the lease of
+    the one still running; a lapsed lease is taken back by its own holder only."""
+    store, rs, _, _ = parts
+    settings = Settings(redis_url="redis://unused", key_prefix="t", lease_s=30)
+    spec = WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="x")
+    a, b = Presence(rs, spec, settings), Presence(rs, spec, settings)
+    assert a.holder != b.holder
+    a.register()
     with pytest.raises(DeviceTakenError):
-        rs.register(info, "w@other", lease_s=30)
-    assert rs.deregister("d1", "w@d1", keep_s=60)
-    rs.register(info, "w@other", lease_s=30)
+        b.register(wait_s=0)
+    b.stop()
+    assert client.get(Keys("t").lease("d1")) == a.holder
+    assert store.device_ids() == ["d1"]
+    client.delete(Keys("t").lease("d1"))  # a long pause: a's lease lapsed
+    b.beat_once()
+    assert not client.exists(Keys("t").lease("d1"))
+    a.beat_once()
+    assert client.get(Keys("t").lease("d1")) == a.holder
+    a.stop()
+    assert store.device_ids() == []
+    b.register(wait_s=0)
 
 
 def test_schedule_fires_once_per_period(parts, client):
@@ -316,7 +355,7 @@ def test_graceful_shutdown_hands_back_the_run_reserved_after_the_last_finish(par
     goes back to pending with its own score (in the same script) and is dispatched to another
     matching device; the stale message on the old device's queue is skipped by the claim."""
     store, rs, enq, fleet = parts
-    register(rs, "d1")
+    holder = register(rs, "d1")
     first, _ = fleet.submit_run(RunSubmit(goal="last run", selector={"platform": "ios"}))
     nxt, _ = fleet.submit_run(RunSubmit(goal="next", selector={"platform": "ios"}, priority=3))
     _finish(store, rs, first.id, "d1")
@@ -324,7 +363,7 @@ def test_graceful_shutdown_hands_back_the_run_reserved_after_the_last_finish(par
     assert enq.sent[-1] == (nxt.id, "d1")
     assert store.pending_ids() == []
 
-    assert rs.deregister("d1", "w@d1", keep_s=60)
+    assert rs.deregister("d1", holder, keep_s=60)
     back = store.load(nxt.id)
     assert back.status is RunStatus.QUEUED
     assert back.device is None
@@ -344,19 +383,19 @@ def test_deregister_keeps_an_exact_run_pending_for_its_device(parts):
     (another idle device does not take it) and is dispatched when the device returns. A run
     already claimed is left alone (its worker finishes it in warm shutdown)."""
     store, rs, enq, fleet = parts
-    register(rs, "d1")
+    holder = register(rs, "d1")
     run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
     assert enq.sent == [(run.id, "d1")]
-    assert rs.deregister("d1", "w@d1", keep_s=60)
+    assert rs.deregister("d1", holder, keep_s=60)
     assert store.pending_ids() == [run.id]
     register(rs, "d2")
     assert fleet.dispatcher.dispatch() == 0
-    register(rs, "d1")
+    holder = register(rs, "d1")
     assert fleet.dispatcher.dispatch() == 1
     assert enq.sent[-1] == (run.id, "d1")
 
     rs.claim(run.id, "d1", "w@d1", cap=3)
-    assert rs.deregister("d1", "w@d1", keep_s=60)
+    assert rs.deregister("d1", holder, keep_s=60)
     assert store.load(run.id).status is RunStatus.RUNNING
     assert store.pending_ids() == []
 
