@@ -15,6 +15,7 @@ from scheduler.commands._common import load_settings, pairs
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.errors import ConfigError
+from workers.logs import SECRETS, configure_logging
 from workers.loop import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_UNPRODUCTIVE,
@@ -56,6 +57,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help="sim devices: 1.0 for realistic latencies, 0 for none",
     )
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    p.add_argument(
+        "--loglevel", default="WARNING", help="log level on stderr (DEBUG shows device commands)"
+    )
     p.set_defaults(func=main)
 
 
@@ -98,6 +102,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("--max-unproductive must be 0 or more")
     if args.latency_scale < 0:
         raise ConfigError("--latency-scale must be 0 or more")
+    if args.loglevel.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError("--loglevel must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -106,6 +112,10 @@ def main(args: argparse.Namespace) -> int:
         _check(args)
         inputs = parse_inputs(args)
         settings = load_settings()
+        # Logs go to stderr (stdout is the table or the JSON), with this run's secret values
+        # registered for redaction before anything can log them.
+        SECRETS.add(inputs.secrets())
+        configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
         decider = make_decider(args.decider, settings.model_settings())
         device = make_device(args.device, latency_scale=args.latency_scale)
     except ConfigError as exc:

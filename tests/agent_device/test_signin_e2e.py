@@ -105,3 +105,49 @@ def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp
         dev.close()
     state_dir = tmp_path / "agent-device_linux"
     assert not (state_dir / "daemon.json").exists()
+
+
+def test_goalfleet_run_cli_signs_in_on_the_real_app(desktop, app: App):
+    """`goalfleet run --device agent-device:linux` from a shell: done, pinned refs in the JSON
+    on stdout (debug device-command logs go to stderr), the password in neither."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    env = {**os.environ, **desktop.env, "GF_TEST_PW": PASSWORD}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--device",
+            "agent-device:linux",
+            "--goal",
+            "Sign in",
+            "--input",
+            f"email={EMAIL}",
+            "--secret",
+            "password=env:GF_TEST_PW",
+            "--json",
+            "--loglevel",
+            "DEBUG",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "done"
+    pinned = [s["action"]["pinned"] for s in result["steps"] if s["action"]]
+    assert len(pinned) >= 3
+    assert all(PINNED.match(p) for p in pinned)
+    assert "device_command" in proc.stderr  # the request log, on stderr
+    assert re.search(r"@e[0-9]+~s[0-9]+", proc.stderr)
+    assert PASSWORD not in proc.stdout + proc.stderr
+    assert app.state()["screen"] == "welcome"
+    assert app.state()["password_matches"] is True
