@@ -36,6 +36,12 @@ def _body_hash(body: str) -> str:
     return hashlib.blake2b(body.encode(), digest_size=12).hexdigest()
 
 
+def _health(device: DeviceState) -> str:
+    if not device.alive:
+        return ", down"
+    return ", quarantined" if device.quarantined else ""
+
+
 class Fleet:
     def __init__(self, store: FleetStore, dispatcher: Dispatcher, *, max_pending: int) -> None:
         self.store = store
@@ -79,6 +85,17 @@ class Fleet:
                 f"matches no registered device ({self._describe(devices)})",
                 "loosen the selector (platform, os_version, labels) or start a worker for it",
             )
+        if sub.count is None:
+            # one run pinned to each device: a down or quarantined device would keep its run
+            # pending, and the batch unfinished, until it came back
+            targets = [d for d in targets if d.alive and not d.quarantined]
+            if not targets:
+                raise InvalidRequestError(
+                    "selector",
+                    f"matches no live, healthy device ({self._describe(devices)})",
+                    "start (or restart) a worker for a matching device, wait for a quarantined "
+                    "one to pass its probe, or loosen the selector",
+                )
         n = sub.count if sub.count is not None else len(targets)
         self._check_backlog(n)
         now = time.time()
@@ -143,7 +160,9 @@ class Fleet:
     def _describe(devices: list[DeviceState]) -> str:
         if not devices:
             return "no devices are registered"
-        shown = ", ".join(f"{d.info.id} [{d.info.platform.value}]" for d in devices[:10])
+        shown = ", ".join(
+            f"{d.info.id} [{d.info.platform.value}{_health(d)}]" for d in devices[:10]
+        )
         more = f" and {len(devices) - 10} more" if len(devices) > 10 else ""  # noqa: PLR2004
         return f"registered: {shown}{more}"
 

@@ -132,6 +132,37 @@ def test_unknown_device_and_empty_selector_write_nothing(parts, client):
     assert enq.sent == []
 
 
+def test_batch_fans_out_to_live_healthy_devices_only(parts, client):
+    """A fan-out batch pins one run to each matching device that is alive and not quarantined:
+    a run pinned to a dead device would stay pending and the batch never finish. With no such
+    device it is the selector 422 (naming the down/quarantined ones and the fix), nothing
+    written. A `count` batch still waits for any matching device."""
+    store, rs, _, fleet = parts
+    k = Keys("t")
+    for did in ("d1", "d2", "d3"):
+        register(rs, did)
+    register(rs, "a1", "android")
+    client.delete(k.lease("d2"))  # d2's worker died
+    client.hset(k.device("d3"), "quarantined", "1")
+    batch, _ = fleet.submit_batch(BatchSubmit(goal="g", selector={"platform": "ios"}))
+    assert batch.total == 1
+    assert [store.load(r).target for r in batch.runs] == ["d1"]
+
+    client.delete(k.lease("d1"))
+    before = client.dbsize()
+    with pytest.raises(InvalidRequestError) as e:
+        fleet.submit_batch(BatchSubmit(goal="g", selector={"platform": "ios"}))
+    [problem] = e.value.problems
+    assert problem.field == "selector"
+    assert "no live, healthy device" in problem.problem
+    assert "d2 [ios, down]" in problem.problem
+    assert "d3 [ios, quarantined]" in problem.problem
+    assert "start" in problem.fix
+    assert client.dbsize() == before
+    waiting, _ = fleet.submit_batch(BatchSubmit(goal="g", selector={"platform": "ios"}, count=2))
+    assert waiting.total == 2
+
+
 def test_redelivery_counts_attempts_up_to_the_cap(parts):
     """A redelivered run restarts with attempt + 1 and its steps wiped; past the cap the claim
     says exhausted; a stale token can no longer write."""
