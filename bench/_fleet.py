@@ -8,7 +8,7 @@ the API and every process has a pid whose memory can be read:
   shared one on 6379),
 - `python -m scheduler api` and `python -m scheduler scheduler`,
 - one `python -m bench._worker worker ...` per sim device: exactly `goalfleet worker` plus the
-  bench-only decider spec `bench-rules:<ms>` (see `bench/_worker.py`),
+  bench-only decider spec `bench/rules-<ms>` (see `bench/_worker.py`),
 - optionally a bare Celery worker (`python -m bench._worker noop`): the same Celery settings
   and flags with a no-op task, the baseline the dispatch benchmark compares against.
 

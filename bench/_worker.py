@@ -1,9 +1,9 @@
 """Worker entry points for the fleet benchmarks (started by `bench/_fleet.py`).
 
-    python -m bench._worker worker --device d1 ...   # `goalfleet worker`, plus bench-rules:<ms>
+    python -m bench._worker worker --device d1 ...   # `goalfleet worker`, plus bench/rules-<ms>
     python -m bench._worker noop READY_FILE          # a bare Celery worker with a no-op task
 
-`worker` is exactly `goalfleet worker` with one more decider spec, **bench-rules:<ms>**: the
+`worker` is exactly `goalfleet worker` with one more decider spec, **bench/rules-<ms>**: the
 offline rules decider after sleeping `<ms>` milliseconds, a model's think time without a model
 (no model server competing for the benchmark's two cores). It is added by wrapping
 `workers.runtime.default_decider_maker` before the worker starts; production code is unchanged
@@ -27,7 +27,7 @@ from workers.decide.rules import RulesDecider
 from workers.model import DecideState, Decision
 from workers.ports import Decider
 
-BENCH_SPEC = "bench-rules:"
+BENCH_SPEC = "bench/rules-"
 NOOP_DEVICE = "bench-noop"
 NOOP_TASK = "bench.noop"
 

@@ -3,7 +3,7 @@
 Fleet (all separate processes, `bench/_fleet.py`): its own redis-server, `goalfleet api`,
 `goalfleet scheduler`, and 16 `goalfleet worker`s on sim devices at `latency_scale=1.0`
 (snapshot ~100 ms, press + settle ~650 ms, fill + settle ~750 ms, ±15 % jitter), deciding with
-the bench-only `bench-rules:650` decider (the rules decider after a 650 ms sleep: a model's
+the bench-only `bench/rules-650` decider (the rules decider after a 650 ms sleep: a model's
 think time, no model server on the same two cores). All 16 workers run through every phase;
 each phase routes its batch to the first N devices by label, so the idle workers' own upkeep
 (heartbeats, broker polling, events) is paid in every phase.
@@ -130,7 +130,7 @@ def main() -> None:
     sizes = [1, 2] if args.quick else [1, 4, 8, 16]
     per_device = args.runs_per_device or (2 if args.quick else 10)
     scale = 0.1 if args.quick else 1.0
-    decider = f"bench-rules:{650 * scale:g}"
+    decider = f"bench/rules-{650 * scale:g}"
     top = max(sizes)
     workers = [
         BenchWorker(

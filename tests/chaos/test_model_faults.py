@@ -152,7 +152,8 @@ def _steps(h: Harness, run: RunRecord) -> list[Outcome]:
 
 def test_timeout_ends_errored_model_unavailable(harness: Harness) -> None:
     """A model that does not answer within the timeout: the run ends `errored` with
-    MODEL_UNAVAILABLE (infrastructure), after one snapshot and no action."""
+    MODEL_UNAVAILABLE (infrastructure), after one snapshot and no action. A model outage is
+    not the device's fault: it does not count towards the device's quarantine."""
     harness.server.stall(3.0)
     run = harness.run()
     assert run.status is RunStatus.ERRORED, run.reason
@@ -162,7 +163,8 @@ def test_timeout_ends_errored_model_unavailable(harness: Harness) -> None:
     assert "timed out" in run.reason.lower() or "timeout" in run.reason.lower(), run.reason
     assert _steps(harness, run) == [Outcome.ERRORED]
     assert harness.devices[-1].actions == []
-    assert harness.rt.redis.hget(harness.rt.store.k.device(DEVICE), "infra_failures") == "1"
+    failures = harness.rt.redis.hget(harness.rt.store.k.device(DEVICE), "infra_failures")
+    assert int(failures or 0) == 0
 
 
 def test_http_500_ends_errored(harness: Harness) -> None:
