@@ -22,7 +22,6 @@ import contextlib
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from scheduler.localredis import LocalRedis, free_port
 from scheduler.store import FleetStore
 from workers.connections import redis_client
 from workers.keys import Keys
+from workers.processes import stop_groups
 from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,18 +145,7 @@ class BenchFleet:
     def stop(self) -> None:
         procs = list(self.procs.values())
         self.procs.clear()
-        for proc in procs:  # ask everyone first, then wait: shutdowns overlap
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-            with contextlib.suppress(ProcessLookupError):  # a pool child outliving its parent
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_groups(procs, grace_s=15)
         self.redis.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -4,7 +4,6 @@ started stops in `stop()` (workers get SIGTERM, then SIGKILL after a grace perio
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from scheduler.commands.scheduler import run_scheduler
 from scheduler.localredis import free_port
 from workers.errors import ConfigError
 from workers.metrics import MULTIPROC_ENV
+from workers.processes import stop_groups
 from workers.settings import Settings
 
 
@@ -149,32 +149,14 @@ class LocalFleet:
         proc = self.workers.pop(device, None)
         if proc is None:
             return
-        _stop_group(proc, sig, grace_s)
+        stop_groups([proc], sig=sig, grace_s=grace_s)
 
     def stop(self) -> None:
         procs = list(self.workers.items())
         self.workers.clear()
-        for _, proc in procs:  # ask everyone first, then wait: shutdowns overlap
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for _, proc in procs:
-            _stop_group(proc, signal.SIGTERM, 10.0)
+        stop_groups(proc for _, proc in procs)
         self._stop.set()
         if self._server is not None:
             self._server.should_exit = True
         for t in self._threads:
             t.join(timeout=10)
-
-
-def _stop_group(proc: subprocess.Popen[bytes], sig: int, grace_s: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-    # the pool child may outlive its parent for a moment; make sure the group is gone
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)

@@ -5,12 +5,10 @@ is not available here; docs/observability.md says what was not run.)"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,7 @@ import pytest
 import yaml
 
 from scheduler.localredis import LocalRedis, free_port
+from workers.processes import stop_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
@@ -85,16 +84,7 @@ def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+    stop_groups(procs, grace_s=15)
 
 
 @dataclass

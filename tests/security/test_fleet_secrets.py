@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from fakes.model_server import FakeModelServer, Reply, _structured
 
 from scheduler.localredis import LocalRedis, find_redis_server, free_port
 from workers.errors import ConfigError
+from workers.processes import stop_groups
 
 pytestmark = pytest.mark.fleet
 
@@ -109,18 +109,7 @@ def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
+    stop_groups(procs, grace_s=15)
 
 
 @pytest.fixture(scope="module")

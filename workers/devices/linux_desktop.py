@@ -13,7 +13,6 @@ daemon): `scripts/setup-linux-target.sh` installs them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Self
 
 from workers.errors import FatalDeviceError, ToolMissingError
+from workers.processes import stop_groups
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 REQUIRED_TOOLS = ("Xvfb", "dbus-daemon", "xdotool", "python3")
@@ -226,17 +226,8 @@ def _wait(
 
 
 def _stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 5.0) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=timeout_s)
     # children left in the group (the a11y bus's dbus-daemon, registryd) go too
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    stop_groups([proc], grace_s=timeout_s)
 
 
 def _kill_pid(pid: int) -> None:
