@@ -7,20 +7,7 @@ set -euo pipefail
 
 PACKAGES=(xvfb dbus-x11 at-spi2-core python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0 xdotool x11-utils imagemagick)
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-
-if [ "${#missing[@]}" -gt 0 ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+bash "$(dirname "$0")/apt-ensure.sh" "${PACKAGES[@]}"
 
 # What agent-device and the tests will actually run:
 for tool in Xvfb dbus-daemon xdotool xdpyinfo /usr/libexec/at-spi-bus-launcher; do
