@@ -252,6 +252,7 @@ class FleetStore:
             status=RunStatus.ERRORED,
             reason=f"{why}; the worker was killed at its hard time limit or lost the run",
             goal=run.request.goal,
+            steps=tuple(self.steps(run.id)),  # the rows its last attempt wrote
             run_id=run.id,
             device_id=run.device,
             attempt=run.attempt,

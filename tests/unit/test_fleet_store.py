@@ -344,7 +344,9 @@ def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
     register(rs, "d1")
     register(rs, "d2")
     run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
-    rs.claim(run.id, "d1", "w@d1", cap=3)
+    claim = rs.claim(run.id, "d1", "w@d1", cap=3)
+    row = StepRow(index=1, screen="s", refs_generation="1", candidates=0, outcome=Outcome.ACTED)
+    rs.write_step(run.id, claim.token, row)
     orphan, _ = fleet.submit_run(RunSubmit(goal="g", selector={}))
     assert store.load(orphan.id).device == "d2"
     client.delete(Keys("t").lease("d2"))  # d2's worker died
@@ -352,6 +354,7 @@ def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
     assert d.sweep(now=time.time() + 10) == 0
     assert d.sweep(now=time.time() + 200) == 2
     assert store.load(run.id).status is RunStatus.ERRORED
+    assert store.load(run.id).result.steps == (row,)  # the rows written before it was lost
     assert store.load(orphan.id).device is None
     assert store.pending_ids() == [orphan.id]
     assert not [x for x in store.devices() if x.run]
