@@ -40,7 +40,7 @@ from scheduler.localredis import LocalRedis, free_port
 from scheduler.store import FleetStore
 from workers.connections import redis_client
 from workers.keys import Keys
-from workers.processes import stop_groups
+from workers.processes import spawn_logged, stop_groups
 from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,16 +167,7 @@ class BenchFleet:
     # -- processes -------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.dir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        proc = spawn_logged(argv, self.env, self.dir / f"{name}.log", cwd=ROOT)
         self.procs[name] = proc
         return proc
 

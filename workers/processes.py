@@ -1,4 +1,4 @@
-"""Stopping the process groups goalfleet starts (workers, daemons, Xvfb stacks, test fleets).
+"""Starting and stopping the process groups goalfleet runs (workers, daemons, test fleets).
 
 Each child is started with `start_new_session=True`, so its pid is its process group id and
 one `killpg` reaches everything it spawned (a Celery pool child, a D-Bus daemon).
@@ -10,7 +10,24 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+
+def spawn_logged(
+    argv: Sequence[str], env: Mapping[str, str], log: Path, *, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a new process group (so `stop_groups` reaches its children), its
+    stdout and stderr appended to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(  # noqa: S603 - argv from our own callers, no shell
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop_groups(

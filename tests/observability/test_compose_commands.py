@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from scheduler.localredis import LocalRedis, free_port
-from workers.processes import stop_groups
+from workers.processes import spawn_logged, stop_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
@@ -73,14 +73,7 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: flo
 
 
 def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "scheduler", *argv],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return spawn_logged([sys.executable, "-m", "scheduler", *argv], env, log)
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:

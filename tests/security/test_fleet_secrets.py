@@ -32,7 +32,7 @@ from fakes.model_server import FakeModelServer, Reply, _structured
 
 from scheduler.localredis import LocalRedis, find_redis_server, free_port
 from workers.errors import ConfigError
-from workers.processes import stop_groups
+from workers.processes import spawn_logged, stop_groups
 
 pytestmark = pytest.mark.fleet
 
@@ -98,14 +98,7 @@ class Fleet:
 
 
 def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "scheduler", *argv],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return spawn_logged([sys.executable, "-m", "scheduler", *argv], env, log)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
