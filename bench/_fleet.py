@@ -1,10 +1,10 @@
 """A whole fleet as separate processes, for the fleet benchmarks (dispatch, scaling, memory).
 
-Unlike `scheduler.localfleet` (API and scheduler in threads of the caller), every part here is
+Unlike `scheduler.local.fleet` (API and scheduler in threads of the caller), every part here is
 its own process, as in production, so the benchmark's own Python does not share a GIL with
 the API and every process has a pid whose memory can be read:
 
-- `redis-server` on a random loopback port (`scheduler.localredis.LocalRedis`; never the
+- `redis-server` on a random loopback port (`scheduler.local.redis.LocalRedis`; never the
   shared one on 6379),
 - `python -m scheduler api` and `python -m scheduler scheduler`,
 - one `python -m bench._worker worker ...` per sim device: exactly `goalfleet worker` plus the
@@ -36,11 +36,11 @@ from typing import Self
 import httpx
 from pydantic import SecretStr
 
-from scheduler.localredis import LocalRedis, free_port
+from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store import FleetStore
-from workers.connections import redis_client
-from workers.keys import Keys
-from workers.processes import spawn_logged, stop_groups
+from workers.core.processes import spawn_logged, stop_groups
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
 from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

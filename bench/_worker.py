@@ -6,12 +6,12 @@
 `worker` is exactly `goalfleet worker` with one more decider spec, **bench/rules-<ms>**: the
 offline rules decider after sleeping `<ms>` milliseconds, a model's think time without a model
 (no model server competing for the benchmark's two cores). It is added by wrapping
-`workers.runtime.default_decider_maker` before the worker starts; production code is unchanged
+`workers.fleet.runtime.default_decider_maker` before the worker starts; production code is unchanged
 and no production worker knows the spec.
 
 `noop` is the dispatch benchmark's baseline: a Celery worker made by the same
-`workers.celery_app.make_celery(settings)` and started with the same flags
-(`workers.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, events on),
+`workers.fleet.celery_app.make_celery(settings)` and started with the same flags
+(`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, events on),
 serving only a no-op task on its own queue.
 """
 
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workers import runtime
+from workers.core.model import DecideState, Decision
+from workers.core.ports import Decider
 from workers.decide.rules import RulesDecider
-from workers.model import DecideState, Decision
-from workers.ports import Decider
+from workers.fleet import runtime
 
 BENCH_SPEC = "bench/rules-"
 NOOP_DEVICE = "bench-noop"
@@ -68,12 +68,12 @@ def _worker(argv: list[str]) -> int:
 def _noop(ready_file: Path) -> int:
     from celery import signals  # noqa: PLC0415 - Celery loads only in this process
 
-    from workers.celery_app import make_celery  # noqa: PLC0415
-    from workers.model import Platform  # noqa: PLC0415
-    from workers.records import DeviceInfo  # noqa: PLC0415
-    from workers.runtime import WorkerSpec  # noqa: PLC0415
+    from workers.core.model import Platform  # noqa: PLC0415
+    from workers.core.records import DeviceInfo  # noqa: PLC0415
+    from workers.fleet.celery_app import make_celery  # noqa: PLC0415
+    from workers.fleet.runtime import WorkerSpec  # noqa: PLC0415
+    from workers.fleet.worker import worker_argv  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415
-    from workers.worker import worker_argv  # noqa: PLC0415
 
     app = make_celery(Settings())
 

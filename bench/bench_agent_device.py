@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog
 from pydantic import SecretStr
 
+from workers.core.model import InputValue, Platform
 from workers.devices.agent_device import AgentDeviceDevice, check_daemon
 from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
 from workers.devices.agent_device_wire import (
@@ -35,8 +36,7 @@ from workers.devices.agent_device_wire import (
     JsonObject,
     SocketTransport,
 )
-from workers.devices.linux_desktop import start_linux_desktop
-from workers.model import InputValue, Platform
+from workers.testing.linux_desktop import start_linux_desktop
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 

@@ -51,8 +51,8 @@ from scheduler.enqueue import CeleryEnqueuer
 from scheduler.fleet import Fleet
 from scheduler.requests import RunSubmit
 from scheduler.store import FleetStore
-from workers.celery_app import make_celery
-from workers.keys import device_queue
+from workers.fleet.celery_app import make_celery
+from workers.fleet.keys import device_queue
 
 DEVICE = "d1"
 BODY: dict[str, Any] = {**SIGN_IN, "device": DEVICE}

@@ -18,10 +18,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from workers.core.loop import run_goal
+from workers.core.model import ActionResult, DecideState, Decision, InputValue, Snapshot
+from workers.core.projection import build_snapshot
 from workers.devices.sim import SimDevice, make_sim_device
-from workers.loop import run_goal
-from workers.model import ActionResult, DecideState, Decision, InputValue, Snapshot
-from workers.projection import build_snapshot
 
 STEPS = 50
 

@@ -39,9 +39,9 @@ from bench._fleet import (
 )
 from bench._worker import NOOP_DEVICE, NOOP_TASK
 from scheduler.client import FleetClient
-from workers.celery_app import make_celery
-from workers.keys import device_queue
-from workers.model import RunStatus
+from workers.core.model import RunStatus
+from workers.fleet.celery_app import make_celery
+from workers.fleet.keys import device_queue
 
 DEVICE = "d1"
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, BenchWorker, cpu_jiffies, machine, median, pct
 from scheduler.client import FleetClient
-from workers.model import RunStatus
-from workers.records import RunRecord
+from workers.core.model import RunStatus
+from workers.core.records import RunRecord
 
 
 @dataclass(frozen=True)

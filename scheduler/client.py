@@ -17,9 +17,9 @@ from typing import Any, Self
 import httpx
 from pydantic import TypeAdapter
 
-from workers.errors import GoalfleetError
-from workers.model import StepRow
-from workers.records import BatchRecord, DeviceState, RunRecord
+from workers.core.errors import GoalfleetError
+from workers.core.model import StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
 
 _STEPS = TypeAdapter(list[StepRow])
 _DEVICES = TypeAdapter(list[DeviceState])

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from scheduler.enqueue import Enqueuer
 from scheduler.routing import choose
 from scheduler.store import FleetStore
-from workers.model import RunStatus
+from workers.core.model import RunStatus
 
 log = logging.getLogger(__name__)
 

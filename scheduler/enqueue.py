@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from workers.keys import device_queue
-from workers.tasks import RUN_TASK
+from workers.fleet.keys import RUN_TASK, device_queue
 
 
 class Enqueuer(Protocol):

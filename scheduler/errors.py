@@ -1,6 +1,6 @@
 """The scheduler's errors, each with the HTTP status the API answers with.
 
-GoalfleetError (workers.errors)
+GoalfleetError (workers.core.errors)
 └── FleetError
     ├── AuthError             401  no bearer token, or a wrong one
     ├── InvalidRequestError   422  bad input; names the field and the fix
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.errors import GoalfleetError
+from workers.core.errors import GoalfleetError
 
 
 @dataclass(frozen=True)

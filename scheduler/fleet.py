@@ -21,8 +21,8 @@ from scheduler.errors import (
 from scheduler.requests import BatchSubmit, RunSubmit
 from scheduler.routing import matching
 from scheduler.store import FleetStore, Idempotency
-from workers.model import StepRow
-from workers.records import BatchRecord, DeviceState, RunRecord, Selector
+from workers.core.model import StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
 
 log = logging.getLogger(__name__)
 IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,128}$"

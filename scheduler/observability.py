@@ -4,7 +4,7 @@
   status code, and their latency. The route is the template (`/v1/runs/{run_id}`), never the
   raw path, so run ids do not become label values. Each request gets a `request_id` (the
   caller's `X-Request-ID` if it sent a sane one, else a new one), bound to the log context for
-  the request and echoed back; Celery carries it on to the task (`workers.logs`).
+  the request and echoed back; Celery carries it on to the task (`workers.telemetry.logs`).
 - `FleetCollector`: device up / busy / quarantined, queue depth per device and pending runs,
   read from Redis at scrape time. The fleet's state lives in Redis, not in any one process, so
   the API (one target per fleet) reports it; with several API replicas take `max by (device)`.
@@ -34,8 +34,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.store import FleetStore
-from workers.keys import device_queue
-from workers.metrics import NAMESPACE
+from workers.fleet.keys import device_queue
+from workers.telemetry.metrics import NAMESPACE
 
 API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -95,7 +95,7 @@ class ObservabilityMiddleware:
         self.app = app
         self.metrics = metrics
         # stdlib logging: silent below WARNING where nobody configured logging (the demo's
-        # in-process API), structured JSON where a composition root did (workers.logs)
+        # in-process API), structured JSON where a composition root did (workers.telemetry.logs)
         self.log = logging.getLogger("goalfleet.api")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI callables

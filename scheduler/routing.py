@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from workers.records import DeviceState, Selector
+from workers.core.records import DeviceState, Selector
 
 ANY = Selector()
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from scheduler.errors import FleetError, NotFoundError
 from scheduler.fleet import Fleet, new_id
 from scheduler.requests import BatchSubmit, ScheduleSubmit
-from workers.keys import Keys
+from workers.fleet.keys import Keys
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The scheduler's side of the store: submit runs and batches (with idempotency), reserve a
 device for a pending run, cancel, and read runs, steps, batches and devices.
 
-The key layout is `workers.keys`; the worker's side (claim, steps, finish) is
-`workers.runstore`. Every write that must be all-or-nothing is one MULTI/EXEC or one Lua
+The key layout is `workers.fleet.keys`; the worker's side (claim, steps, finish) is
+`workers.fleet.runstore`. Every write that must be all-or-nothing is one MULTI/EXEC or one Lua
 script, so a crash at any point leaves nothing half-written.
 """
 
@@ -14,10 +14,10 @@ from typing import cast
 
 import redis
 
-from workers.keys import Keys
-from workers.model import RunResult, RunStatus, StepRow
-from workers.records import BatchRecord, DeviceState, RunRecord
-from workers.runstore import Failure, RunStore, pending_score
+from workers.core.model import RunResult, RunStatus, StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import Failure, RunStore, pending_score
 
 # KEYS: run, device, lease, pending, reserved   ARGV: run_id, device_id, now
 _RESERVE = """

@@ -2,7 +2,7 @@
 composition root (the CLI, the worker start, the API app factory), and passed down.
 
 Nothing else in goalfleet reads the environment, with one deliberate exception: secret values
-(`GOALFLEET_SECRET_<NAME>`) are handed to `workers.secrets.EnvSecrets` by the same composition
+(`GOALFLEET_SECRET_<NAME>`) are handed to `workers.core.secrets.EnvSecrets` by the same composition
 root, so they never sit in a settings object that might be printed.
 """
 
@@ -13,8 +13,8 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workers.core.loop import DEFAULT_DANGEROUS
 from workers.decide.factory import ModelSettings
-from workers.loop import DEFAULT_DANGEROUS
 
 
 class Settings(BaseSettings):

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from scheduler.client import ApiError, FleetClient
-from workers.errors import ConfigError, GoalfleetError
+from workers.core.errors import ConfigError, GoalfleetError
 from workers.settings import Settings
 
 EXIT_OK = 0

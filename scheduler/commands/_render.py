@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from scheduler.client import FleetClient
-from workers.model import RunResult, RunStatus, StepRow
-from workers.records import BatchRecord, DeviceState, RunRecord
+from workers.core.model import RunResult, RunStatus, StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
 
 STATUS_STYLE = {
     RunStatus.DONE: "green",

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from scheduler.commands._common import EXIT_OK, load_settings, report
-from workers.errors import GoalfleetError
-from workers.logs import configure_logging, install_celery_hooks
+from workers.core.errors import GoalfleetError
+from workers.telemetry.logs import configure_logging, install_celery_hooks
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private

@@ -16,7 +16,7 @@ from scheduler.commands._common import (
     report,
 )
 from scheduler.commands._render import run_line
-from workers.errors import GoalfleetError
+from workers.core.errors import GoalfleetError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private

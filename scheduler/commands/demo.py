@@ -26,14 +26,14 @@ from rich.table import Table
 
 from scheduler.commands._common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, load_settings, report
 from scheduler.commands._render import result_table, watch_batch
-from workers.errors import GoalfleetError
-from workers.logs import configure_logging
-from workers.model import RunStatus
-from workers.records import RunRecord
+from workers.core.errors import GoalfleetError
+from workers.core.model import RunStatus
+from workers.core.records import RunRecord
 from workers.settings import Settings
+from workers.telemetry.logs import configure_logging
 
 if TYPE_CHECKING:
-    from scheduler.localfleet import SimWorker
+    from scheduler.local.fleet import SimWorker
 
 DEMO_EMAIL = "ada@example.com"
 DEMO_PASSWORD = "correct horse battery staple"  # noqa: S105 - the sim app's demo password
@@ -75,8 +75,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.localfleet import LocalFleet  # noqa: PLC0415 - heavy imports
-    from scheduler.localredis import LocalRedis, reachable  # noqa: PLC0415
+    from scheduler.local.fleet import LocalFleet  # noqa: PLC0415 - heavy imports
+    from scheduler.local.redis import LocalRedis, reachable  # noqa: PLC0415
 
     t0 = time.monotonic()
     out = Console(stderr=args.json)
@@ -165,7 +165,7 @@ def _report(
 
 
 def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
-    from scheduler.localfleet import SimWorker  # noqa: PLC0415 - heavy imports
+    from scheduler.local.fleet import SimWorker  # noqa: PLC0415 - heavy imports
 
     workers = []
     for i in range(args.devices):
@@ -184,8 +184,8 @@ def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
 
 
 def _forget(settings: Settings, devices: list[str]) -> None:
-    from workers.connections import redis_client  # noqa: PLC0415 - only on shared Redis
-    from workers.keys import Keys, device_queue  # noqa: PLC0415 - same reason
+    from workers.fleet.connections import redis_client  # noqa: PLC0415 - only on shared Redis
+    from workers.fleet.keys import Keys, device_queue  # noqa: PLC0415 - same reason
 
     client = redis_client(settings.redis_url)
     keys = Keys(settings.key_prefix)

@@ -12,17 +12,18 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.commands._common import load_settings, pairs
-from workers.decide.factory import make_decider
-from workers.devices.factory import check_device_spec, make_device
-from workers.errors import ConfigError
-from workers.logs import SECRETS, configure_logging
-from workers.loop import (
+from workers.core.errors import ConfigError
+from workers.core.loop import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_UNPRODUCTIVE,
     DEFAULT_MIN_CONFIDENCE,
     run_goal,
 )
-from workers.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
+from workers.core.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
+from workers.decide.factory import make_decider
+from workers.devices.factory import check_device_spec, make_device
+from workers.devices.sim import SimOptions
+from workers.telemetry.logs import SECRETS, configure_logging
 
 EXIT_BAD_INPUT = 2
 
@@ -117,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         SECRETS.add(inputs.secrets())
         configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
         decider = make_decider(args.decider, settings.model_settings())
-        device = make_device(args.device, latency_scale=args.latency_scale)
+        device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except ConfigError as exc:
         err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT

@@ -9,9 +9,9 @@ import threading
 from typing import Any
 
 from scheduler.commands._common import EXIT_OK, load_settings, report
-from workers.errors import GoalfleetError
-from workers.logs import configure_logging
+from workers.core.errors import GoalfleetError
 from workers.settings import Settings
+from workers.telemetry.logs import configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -33,7 +33,7 @@ def overdue_after_s(settings: Settings) -> float:
     visibility timeout plus one restore sweep (the whole worker died: its unacked message comes
     back and a restarted worker claims it with attempt + 1), plus two leases for that restart.
     Ending it any earlier would pre-empt that redelivery."""
-    from workers.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
+    from workers.fleet.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
 
     vt = settings.visibility_timeout_s
     return max(settings.time_limit_s, vt + restore_interval_s(vt)) + 2 * settings.lease_s
@@ -46,9 +46,9 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     from scheduler.fleet import Fleet  # noqa: PLC0415
     from scheduler.schedules import Schedules  # noqa: PLC0415
     from scheduler.store import FleetStore  # noqa: PLC0415
-    from workers.celery_app import make_celery  # noqa: PLC0415
-    from workers.connections import redis_client  # noqa: PLC0415
-    from workers.keys import Keys  # noqa: PLC0415
+    from workers.fleet.celery_app import make_celery  # noqa: PLC0415
+    from workers.fleet.connections import redis_client  # noqa: PLC0415
+    from workers.fleet.keys import Keys  # noqa: PLC0415
 
     client = redis_client(settings.redis_url)
     keys = Keys(settings.key_prefix)

@@ -17,8 +17,8 @@ from scheduler.commands._common import (
     report,
 )
 from scheduler.commands._render import watch_batch, watch_run
-from workers.errors import GoalfleetError
-from workers.model import RunStatus
+from workers.core.errors import GoalfleetError
+from workers.core.model import RunStatus
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private

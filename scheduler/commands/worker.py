@@ -14,12 +14,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
-from workers.devices.sim import NO_FAULTS, Faults
-from workers.errors import ConfigError, GoalfleetError
-from workers.metrics import ensure_multiproc_env
-from workers.model import Platform
-from workers.records import DeviceInfo
-from workers.runtime import WorkerSpec
+from workers.core.errors import ConfigError, GoalfleetError
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo
+from workers.devices.sim import NO_FAULTS, Faults, SimOptions
+from workers.fleet.runtime import WorkerSpec
+from workers.telemetry.metrics import ensure_multiproc_env
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -95,9 +95,11 @@ def spec_from(args: argparse.Namespace) -> WorkerSpec:
     return WorkerSpec(
         info=info,
         device_spec=device_spec,
-        latency_scale=args.latency_scale,
-        session_log=args.session_log,
-        faults=parse_faults(args.faults),
+        sim=SimOptions(
+            latency_scale=args.latency_scale,
+            session_log=args.session_log,
+            faults=parse_faults(args.faults),
+        ),
     )
 
 
@@ -133,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
         settings = load_settings()
         spec = spec_from(args)
         _reexec_with_metrics_dir(args)
-        from workers.worker import start_worker  # noqa: PLC0415 - Celery loads only here
+        from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 
         start_worker(
             settings,

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from ad_support import APP, PASSWORD, App
 
+from workers.core.model import Platform
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess, start_daemon
 from workers.devices.agent_device_wire import SocketTransport
-from workers.devices.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
-from workers.model import Platform
+from workers.testing.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 from ad_support import App
 
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
-from workers.devices.agent_device_wire import SocketTransport
-from workers.devices.linux_desktop import LinuxDesktop, start_linux_desktop
-from workers.errors import (
+from workers.core.errors import (
     EmptySnapshotError,
     StaleRefError,
     ToolMissingError,
     TransientDeviceError,
     UnauthorizedError,
 )
-from workers.model import Platform
+from workers.core.model import Platform
+from workers.devices.agent_device import AgentDeviceDevice
+from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
+from workers.devices.agent_device_wire import SocketTransport
+from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 
 def test_stale_pinned_ref(device: AgentDeviceDevice, app: App):

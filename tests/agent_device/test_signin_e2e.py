@@ -8,12 +8,12 @@ import re
 from ad_support import EMAIL, PASSWORD, App
 from structlog.testing import capture_logs
 
+from workers.core.loop import run_goal
+from workers.core.model import ActionKind, Inputs, Outcome, RunResult, RunStatus
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, fill, press
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DaemonProcess
-from workers.loop import run_goal
-from workers.model import ActionKind, Inputs, Outcome, RunResult, RunStatus
 
 PINNED = re.compile(r"^@e[0-9]+~s([0-9]+)$")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import redis
 from pydantic import SecretStr
 
-from scheduler.localfleet import LocalFleet, SimWorker
-from scheduler.localredis import find_redis_server, free_port, reachable
-from workers.errors import ConfigError
+from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import find_redis_server, free_port, reachable
+from workers.core.errors import ConfigError
 from workers.settings import Settings
 
 TOKEN = "chaos-test-token"

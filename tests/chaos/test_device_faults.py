@@ -16,9 +16,9 @@ import pytest
 from chaoskit import SECRET_VALUE, AofRedis, chaos_settings, report_path
 
 from scheduler.client import FleetClient
-from scheduler.localfleet import LocalFleet, SimWorker
-from workers.model import Outcome, RunStatus
-from workers.records import RunRecord
+from scheduler.local.fleet import LocalFleet, SimWorker
+from workers.core.model import Outcome, RunStatus
+from workers.core.records import RunRecord
 
 SIGN_IN = {
     "goal": "Sign in",

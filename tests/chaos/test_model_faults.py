@@ -21,9 +21,7 @@ from chaoskit import AofRedis, chaos_settings
 from fakes.model_server import FakeModelServer
 from openai import OpenAI
 
-from workers.decide.instructor import InstructorDecider
-from workers.devices.sim import SimDevice, make_sim_device
-from workers.model import (
+from workers.core.model import (
     ActionResult,
     GoalRunRequest,
     InputValue,
@@ -33,11 +31,13 @@ from workers.model import (
     SecretRef,
     Snapshot,
 )
-from workers.ports import Decider, DevicePort
-from workers.records import DeviceInfo, RunRecord
-from workers.runtime import WorkerRuntime, WorkerSpec, build_runtime
-from workers.secrets import DictSecrets
-from workers.tasks import execute_run
+from workers.core.ports import Decider, DevicePort
+from workers.core.records import DeviceInfo, RunRecord
+from workers.core.secrets import DictSecrets
+from workers.decide.instructor import InstructorDecider
+from workers.devices.sim import SimDevice, make_sim_device
+from workers.fleet.runtime import WorkerRuntime, WorkerSpec, build_runtime
+from workers.fleet.tasks import execute_run
 
 DEVICE = "model-1"
 SECRET = "model-Secret-31415"

@@ -12,8 +12,8 @@ import httpx
 import redis
 from chaoskit import SECRET_VALUE, TOKEN, AofRedis, chaos_settings, report_path
 
-from scheduler.localfleet import LocalFleet, SimWorker
-from workers.model import RunStatus
+from scheduler.local.fleet import LocalFleet, SimWorker
+from workers.core.model import RunStatus
 
 SIGN_IN = {
     "goal": "Sign in",

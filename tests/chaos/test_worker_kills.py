@@ -26,9 +26,9 @@ from chaoskit import (
 )
 
 from scheduler.client import FleetClient
-from scheduler.localfleet import LocalFleet, SimWorker
-from workers.model import RunStatus
-from workers.records import RunRecord
+from scheduler.local.fleet import LocalFleet, SimWorker
+from workers.core.model import RunStatus
+from workers.core.records import RunRecord
 
 SIGN_IN = {
     "goal": "Sign in",

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from workers.core.errors import EmptySnapshotError
+from workers.core.model import Platform
+from workers.core.ports import DevicePort
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
-from workers.devices.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
 from workers.devices.sim import make_sim_device
-from workers.errors import EmptySnapshotError
-from workers.model import Platform
-from workers.ports import DevicePort
+from workers.testing.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
 
 APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
 

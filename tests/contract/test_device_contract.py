@@ -8,9 +8,9 @@ import re
 import pytest
 from pydantic import SecretStr
 
-from workers.errors import STALE_REASONS, ConfigError, StaleRefError
-from workers.model import InputValue, Kind
-from workers.ports import DevicePort
+from workers.core.errors import STALE_REASONS, ConfigError, StaleRefError
+from workers.core.model import InputValue, Kind
+from workers.core.ports import DevicePort
 
 PINNED = re.compile(r"^@e[0-9]+~s[0-9]+$")
 SECRET = "contract-S3cret!"

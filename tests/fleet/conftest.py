@@ -17,10 +17,10 @@ from pydantic import SecretStr
 
 from scheduler.api import create_app
 from scheduler.client import FleetClient
-from scheduler.localfleet import LocalFleet, SimWorker
-from scheduler.localredis import LocalRedis, find_redis_server, free_port
-from workers.connections import redis_client
-from workers.errors import ConfigError
+from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import LocalRedis, find_redis_server, free_port
+from workers.core.errors import ConfigError
+from workers.fleet.connections import redis_client
 from workers.settings import Settings
 
 TOKEN = "fleet-test-token"

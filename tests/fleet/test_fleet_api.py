@@ -9,13 +9,13 @@ import redis
 from conftest import SECRET_VALUE, TOKEN, create
 
 from scheduler.enqueue import RecordingEnqueuer
-from scheduler.localfleet import LocalFleet
-from scheduler.localredis import LocalRedis
-from workers.connections import redis_client
-from workers.keys import Keys
-from workers.model import Platform
-from workers.records import DeviceInfo
-from workers.runstore import RunStore
+from scheduler.local.fleet import LocalFleet
+from scheduler.local.redis import LocalRedis
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import RunStore
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

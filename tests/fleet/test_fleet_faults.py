@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.client import FleetClient
-from scheduler.localfleet import LocalFleet, SimWorker
-from workers.model import RunStatus
+from scheduler.local.fleet import LocalFleet, SimWorker
+from workers.core.model import RunStatus
 
 pytestmark = pytest.mark.fleet
 

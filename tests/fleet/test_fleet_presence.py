@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from scheduler.client import FleetClient
-from scheduler.localfleet import LocalFleet, SimWorker
-from workers.keys import Keys
-from workers.model import RunStatus
+from scheduler.local.fleet import LocalFleet, SimWorker
+from workers.core.model import RunStatus
+from workers.fleet.keys import Keys
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

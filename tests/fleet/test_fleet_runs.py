@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.client import FleetClient
-from workers.model import RunStatus
+from workers.core.model import RunStatus
 
 pytestmark = pytest.mark.fleet
 

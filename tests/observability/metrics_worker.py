@@ -18,8 +18,7 @@ from pathlib import Path
 
 from celery import Celery
 
-from workers.metrics_observer import MetricsObserver
-from workers.model import (
+from workers.core.model import (
     Action,
     ActionKind,
     Decision,
@@ -31,8 +30,9 @@ from workers.model import (
     StepRow,
     TokenUsage,
 )
-from workers.records import DeviceInfo, RunRecord
-from workers.telemetry import setup_worker_telemetry
+from workers.core.records import DeviceInfo, RunRecord
+from workers.telemetry.metrics_observer import MetricsObserver
+from workers.telemetry.setup import setup_worker_telemetry
 
 QUEUE = "obs"
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from workers import logs
-from workers.model import GoalRunRequest, SecretRef
-from workers.records import RunRecord
+from workers.core.model import GoalRunRequest, SecretRef
+from workers.core.records import RunRecord
+from workers.telemetry import logs
 
 SECRET = "hunter2-correct-horse-battery"
 EMAIL = "ada@example.com"

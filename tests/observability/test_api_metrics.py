@@ -12,14 +12,14 @@ from pydantic import SecretStr
 
 from scheduler.api import create_app
 from scheduler.enqueue import RecordingEnqueuer
-from scheduler.localredis import LocalRedis, free_port
+from scheduler.local.redis import LocalRedis, free_port
 from scheduler.observability import FleetCollector, new_registry
 from scheduler.store import FleetStore
-from workers.connections import redis_client
-from workers.keys import Keys, device_queue
-from workers.model import Platform
-from workers.records import DeviceInfo
-from workers.runstore import RunStore
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys, device_queue
+from workers.fleet.runstore import RunStore
 from workers.settings import Settings
 
 TOKEN = "obs-token"

@@ -22,8 +22,8 @@ import httpx
 import pytest
 import yaml
 
-from scheduler.localredis import LocalRedis, free_port
-from workers.processes import spawn_logged, stop_groups
+from scheduler.local.redis import LocalRedis, free_port
+from workers.core.processes import spawn_logged, stop_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")

@@ -15,13 +15,19 @@ from obs_support import (
     make_record,
 )
 
-from workers import logs
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, RunResult, RunStatus
+from workers.core.records import RunRecord
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import Faults, make_sim_device
-from workers.log_observer import DEVICE_EVENT, RUN_EVENT, STEP_EVENT, LogObserver, ObservedDevice
-from workers.loop import run_goal
-from workers.model import Inputs, RunResult, RunStatus
-from workers.records import RunRecord
+from workers.telemetry import logs
+from workers.telemetry.log_observer import (
+    DEVICE_EVENT,
+    RUN_EVENT,
+    STEP_EVENT,
+    LogObserver,
+    ObservedDevice,
+)
 
 PINNED = re.compile(r"^@e\d+~s\w+$")
 

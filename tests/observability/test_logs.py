@@ -14,9 +14,9 @@ from obs_support import (
     fresh_logging,  # noqa: F401 - an autouse fixture, found by name
 )
 
-from workers import logs
-from workers.model import SecretRef
-from workers.secrets import DictSecrets
+from workers.core.model import SecretRef
+from workers.core.secrets import DictSecrets
+from workers.telemetry import logs
 
 
 def json_lines(stream: io.StringIO) -> list[dict[str, object]]:

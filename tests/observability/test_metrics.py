@@ -21,14 +21,14 @@ from obs_support import (
 )
 from prometheus_client import CollectorRegistry, generate_latest
 
-from scheduler.localredis import LocalRedis
-from workers import metrics
+from scheduler.local.redis import LocalRedis
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, Platform, RunStatus
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import Faults, make_sim_device
-from workers.loop import run_goal
-from workers.metrics import WorkerMetrics
-from workers.metrics_observer import MeteredDevice, MetricsObserver
-from workers.model import Inputs, Platform, RunStatus
+from workers.telemetry import metrics
+from workers.telemetry.metrics import WorkerMetrics
+from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver
 
 HERE = Path(__file__).parent
 
@@ -105,7 +105,7 @@ def test_observer_records_a_sim_run() -> None:
 
 def test_decide_tokens_counted_by_direction() -> None:
     """Token usage on decisions adds to goalfleet_decide_tokens_total{direction=...}."""
-    from workers.model import Decision, Outcome, StepRow, TokenUsage  # noqa: PLC0415
+    from workers.core.model import Decision, Outcome, StepRow, TokenUsage  # noqa: PLC0415
 
     registry = CollectorRegistry()
     obs = MetricsObserver(Platform.ANDROID, WorkerMetrics.create(registry))

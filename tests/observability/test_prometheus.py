@@ -26,10 +26,10 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from scheduler.localfleet import LocalFleet, SimWorker
-from scheduler.localredis import LocalRedis, free_port
-from workers import logs
+from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import LocalRedis, free_port
 from workers.settings import Settings
+from workers.telemetry import logs
 
 pytestmark = [
     pytest.mark.observability,

@@ -13,13 +13,13 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from scheduler.api import create_app
-from scheduler.localredis import LocalRedis, find_redis_server
-from workers.connections import redis_client
-from workers.errors import ConfigError
-from workers.keys import Keys
-from workers.model import Platform
-from workers.records import DeviceInfo
-from workers.runstore import RunStore
+from scheduler.local.redis import LocalRedis, find_redis_server
+from workers.core.errors import ConfigError
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import RunStore
 from workers.settings import Settings
 
 TOKEN = "security-test-token"

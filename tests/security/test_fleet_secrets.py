@@ -30,9 +30,9 @@ import pytest
 import redis
 from fakes.model_server import FakeModelServer, Reply, _structured
 
-from scheduler.localredis import LocalRedis, find_redis_server, free_port
-from workers.errors import ConfigError
-from workers.processes import spawn_logged, stop_groups
+from scheduler.local.redis import LocalRedis, find_redis_server, free_port
+from workers.core.errors import ConfigError
+from workers.core.processes import spawn_logged, stop_groups
 
 pytestmark = pytest.mark.fleet
 

@@ -14,15 +14,7 @@ import pytest
 from pydantic import SecretStr
 from structlog.testing import capture_logs
 
-from workers.devices.agent_device import (
-    AgentDeviceDevice,
-    check_daemon,
-    map_daemon_error,
-    record_name,
-)
-from workers.devices.agent_device_daemon import DaemonInfo
-from workers.devices.agent_device_wire import ReplayTransport
-from workers.errors import (
+from workers.core.errors import (
     AppNotInstalledError,
     ConfigError,
     DeviceNotFoundError,
@@ -34,7 +26,15 @@ from workers.errors import (
     TransientDeviceError,
     UnauthorizedError,
 )
-from workers.model import InputValue, Kind, Platform
+from workers.core.model import InputValue, Kind, Platform
+from workers.devices.agent_device import (
+    AgentDeviceDevice,
+    check_daemon,
+    map_daemon_error,
+    record_name,
+)
+from workers.devices.agent_device_daemon import DaemonInfo
+from workers.devices.agent_device_wire import ReplayTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 OK_OPEN = {"ok": True, "data": {"session": "goalfleet", "message": "Opened: goalfleet"}}

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from workers.core.errors import FatalDeviceError, ProtocolError, TransientDeviceError
 from workers.devices.agent_device_wire import HttpTransport, SocketTransport
-from workers.errors import FatalDeviceError, ProtocolError, TransientDeviceError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 BODY = {"session": "s", "command": "snapshot", "positionals": [], "flags": {}, "meta": {}}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from workers.core.errors import ConfigError
 from workers.decide.factory import ModelSettings, make_decider
 from workers.decide.instructor import InstructorDecider
 from workers.decide.rules import RulesDecider
-from workers.decide.samples import signin_flow
 from workers.decide.scripted import ScriptedDecider, done
-from workers.errors import ConfigError
+from workers.testing.samples import signin_flow
 
 
 def test_rules_and_scripted_specs():

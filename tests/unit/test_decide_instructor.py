@@ -8,14 +8,14 @@ import instructor
 import pytest
 from openai import OpenAI
 
+from workers.core.errors import DecisionInvalidError, ModelUnavailableError
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, RunStatus
 from workers.decide.instructor import InstructorDecider, ModelRequestsNotAllowedError
 from workers.decide.prompt import render_user
-from workers.decide.samples import FLOWS, signin_flow
 from workers.decide.tokens import count_request
 from workers.devices.sim import make_sim_device
-from workers.errors import DecisionInvalidError, ModelUnavailableError
-from workers.loop import run_goal
-from workers.model import Inputs, RunStatus
+from workers.testing.samples import FLOWS, signin_flow
 
 SECRET = "hunter2-very-secret"
 EMAIL = "ada.lovelace@example.com"

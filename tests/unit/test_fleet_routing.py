@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scheduler.routing import choose, matching
-from workers.model import Platform
-from workers.records import DeviceInfo, DeviceState, Selector
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo, DeviceState, Selector
 
 
 def dev(

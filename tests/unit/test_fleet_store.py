@@ -15,23 +15,23 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.fleet import Fleet
-from scheduler.localredis import LocalRedis, find_redis_server
+from scheduler.local.redis import LocalRedis, find_redis_server
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedules
 from scheduler.store import FleetStore, pending_score
-from workers.connections import redis_client
+from workers.core.errors import ConfigError
+from workers.core.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
+from workers.core.records import DeviceInfo
+from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
-from workers.errors import ConfigError
-from workers.keys import Keys, lease_holder, worker_name
-from workers.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
-from workers.presence import Presence
-from workers.records import DeviceInfo
-from workers.runstore import ClaimKind, ClaimLostError, DeviceTakenError, Failure, RunStore
-from workers.runtime import WorkerRuntime, WorkerSpec
-from workers.secrets import DictSecrets
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.presence import Presence
+from workers.fleet.runstore import ClaimKind, ClaimLostError, DeviceTakenError, Failure, RunStore
+from workers.fleet.runtime import WorkerRuntime, WorkerSpec
+from workers.fleet.tasks import execute_run
 from workers.settings import Settings
-from workers.tasks import execute_run
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from workers.devices.sim import Faults, make_sim_device
-from workers.errors import DecisionInvalidError, ModelUnavailableError
-from workers.loop import run_goal
-from workers.model import (
+from workers.core.errors import DecisionInvalidError, ModelUnavailableError
+from workers.core.loop import run_goal
+from workers.core.model import (
     NONE,
     ActionKind,
     DecideState,
@@ -21,6 +20,7 @@ from workers.model import (
     RunStatus,
     StepRow,
 )
+from workers.devices.sim import Faults, make_sim_device
 
 SECRET = "correct-horse-battery-staple"
 INPUTS = Inputs.of({"email": "ada@example.com"}, {"password": SECRET})
@@ -295,7 +295,7 @@ def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:
 def test_dangerous_guard_matches_whole_words(
     words: tuple[str, ...], name: str, *, dangerous: bool
 ) -> None:
-    from workers.loop import _word_pattern  # noqa: PLC0415
+    from workers.core.loop import _word_pattern  # noqa: PLC0415
 
     pattern = _word_pattern(words)
     assert (pattern is not None and pattern.search(name) is not None) is dangerous

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from workers.core.loop import run_goal
+from workers.core.model import ActionResult, DecideState, Decision, Inputs, InputValue, Snapshot
 from workers.devices.sim import Faults, SimDevice, make_sim_device
 from workers.devices.sim_apps import APPS
-from workers.loop import run_goal
-from workers.model import ActionResult, DecideState, Decision, Inputs, InputValue, Snapshot
 
 SUPPLIED = {"email": "ada@example.com", "password": "s3cret-pw", "code": "123456"}
 

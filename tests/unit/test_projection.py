@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.model import Kind, Node
-from workers.projection import MAX_CONTEXT_TEXTS, build_snapshot, kind_of, project
+from workers.core.model import Kind, Node
+from workers.core.projection import MAX_CONTEXT_TEXTS, build_snapshot, kind_of, project
 
 IOS = [
     Node(ref="e1", type="XCUIElementTypeStaticText", label="Sign in to Acme"),

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.requests import RunSubmit, looks_sensitive
-from workers.model import GoalRunRequest
+from workers.core.model import GoalRunRequest
 
 
 @pytest.mark.parametrize(

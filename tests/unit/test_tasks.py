@@ -5,15 +5,15 @@ from __future__ import annotations
 from test_fleet_store import client, parts, register, server  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
+from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
+from workers.core.model import DecideState, Decision, Platform, RunStatus, SecretRef
+from workers.core.records import DeviceInfo
+from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
-from workers.errors import DeviceNotFoundError, ModelUnavailableError
-from workers.model import DecideState, Decision, Platform, RunStatus, SecretRef
-from workers.records import DeviceInfo
-from workers.runtime import WorkerRuntime, WorkerSpec
-from workers.secrets import DictSecrets
+from workers.fleet.runtime import WorkerRuntime, WorkerSpec
+from workers.fleet.tasks import execute_run
 from workers.settings import Settings
-from workers.tasks import execute_run
 
 SECRET = "pw-that-must-not-leak-7"
 

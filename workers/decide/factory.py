@@ -20,9 +20,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from workers.errors import ConfigError
-from workers.model import PROVIDER_SPEC, DecideState, Decision
-from workers.ports import Decider
+from workers.core.errors import ConfigError
+from workers.core.model import PROVIDER_SPEC, DecideState, Decision
+from workers.core.ports import Decider
 
 SPEC_HELP = 'use "rules", "scripted" or "<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
 _OPENAI_COMPATIBLE = frozenset({"openai"})

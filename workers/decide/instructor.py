@@ -24,9 +24,9 @@ import openai
 from instructor.core.exceptions import InstructorRetryException
 from pydantic import ValidationError
 
+from workers.core.errors import DecisionInvalidError, ModelUnavailableError
+from workers.core.model import NONE, DecideState, Decision, TokenUsage
 from workers.decide.prompt import Choice, render_messages, response_model_for
-from workers.errors import DecisionInvalidError, ModelUnavailableError
-from workers.model import NONE, DecideState, Decision, TokenUsage
 
 ALLOW_MODEL_REQUESTS = True
 """False in tests: only loopback model servers may be called (see tests/conftest.py)."""

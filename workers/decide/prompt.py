@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-from workers.model import NONE, DecideState, Kind
+from workers.core.model import NONE, DecideState, Kind
 
 INSTRUCTION = (
     "Pick the element that advances the goal; a text field needs an input. "

@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workers.model import Candidate, DecideState, Decision, Kind
+from workers.core.model import Candidate, DecideState, Decision, Kind
 
 SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
-from workers.model import DecideState, Decision
+from workers.core.model import DecideState, Decision
 
 DecideFn: TypeAlias = Callable[[DecideState], Decision]
 Entry: TypeAlias = Decision | DecideFn

@@ -15,7 +15,7 @@ What it does at this edge:
   when a recorded script is replayed, never by a live fill);
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
-- maps every agent-device error code to `workers.errors` (see `map_daemon_error`);
+- maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
 - logs each command at debug level: command, pinned ref, duration, outcome.
 """
 
@@ -31,6 +31,22 @@ from typing import Any, Literal
 
 import structlog
 
+from workers.core.errors import (
+    STALE_REASONS,
+    AppNotInstalledError,
+    ConfigError,
+    DeviceError,
+    DeviceNotFoundError,
+    EmptySnapshotError,
+    FatalDeviceError,
+    ProtocolError,
+    StaleRefError,
+    ToolMissingError,
+    TransientDeviceError,
+    UnauthorizedError,
+)
+from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
+from workers.core.projection import build_snapshot
 from workers.devices.agent_device_daemon import (
     SUPPORTED_DAEMON_VERSIONS,
     DaemonInfo,
@@ -45,22 +61,6 @@ from workers.devices.agent_device_wire import (
     JsonObject,
     SocketTransport,
 )
-from workers.errors import (
-    STALE_REASONS,
-    AppNotInstalledError,
-    ConfigError,
-    DeviceError,
-    DeviceNotFoundError,
-    EmptySnapshotError,
-    FatalDeviceError,
-    ProtocolError,
-    StaleRefError,
-    ToolMissingError,
-    TransientDeviceError,
-    UnauthorizedError,
-)
-from workers.model import ActionResult, InputValue, Node, Platform, Snapshot
-from workers.projection import build_snapshot
 
 __all__ = [
     "AgentDeviceDevice",

@@ -30,7 +30,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from workers.errors import ConfigError, FatalDeviceError, ToolMissingError
+from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""

@@ -25,7 +25,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from workers.errors import FatalDeviceError, ProtocolError, TransientDeviceError
+from workers.core.errors import FatalDeviceError, ProtocolError, TransientDeviceError
 
 JsonObject = dict[str, Any]
 
@@ -38,7 +38,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class DaemonTransport(Protocol):
-    """One request in, one envelope out. Raises only `workers.errors.DeviceError`s."""
+    """One request in, one envelope out. Raises only `workers.core.errors.DeviceError`s."""
 
     def request(self, body: JsonObject) -> JsonObject: ...
 

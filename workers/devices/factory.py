@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 
+from workers.core.errors import ConfigError
+from workers.core.ports import DevicePort
+from workers.devices.sim import DEFAULT_SIM, SimOptions, make_sim_device
 from workers.devices.sim import SPEC as SIM_SPEC
-from workers.devices.sim import make_sim_device
 from workers.devices.sim_apps import APPS
-from workers.errors import ConfigError
-from workers.ports import DevicePort
 
 AGENT_DEVICE_SPEC = re.compile(
     r"^(?:agent-device:linux|ios:[A-Za-z0-9-]+|android:[A-Za-z0-9.:_-]+)$"
@@ -35,10 +35,18 @@ def check_device_spec(spec: str) -> str:
     )
 
 
-def make_device(spec: str, *, latency_scale: float = 0.0, seed: int = 0) -> DevicePort:
+def make_device(spec: str, *, seed: int = 0, sim: SimOptions = DEFAULT_SIM) -> DevicePort:
+    """Open the device `spec` names. `sim` applies to `sim:` specs only; `seed` makes a sim
+    device's random faults and jitter repeatable."""
     check_device_spec(spec)
     if spec.startswith("sim:"):
-        return make_sim_device(spec, latency_scale=latency_scale, seed=seed)
+        return make_sim_device(
+            spec,
+            latency_scale=sim.latency_scale,
+            seed=seed,
+            faults=sim.faults,
+            session_log=sim.session_log,
+        )
     from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec)

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.devices.sim_apps import WAIT_SCREEN, App, Element, Screen, make_app, valid
-from workers.errors import (
+from workers.core.errors import (
     DeviceNotFoundError,
     EmptySnapshotError,
     FatalDeviceError,
     StaleRefError,
     TransientDeviceError,
 )
-from workers.model import ActionResult, InputValue, Node, Platform, Snapshot
-from workers.projection import build_snapshot
+from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
+from workers.core.projection import build_snapshot
+from workers.devices.sim_apps import WAIT_SCREEN, App, Element, Screen, make_app, valid
 
 PINNED = re.compile(r"^@(e[0-9]+)~s([0-9]+)$")
 SPEC = re.compile(r"^sim:(?P<app>[a-z]+)-(?P<platform>ios|android)$")
@@ -80,6 +80,22 @@ class Faults:
 
 
 NO_FAULTS = Faults()
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """How a sim device is opened: everything here is the simulator's own business (real
+    devices take none of it)."""
+
+    latency_scale: float = 0.0
+    """0: instant; 1.0: realistic snapshot/press/fill/network latencies."""
+    session_log: Path | None = None
+    """If set, `open`/`close` lines (pid, monotonic ns) are appended: overlap checks."""
+    faults: Faults = NO_FAULTS
+    """Deterministic fault injection (chaos and quarantine tests)."""
+
+
+DEFAULT_SIM = SimOptions()
 
 
 @dataclass

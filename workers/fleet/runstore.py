@@ -16,10 +16,10 @@ from typing import cast
 
 import redis
 
-from workers.errors import GoalfleetError
-from workers.keys import Keys
-from workers.model import RunResult, StepRow
-from workers.records import DeviceInfo, RunRecord
+from workers.core.errors import GoalfleetError
+from workers.core.model import RunResult, StepRow
+from workers.core.records import DeviceInfo, RunRecord
+from workers.fleet.keys import Keys
 
 PRIORITY_SPAN = 10**13
 """Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
@@ -125,7 +125,7 @@ redis.call('LTRIM', KEYS[5], -100, -1)
 return 1
 """
 
-# The lease holds a per-process token (`workers.keys.lease_holder`), never the worker name,
+# The lease holds a per-process token (`workers.fleet.keys.lease_holder`), never the worker name,
 # which every worker of a device shares: register refuses a live lease with another holder;
 # renew and deregister act only for the holder.
 # KEYS: lease, device, devices, wake   ARGV: holder, lease_ms, info, now, device_id

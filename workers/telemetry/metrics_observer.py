@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from workers.errors import TransientDeviceError
-from workers.metrics import WorkerMetrics, worker_metrics
-from workers.model import (
+from workers.core.errors import TransientDeviceError
+from workers.core.model import (
     ActionResult,
     InputValue,
     Outcome,
@@ -23,8 +22,9 @@ from workers.model import (
     Snapshot,
     StepRow,
 )
-from workers.ports import DevicePort
-from workers.records import RunRecord
+from workers.core.ports import DevicePort
+from workers.core.records import RunRecord
+from workers.telemetry.metrics import WorkerMetrics, worker_metrics
 
 PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from workers.errors import ConfigError
-from workers.model import GoalRunRequest, Inputs, SecretRef
+from workers.core.errors import ConfigError
+from workers.core.model import GoalRunRequest, Inputs, SecretRef
 
 SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"  # noqa: S105 - a variable-name prefix, not a secret
 

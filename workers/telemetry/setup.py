@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from workers import logs, metrics
-from workers.log_observer import LogObserver, ObservedDevice
-from workers.metrics_observer import MeteredDevice, MetricsObserver
-from workers.observers import RunObserver
-from workers.ports import DevicePort
-from workers.records import DeviceInfo
-from workers.secrets import SECRET_ENV_PREFIX, SecretResolver
+from workers.core.ports import DevicePort
+from workers.core.records import DeviceInfo
+from workers.core.secrets import SECRET_ENV_PREFIX, SecretResolver
+from workers.telemetry import logs, metrics
+from workers.telemetry.log_observer import LogObserver, ObservedDevice
+from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver
+from workers.telemetry.observers import RunObserver
 
 
 @dataclass

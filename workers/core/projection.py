@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from workers.model import Candidate, Kind, Node, Snapshot, fingerprint
+from workers.core.model import Candidate, Kind, Node, Snapshot, fingerprint
 
 MAX_CONTEXT_TEXTS = 8
 MAX_CONTEXT_CHARS = 60

@@ -14,17 +14,17 @@ from typing import Any
 import redis
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
-from workers import runtime as runtime_mod
-from workers.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
-from workers.loop import run_goal
-from workers.model import ErrorInfo, PhaseTotals, RunResult, RunStatus, StepRow
-from workers.ports import DevicePort
-from workers.records import RunRecord
-from workers.runstore import Claim, ClaimKind, ClaimLostError, Failure
-from workers.runtime import WorkerRuntime
-from workers.secrets import resolve_inputs
+from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
+from workers.core.loop import run_goal
+from workers.core.model import ErrorInfo, PhaseTotals, RunResult, RunStatus, StepRow
+from workers.core.ports import DevicePort
+from workers.core.records import RunRecord
+from workers.core.secrets import resolve_inputs
+from workers.fleet import runtime as runtime_mod
+from workers.fleet.keys import RUN_TASK
+from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
+from workers.fleet.runtime import WorkerRuntime
 
-RUN_TASK = "goalfleet.run"
 log = logging.getLogger(__name__)
 
 

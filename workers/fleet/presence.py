@@ -11,11 +11,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from workers.errors import GoalfleetError
-from workers.keys import lease_holder
-from workers.ports import DevicePort
-from workers.runstore import DeviceTakenError, RunStore
-from workers.runtime import WorkerSpec
+from workers.core.errors import GoalfleetError
+from workers.core.ports import DevicePort
+from workers.fleet.keys import lease_holder
+from workers.fleet.runstore import DeviceTakenError, RunStore
+from workers.fleet.runtime import WorkerSpec
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ from typing import Any
 from celery import Celery
 
 from workers.settings import Settings
-from workers.tasks import register_tasks
 
 
 def restore_interval_s(visibility_timeout_s: int) -> int:
@@ -80,7 +79,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 def make_celery(settings: Settings) -> Celery:
+    """The app as a sender uses it (API, scheduler): it names the task by `RUN_TASK` and
+    never imports the worker's task code. The worker adds its tasks with `register_tasks`."""
     app = Celery("goalfleet", set_as_current=False)
     app.conf.update(celery_config(settings))
-    register_tasks(app)
     return app

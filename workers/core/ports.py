@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from workers.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
+from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
 
 
 @runtime_checkable
 class DevicePort(Protocol):
     """One device: snapshot it, and press or fill a ref pinned to a snapshot's generation.
 
-    Errors are raised as the `workers.errors.DeviceError` tree, never as foreign exceptions.
+    Errors are raised as the `workers.core.errors.DeviceError` tree, never as foreign exceptions.
     """
 
     @property

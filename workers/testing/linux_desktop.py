@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from workers.errors import FatalDeviceError, ToolMissingError
-from workers.processes import stop_groups
+from workers.core.errors import FatalDeviceError, ToolMissingError
+from workers.core.processes import stop_groups
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 REQUIRED_TOOLS = ("Xvfb", "dbus-daemon", "xdotool", "python3")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.model import Candidate, DecideState, Kind
+from workers.core.model import Candidate, DecideState, Kind
 
 GOAL = "Sign in"
 INPUTS = ("email", "password")

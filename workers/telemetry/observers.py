@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from workers.model import RunResult, StepRow
-from workers.records import RunRecord
+from workers.core.model import RunResult, StepRow
+from workers.core.records import RunRecord
 
 
 class RunObserver(Protocol):

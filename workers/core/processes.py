@@ -7,9 +7,12 @@ one `killpg` reaches everything it spawned (a Celery pool child, a D-Bus daemon)
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -50,3 +53,15 @@ def stop_groups(
             proc.wait(timeout=5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` for `subprocess.Popen`: SIGTERM this child when its parent dies (Linux
+    `PR_SET_PDEATHSIG`), so a demo or test process that is killed leaves nothing behind."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

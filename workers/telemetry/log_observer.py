@@ -18,9 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from workers import logs
-from workers.errors import DeviceError
-from workers.model import (
+from workers.core.errors import DeviceError
+from workers.core.model import (
     ActionResult,
     InputValue,
     Outcome,
@@ -30,8 +29,9 @@ from workers.model import (
     Snapshot,
     StepRow,
 )
-from workers.ports import DevicePort
-from workers.records import RunRecord
+from workers.core.ports import DevicePort
+from workers.core.records import RunRecord
+from workers.telemetry import logs
 
 STEP_EVENT = "step.finished"
 RUN_STARTED_EVENT = "run.started"

@@ -28,7 +28,7 @@ class Platform(StrEnum):
 
 
 class Kind(StrEnum):
-    """Platform-neutral element kinds (see `workers.projection` for the mapping)."""
+    """Platform-neutral element kinds (see `workers.core.projection` for the mapping)."""
 
     BUTTON = "button"
     TEXT_FIELD = "text-field"

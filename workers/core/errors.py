@@ -15,8 +15,8 @@
     ├── DecideError                 the decider could not produce a decision
     │   ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
     │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
-    ├── ClaimLostError              (workers.runstore) another delivery took this run over
-    ├── DeviceTakenError            (workers.runstore) the device is registered by another worker
+    ├── ClaimLostError              (workers.fleet.runstore) another delivery took this run over
+    ├── DeviceTakenError            (workers.fleet.runstore) the device is registered elsewhere
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
     │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
     │                               TooManyPending 429, Unavailable 503

@@ -1,6 +1,6 @@
 """The Redis key layout, in one place (the worker and the scheduler share it).
 
-{p}:run:{id}            hash   one run record (see `workers.records.RunRecord`)
+{p}:run:{id}            hash   one run record (see `workers.core.records.RunRecord`)
 {p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
 {p}:devices             set    ids of registered devices
 {p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
@@ -75,6 +75,10 @@ class Keys:
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this fleet (tests count keys with it)."""
         return f"{self.prefix}:*"
+
+
+RUN_TASK = "goalfleet.run"
+"""The one task's name: senders (API, scheduler) use it without importing the task code."""
 
 
 def device_queue(device_id: str) -> str:

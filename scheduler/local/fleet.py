@@ -15,15 +15,14 @@ from pathlib import Path
 
 import uvicorn
 
-from scheduler._procs import die_with_parent
 from scheduler.api import create_app
 from scheduler.client import FleetClient
 from scheduler.commands.scheduler import run_scheduler
-from scheduler.localredis import free_port
-from workers.errors import ConfigError
-from workers.metrics import MULTIPROC_ENV
-from workers.processes import stop_groups
+from scheduler.local.redis import free_port
+from workers.core.errors import ConfigError
+from workers.core.processes import die_with_parent, stop_groups
 from workers.settings import Settings
+from workers.telemetry.metrics import MULTIPROC_ENV
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What the fleet stores about runs, devices and batches, and how each maps to a Redis hash.
 
 Scalars are stored as strings; nested models as JSON. Every record round-trips through
-`to_hash` / `from_hash`, so the key layout (`workers.keys`) and the fields stay in one place.
+`to_hash` / `from_hash`, so the key layout (`workers.fleet.keys`) and the fields stay in one place.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from workers.model import GoalRunRequest, Platform, RunResult, RunStatus
+from workers.core.model import GoalRunRequest, Platform, RunResult, RunStatus
 
 DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")

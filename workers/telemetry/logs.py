@@ -27,8 +27,8 @@ from typing import Any, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from workers.model import SecretRef
-from workers.secrets import SecretResolver
+from workers.core.model import SecretRef
+from workers.core.secrets import SecretResolver
 
 MASK = "**********"
 LogFormat = Literal["auto", "json", "console"]

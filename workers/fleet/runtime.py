@@ -8,20 +8,19 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import redis
 
-from workers.connections import redis_client
-from workers.devices.sim import NO_FAULTS, Faults
-from workers.errors import ConfigError
-from workers.keys import Keys, worker_name
-from workers.observers import RunObserver
-from workers.ports import Decider, DevicePort
-from workers.records import DeviceInfo
-from workers.runstore import RunStore
-from workers.secrets import SecretResolver
+from workers.core.errors import ConfigError
+from workers.core.ports import Decider, DevicePort
+from workers.core.records import DeviceInfo
+from workers.core.secrets import SecretResolver
+from workers.devices.sim import DEFAULT_SIM, SimOptions
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys, worker_name
+from workers.fleet.runstore import RunStore
 from workers.settings import Settings
+from workers.telemetry.observers import RunObserver
 
 DeviceOpener = Callable[[str], DevicePort]
 """run id → an open device (seeded per run); the task closes it in `finally`."""
@@ -36,11 +35,8 @@ class WorkerSpec:
     info: DeviceInfo
     device_spec: str
     """What `workers.devices.factory.make_device` takes: `sim:signin-ios`, `ios:<udid>`, ..."""
-    latency_scale: float = 0.0
-    session_log: Path | None = None
-    """Sim devices append open/close lines here (overlap checks in tests)."""
-    faults: Faults = NO_FAULTS
-    """Sim devices: deterministic fault injection (chaos and quarantine tests)."""
+    sim: SimOptions = DEFAULT_SIM
+    """Options for a `sim:` device (latency, session log, fault injection); others ignore it."""
 
     @property
     def name(self) -> str:
@@ -65,22 +61,9 @@ class WorkerRuntime:
 
 def default_device_opener(spec: WorkerSpec) -> DeviceOpener:
     from workers.devices.factory import make_device  # noqa: PLC0415 - only workers open devices
-    from workers.devices.sim import make_sim_device  # noqa: PLC0415 - same reason
 
     def open_device(run_id: str) -> DevicePort:
-        seed = zlib.crc32(run_id.encode())
-        if spec.device_spec.startswith("sim:"):
-            try:
-                return make_sim_device(
-                    spec.device_spec,
-                    latency_scale=spec.latency_scale,
-                    seed=seed,
-                    session_log=spec.session_log,
-                    faults=spec.faults,
-                )
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-        return make_device(spec.device_spec, latency_scale=spec.latency_scale, seed=seed)
+        return make_device(spec.device_spec, seed=zlib.crc32(run_id.encode()), sim=spec.sim)
 
     return open_device
 

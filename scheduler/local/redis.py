@@ -16,8 +16,8 @@ from typing import Self
 
 import redis
 
-from scheduler._procs import die_with_parent
-from workers.errors import ConfigError
+from workers.core.errors import ConfigError
+from workers.core.processes import die_with_parent
 
 
 def free_port() -> int:

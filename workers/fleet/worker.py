@@ -13,19 +13,20 @@ from typing import Any
 
 from celery import signals
 
-from workers import runtime as runtime_mod
-from workers.celery_app import make_celery
-from workers.connections import redis_client
-from workers.keys import Keys, device_queue
-from workers.logs import LogFormat
-from workers.observers import RunObserver
-from workers.ports import DevicePort
-from workers.presence import Presence
-from workers.runstore import RunStore
-from workers.runtime import WorkerSpec, build_runtime, default_device_opener
-from workers.secrets import EnvSecrets
+from workers.core.ports import DevicePort
+from workers.core.secrets import EnvSecrets
+from workers.fleet import runtime as runtime_mod
+from workers.fleet.celery_app import make_celery
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys, device_queue
+from workers.fleet.presence import Presence
+from workers.fleet.runstore import RunStore
+from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_opener
+from workers.fleet.tasks import register_tasks
 from workers.settings import Settings
-from workers.telemetry import setup_worker_telemetry
+from workers.telemetry.logs import LogFormat
+from workers.telemetry.observers import RunObserver
+from workers.telemetry.setup import setup_worker_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def start_worker(
     """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown).
 
     Logs and metrics are set up here, in the main process before the pool forks
-    (`workers.telemetry`); `metrics_port` serves this worker's one `/metrics` endpoint."""
+    (`workers.telemetry.setup`); `metrics_port` serves this worker's one `/metrics` endpoint."""
     telemetry = setup_worker_telemetry(
         spec.info,
         spec.name,
@@ -103,6 +104,7 @@ def start_worker(
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutdown.connect(on_shutdown, weak=False)
     app = make_celery(settings)
+    register_tasks(app)
     try:
         app.worker_main(argv=worker_argv(spec, loglevel=loglevel))
     finally:

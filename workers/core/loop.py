@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from workers.errors import (
+from workers.core.errors import (
     DecideError,
     DecisionInvalidError,
     DeviceError,
@@ -24,7 +24,7 @@ from workers.errors import (
     StaleRefError,
     TransientDeviceError,
 )
-from workers.model import (
+from workers.core.model import (
     NONE,
     Action,
     ActionKind,
@@ -42,7 +42,7 @@ from workers.model import (
     Snapshot,
     StepRow,
 )
-from workers.ports import Decider, DevicePort
+from workers.core.ports import Decider, DevicePort
 
 DEFAULT_MAX_STEPS = 12
 """A sign-in is 4-6 actions (fill, next, fill, sign in, maybe a consent); 12 leaves room for a
