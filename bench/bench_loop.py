@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 from workers.core.loop import run_goal
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Snapshot
+from workers.core.params import RunParams
 from workers.core.projection import build_snapshot
 from workers.devices.sim import SimDevice, make_sim_device
 
 STEPS = 50
+PARAMS = RunParams(max_steps=STEPS, max_unproductive=min(STEPS, 20))
 
 
 @dataclass
@@ -73,7 +75,7 @@ def one_loop_run() -> tuple[float, float, float]:
     """(total per step, inside per step, projection per step) in seconds, for run_goal."""
     timed = Timed(make_sim_device("sim:wide-ios"))
     t = time.perf_counter()
-    result = run_goal(timed, "Sign in", decider=timed, max_steps=STEPS, max_unproductive=STEPS)
+    result = run_goal(timed, "Sign in", decider=timed, params=PARAMS)
     total = time.perf_counter() - t
     n = len(result.steps)
     # the timing wrapper's own projection call is not part of the loop: take it out

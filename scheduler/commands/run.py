@@ -11,15 +11,15 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.commands._common import load_settings, pairs
-from workers.core.errors import ConfigError
-from workers.core.loop import (
-    DEFAULT_MAX_STEPS,
-    DEFAULT_MAX_UNPRODUCTIVE,
-    DEFAULT_MIN_CONFIDENCE,
-    run_goal,
+from scheduler.commands._common import (
+    add_run_param_flags,
+    load_settings,
+    pairs,
+    run_params_from,
 )
-from workers.core.model import MAX_STEPS_LIMIT, Inputs, RunResult, RunStatus
+from workers.core.errors import ConfigError
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, RunResult, RunStatus
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.sim import SimOptions
@@ -47,10 +47,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help="a sensitive input, read from environment variable VAR (repeatable)",
     )
     p.add_argument("--decider", default="rules", help="rules | <provider>/<model>")
-    p.add_argument("--done-when", default=None, help="text whose appearance means done")
-    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
-    p.add_argument("--min-confidence", type=float, default=DEFAULT_MIN_CONFIDENCE)
-    p.add_argument("--max-unproductive", type=int, default=DEFAULT_MAX_UNPRODUCTIVE)
+    add_run_param_flags(p)
     p.add_argument(
         "--latency-scale",
         type=float,
@@ -95,12 +92,7 @@ def _check(args: argparse.Namespace) -> None:
     check_device_spec(args.device)
     if not args.goal.strip():
         raise ConfigError('--goal is blank; say what to achieve, e.g. --goal "Sign in"')
-    if not 1 <= args.max_steps <= MAX_STEPS_LIMIT:
-        raise ConfigError(f"--max-steps must be between 1 and {MAX_STEPS_LIMIT}")
-    if not 0.0 <= args.min_confidence <= 1.0:
-        raise ConfigError("--min-confidence must be between 0 and 1")
-    if args.max_unproductive < 0:
-        raise ConfigError("--max-unproductive must be 0 or more")
+    run_params_from(args)
     if args.latency_scale < 0:
         raise ConfigError("--latency-scale must be 0 or more")
     if args.loglevel.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -117,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
         # registered for redaction before anything can log them.
         SECRETS.add(inputs.secrets())
         configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
+        params = run_params_from(args)
         decider = make_decider(args.decider, settings.model_settings())
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except ConfigError as exc:
@@ -128,10 +121,7 @@ def main(args: argparse.Namespace) -> int:
             args.goal,
             decider=decider,
             inputs=inputs,
-            max_steps=args.max_steps,
-            min_confidence=args.min_confidence,
-            max_unproductive=args.max_unproductive,
-            done_when=args.done_when,
+            params=params,
             dangerous=tuple(settings.dangerous_controls),
         )
     finally:

@@ -12,11 +12,13 @@ from scheduler.commands._common import (
     EXIT_FAILED,
     EXIT_OK,
     add_api_args,
+    add_run_param_flags,
     load_settings,
     make_client,
     pairs,
     print_json,
     report,
+    run_params_from,
 )
 from scheduler.commands._render import watch_batch, watch_run
 from workers.core.errors import ConfigError, GoalfleetError
@@ -40,8 +42,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help="resolved on the worker from GOALFLEET_SECRET_VAR (never sent)",
     )
     p.add_argument("--decider", default="rules")
-    p.add_argument("--done-when", default=None)
-    p.add_argument("--max-steps", type=int, default=None)
+    add_run_param_flags(p, server_defaults=True)
     p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9")
     p.add_argument("--batch", action="store_true", help="one run on every matching device")
     p.add_argument("--count", type=int, default=None, help="with --batch: N runs instead")
@@ -64,10 +65,7 @@ def body_from(args: argparse.Namespace) -> dict[str, Any]:
         "decider": args.decider,
         "priority": args.priority,
     }
-    if args.done_when is not None:
-        body["done_when"] = args.done_when
-    if args.max_steps is not None:
-        body["max_steps"] = args.max_steps
+    body.update(run_params_from(args).model_dump(exclude_unset=True))
     selector = _selector(args)
     if args.batch:
         body["selector"] = selector

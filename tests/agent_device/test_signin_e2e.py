@@ -10,12 +10,15 @@ from structlog.testing import capture_logs
 
 from workers.core.loop import run_goal
 from workers.core.model import ActionKind, Inputs, Outcome, RunResult, RunStatus
+from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, fill, press
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DaemonProcess
 
 PINNED = re.compile(r"^@e[0-9]+~s([0-9]+)$")
+
+WELCOME = RunParams(done_when="Welcome")
 
 
 def inputs() -> Inputs:
@@ -62,7 +65,7 @@ def test_scripted_decider_signs_in(
         [fill("Email", "email"), fill("Password", "password"), press("Sign in")]
     )
     with capture_logs() as logs:
-        result = run_goal(device, "Sign in", decider=decider, inputs=inputs(), done_when="Welcome")
+        result = run_goal(device, "Sign in", decider=decider, inputs=inputs(), params=WELCOME)
     assert_signed_in(result, app, logs)
     assert result.steps[-1].outcome is Outcome.DONE
     assert len(result.steps) == 4

@@ -20,6 +20,7 @@ from workers.core.model import (
     RunStatus,
     StepRow,
 )
+from workers.core.params import RunParams
 from workers.devices.sim import Faults, make_sim_device
 
 SECRET = "correct-horse-battery-staple"
@@ -58,7 +59,10 @@ def run(
 ) -> tuple[RunResult, FnDecider]:
     decider = FnDecider(fn)
     device = make_sim_device(spec, faults=kw.pop("faults", Faults()))  # type: ignore[arg-type]
-    result = run_goal(device, "Sign in", decider=decider, inputs=INPUTS, sleep=lambda _: None, **kw)  # type: ignore[arg-type]
+    params = RunParams(**{k: kw.pop(k) for k in list(kw) if k in RunParams.model_fields})
+    result = run_goal(
+        device, "Sign in", decider=decider, inputs=INPUTS, params=params, sleep=lambda _: None, **kw
+    )  # type: ignore[arg-type]
     return result, decider
 
 
@@ -221,7 +225,9 @@ def test_disconnect_mid_run_is_an_infrastructure_error() -> None:
     assert result.status is RunStatus.ERRORED
     assert result.error is not None
     assert result.error.type == "DeviceNotFoundError"
-    assert len(result.steps) == 1
+    # step 1 filled; step 2's fill hit the disconnect: it still has its row, ERRORED
+    assert [s.outcome for s in result.steps] == [Outcome.ACTED, Outcome.ERRORED]
+    assert "disconnected" in (result.steps[-1].error or "")
 
 
 def test_empty_tree_is_an_error_not_a_screen() -> None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from workers.core.loop import run_goal
 from workers.core.model import ActionResult, DecideState, Decision, Inputs, InputValue, Snapshot
+from workers.core.params import RunParams
 from workers.devices.sim import Faults, SimDevice, make_sim_device
 from workers.devices.sim_apps import APPS
 
@@ -98,9 +99,7 @@ def test_loop_invariants(
             {"email": SUPPLIED["email"], "code": SUPPLIED["code"]},
             {"password": SUPPLIED["password"]},
         ),
-        max_steps=max_steps,
-        min_confidence=min_conf,
-        max_unproductive=2,
+        params=RunParams(max_steps=max_steps, min_confidence=min_conf, max_unproductive=2),
         sleep=lambda _: None,
     )
     assert result.status.terminal

@@ -56,6 +56,8 @@ class GoalfleetError(Exception):
     """Base of every error goalfleet raises on purpose."""
 
     code: str = "GOALFLEET_ERROR"
+    device_fault: bool = False
+    """True when this failure counts against the device's health (quarantine)."""
 
     def __init__(self, message: str, *, code: str | None = None, hint: str = "") -> None:
         super().__init__(message)
@@ -73,6 +75,7 @@ class ConfigError(GoalfleetError):
 
 
 class DeviceError(GoalfleetError):
+    device_fault = True
     code = "DEVICE"
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from workers.core.params import RunParams
+
 REF_PATTERN = re.compile(r"^e[0-9]+$")
 PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*)/(?P<model>[A-Za-z0-9][\w.:/@-]*)$")
 """`<provider>/<model>`, e.g. `openai/gpt-4o-mini` (see `workers.decide.factory`)."""
@@ -318,6 +320,8 @@ class ErrorInfo(_Frozen):
     type: str
     code: str = ""
     message: str
+    device_fault: bool = False
+    """The failure counts against the device (its own error, or a run that hung on it)."""
 
 
 class PhaseTotals(_Frozen):
@@ -344,7 +348,6 @@ class RunResult(_Frozen):
 
 
 MAX_GOAL_CHARS = 500
-MAX_STEPS_LIMIT = 100
 
 
 class SecretRef(_Frozen):
@@ -353,16 +356,13 @@ class SecretRef(_Frozen):
     ref: Annotated[str, Field(pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]{0,100})$")]
 
 
-class GoalRunRequest(_Frozen):
-    """A request to run one goal; what the API accepts and the task message points at."""
+class GoalRunRequest(RunParams):
+    """A request to run one goal; what the API accepts and the task message points at. The
+    run parameters (`max_steps`, `min_confidence`, …) come from `RunParams`, flat."""
 
     goal: Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
     inputs: dict[str, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
     secrets: dict[str, SecretRef] = Field(default_factory=dict)
-    done_when: Annotated[str, Field(max_length=200)] | None = None
-    max_steps: Annotated[int, Field(ge=1, le=MAX_STEPS_LIMIT)] = 12
-    min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
-    max_unproductive: Annotated[int, Field(ge=0, le=20)] = 2
     decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
 
     @field_validator("decider")
@@ -374,6 +374,10 @@ class GoalRunRequest(_Frozen):
                 '"<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
             )
         return v
+
+    def run_params(self) -> RunParams:
+        """The parameters alone, as `run_goal` takes them."""
+        return RunParams(**{name: getattr(self, name) for name in RunParams.model_fields})
 
     @model_validator(mode="after")
     def _names_once(self) -> Self:

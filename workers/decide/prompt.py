@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from workers.core.model import NONE, DecideState, Kind
+from workers.core.params import HISTORY_LINES
 
 INSTRUCTION = (
     "Pick the element that advances the goal; a text field needs an input. "
@@ -27,7 +28,6 @@ INSTRUCTION = (
 """The whole instruction. It travels as the tool's description (the response model's
 docstring), so there is no system message to pay for."""
 
-HISTORY_LINES = 4
 """History lines looked at; only the newest and any that changed nothing are rendered (what
 was typed is already in the "typed:" list)."""
 MAX_REASON_CHARS = 120

@@ -8,15 +8,17 @@ without a worker. `register_tasks` binds it to an app.
 from __future__ import annotations
 
 import contextlib
-import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
+import structlog
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
-from workers.core.loop import run_goal
-from workers.core.model import ErrorInfo, PhaseTotals, RunResult, RunStatus, StepRow
+from workers.core.loop import run_goal, totals
+from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
 from workers.core.secrets import resolve_inputs
@@ -24,19 +26,9 @@ from workers.fleet import runtime as runtime_mod
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
 from workers.fleet.runtime import WorkerRuntime
+from workers.telemetry.observers import RunObserver
 
-log = logging.getLogger(__name__)
-
-
-def _names(cls: type[BaseException]) -> frozenset[str]:
-    out = {cls.__name__}
-    for sub in cls.__subclasses__():
-        out |= _names(sub)
-    return frozenset(out)
-
-
-INFRA_ERRORS = _names(DeviceError) | {SoftTimeLimitExceeded.__name__}
-"""Errors that count against the device: its own failures, and a run that hung on it."""
+log = structlog.stdlib.get_logger("goalfleet.worker")
 
 
 def failure_of(result: RunResult) -> Failure:
@@ -49,7 +41,7 @@ def failure_of(result: RunResult) -> Failure:
     if result.status is RunStatus.DONE:
         return Failure.NONE
     if result.status is RunStatus.ERRORED:
-        if result.error is None or result.error.type in INFRA_ERRORS:
+        if result.error is None or result.error.device_fault:
             return Failure.INFRA
         return Failure.NEUTRAL
     if result.status in {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS}:
@@ -63,31 +55,38 @@ def _errored(
     exc: BaseException | None = None,
     steps: tuple[StepRow, ...] = (),
     info: ErrorInfo | None = None,
+    *,
+    duration_ms: float = 0.0,
 ) -> RunResult:
-    """An `errored` result that keeps the step rows written before the failure."""
+    """An `errored` result that keeps the step rows written before the failure, their
+    totals (tokens included) and the attempt's true duration."""
     if exc is not None:
         code = getattr(exc, "code", type(exc).__name__.upper())
-        info = ErrorInfo(type=type(exc).__name__, code=str(code), message=str(exc)[:500])
+        info = ErrorInfo(
+            type=type(exc).__name__,
+            code=str(code),
+            message=str(exc)[:500],
+            # a run that hung on the device (soft time limit) counts against it
+            device_fault=getattr(exc, "device_fault", isinstance(exc, SoftTimeLimitExceeded)),
+        )
     return RunResult(
         status=RunStatus.ERRORED,
         reason=reason,
         goal=record.request.goal,
         error=info,
         steps=steps,
-        totals=PhaseTotals(
-            snapshot_ms=round(sum(s.snapshot_ms for s in steps), 3),
-            decide_ms=round(sum(s.decide_ms for s in steps), 3),
-            action_ms=round(sum(s.action_ms for s in steps), 3),
-        ),
+        totals=totals(steps),
+        duration_ms=round(duration_ms, 3),
     )
 
 
-def _notify(rt: WorkerRuntime, what: str, *args: Any) -> None:  # noqa: ANN401 - hook arguments
+def _each(rt: WorkerRuntime, hook: Callable[[RunObserver], None], what: str) -> None:
+    """Call `hook` on every observer; one that raises is logged and never stops the run."""
     for obs in rt.observers:
         try:
-            getattr(obs, what)(*args)
+            hook(obs)
         except Exception:
-            log.exception("observer %r failed in %s", obs, what)
+            log.exception("observer_failed", observer=repr(obs), hook=what)
 
 
 def execute_run(rt: WorkerRuntime, run_id: str) -> str:
@@ -106,7 +105,7 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
             "the worker kept dying or timing out on this run",
         )
     else:
-        _notify(rt, "run_started", record, claim.attempt)
+        _each(rt, lambda o: o.run_started(record, claim.attempt), "run_started")
         result = _run(rt, record, claim)
     result = result.model_copy(
         update={"run_id": run_id, "device_id": rt.device_id, "attempt": claim.attempt}
@@ -120,9 +119,9 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
         retention_s=rt.settings.retention_s,
     )
     if not ok:
-        log.warning("run %s: claim lost before finish; result dropped", run_id)
+        log.warning("claim_lost_before_finish", run_id=run_id)
         return "skipped:claim-lost"
-    _notify(rt, "run_finished", record, result)
+    _each(rt, lambda o: o.run_finished(record, result), "run_finished")
     return result.status.value
 
 
@@ -131,11 +130,12 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     device: DevicePort | None = None
 
     rows: list[StepRow] = []
+    started = time.perf_counter()
 
     def on_step(row: StepRow) -> None:
         rt.store.write_step(record.id, claim.token, row)
         rows.append(row)
-        _notify(rt, "step", record, row)
+        _each(rt, lambda o: o.step(record, row), "step")
 
     def should_cancel() -> bool:
         return rt.store.cancel_requested(record.id)
@@ -149,10 +149,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             req.goal,
             decider=decider,
             inputs=inputs,
-            max_steps=req.max_steps,
-            min_confidence=req.min_confidence,
-            max_unproductive=req.max_unproductive,
-            done_when=req.done_when,
+            params=req.run_params(),
             on_step=on_step,
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),
@@ -160,7 +157,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     except (redis.ConnectionError, redis.TimeoutError):
         raise  # the store is unreachable: the task requeues the run (attempt + 1)
     except Exception as exc:  # noqa: BLE001 - every other failure becomes a recorded result
-        return _failed(rt, record, exc, tuple(rows))
+        return _failed(rt, record, exc, tuple(rows), (time.perf_counter() - started) * 1000)
     finally:
         if device is not None:
             with contextlib.suppress(DeviceError):
@@ -177,21 +174,25 @@ _WHY: tuple[tuple[type[Exception], str], ...] = (
 
 
 def _failed(
-    rt: WorkerRuntime, record: RunRecord, exc: Exception, rows: tuple[StepRow, ...]
+    rt: WorkerRuntime,
+    record: RunRecord,
+    exc: Exception,
+    rows: tuple[StepRow, ...],
+    duration_ms: float,
 ) -> RunResult:
     """The `errored` result for a failure outside the loop (the loop types its own)."""
     if isinstance(exc, SoftTimeLimitExceeded):
         why = f"soft time limit ({rt.settings.soft_time_limit_s:g} s) exceeded"
-        return _errored(record, why, exc, rows)
+        return _errored(record, why, exc, rows, duration_ms=duration_ms)
     for cls, why in _WHY:
         if isinstance(exc, cls):
-            return _errored(record, why.format(exc=exc), exc, rows)
+            return _errored(record, why.format(exc=exc), exc, rows, duration_ms=duration_ms)
     # A bug of ours. Its message could hold anything, so only the type goes into the stored
     # result; the traceback goes to the (redacting) worker log. The run is never left running.
-    log.error("run %s: unexpected error", record.id, exc_info=exc)
+    log.error("unexpected_error", run_id=record.id, exc_info=exc)
     info = ErrorInfo(type=type(exc).__name__, code="INTERNAL", message="see the worker log")
     why = f"internal error ({type(exc).__name__}); see the worker log"
-    return _errored(record, why, steps=rows, info=info)
+    return _errored(record, why, steps=rows, info=info, duration_ms=duration_ms)
 
 
 def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints
