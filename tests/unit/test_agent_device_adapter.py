@@ -1,4 +1,5 @@
-"""AgentDeviceDevice over a fake transport that replays real captured daemon replies.
+"""AgentDeviceDevice over the HTTP transport whose httpx seam replays real captured daemon replies
+(`httpx.MockTransport`), so the adapter and the JSON-RPC framing run for real.
 
 The fixtures in tests/fixtures/agent_device/ were recorded from agent-device 0.21.5 driving the
 GTK sign-in app (tests/fixtures/agent_device/capture.py).
@@ -7,9 +8,12 @@ GTK sign-in app (tests/fixtures/agent_device/capture.py).
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 from structlog.testing import capture_logs
@@ -34,7 +38,7 @@ from workers.devices.agent_device import (
     record_name,
 )
 from workers.devices.agent_device_daemon import DaemonInfo
-from workers.devices.agent_device_wire import ReplayTransport
+from workers.devices.agent_device_wire import HttpTransport, SocketTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 OK_OPEN = {"ok": True, "data": {"session": "goalfleet", "message": "Opened: goalfleet"}}
@@ -45,12 +49,42 @@ def fx(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
 
 
+class ScriptedDaemon:
+    """The daemon's `/rpc`, answering with recorded envelopes in order (a daemon error as the
+    JSON-RPC error carrying it, as the daemon does). `.requests` keeps each request's params and
+    `.bearers` its token, so tests assert on exactly what went over the wire."""
+
+    def __init__(self, envelopes: list[dict[str, Any]]) -> None:
+        self._queue = list(envelopes)
+        self.requests: list[dict[str, Any]] = []
+        self.bearers: list[str] = []
+        self.transport = HttpTransport(
+            "127.0.0.1", 4310, "tok-123", transport=httpx.MockTransport(self)
+        )
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/rpc"
+        rpc = json.loads(request.content)
+        self.requests.append(rpc["params"])
+        self.bearers.append(request.headers["authorization"].removeprefix("Bearer "))
+        if not self._queue:
+            raise AssertionError(f"the script ran out of replies at {rpc['params']['command']!r}")
+        envelope = self._queue.pop(0)
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc["id"]}
+        if envelope["ok"]:
+            reply["result"] = envelope
+        else:
+            error = envelope["error"]
+            reply["error"] = {"code": -32000, "message": error["message"], "data": error}
+        return httpx.Response(200, json=reply)
+
+
 def device(
     *replies: dict[str, Any], record: bool = True
-) -> tuple[AgentDeviceDevice, ReplayTransport]:
-    wire = ReplayTransport.scripted([OK_OPEN, *replies])
+) -> tuple[AgentDeviceDevice, ScriptedDaemon]:
+    wire = ScriptedDaemon([OK_OPEN, *replies])
     dev = AgentDeviceDevice(
-        wire,
+        wire.transport,
         token="tok-123",
         platform=Platform.LINUX,
         record_script=Path("/tmp/gf/scripts/goalfleet.ad") if record else None,  # noqa: S108
@@ -64,15 +98,40 @@ def secret_input() -> InputValue:
 
 
 def test_open_sends_platform_token_and_arms_recording():
-    """open carries the platform, the token, and saveScript so recordAs is accepted."""
+    """open carries the platform, the token (HTTP: as bearer only), and saveScript so recordAs
+    is accepted."""
     _, wire = device()
     body = wire.requests[0]
     assert body["command"] == "open"
     assert body["flags"]["platform"] == "linux"
     assert body["flags"]["saveScript"].endswith("goalfleet.ad")
-    assert body["token"] == "tok-123"
+    assert "token" not in body
+    assert wire.bearers == ["tok-123"]
     assert body["positionals"] == []
     assert body["meta"]["requestId"]
+
+
+def test_open_over_the_socket_carries_the_adapter_token():
+    """On the socket there is no header: the adapter's token goes in the request line."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    lines: list[dict[str, Any]] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn, conn.makefile("rwb") as f:
+            lines.append(json.loads(f.readline()))
+            f.write(json.dumps(OK_OPEN).encode() + b"\n")
+            f.flush()
+
+    threading.Thread(target=serve, daemon=True).start()
+    wire = SocketTransport("127.0.0.1", srv.getsockname()[1], timeout_s=5)
+    try:
+        AgentDeviceDevice(wire, token="tok-sock", platform=Platform.LINUX).open()
+    finally:
+        wire.close()
+        srv.close()
+    assert lines[0]["command"] == "open"
+    assert lines[0]["token"] == "tok-sock"
 
 
 def test_snapshot_projects_the_real_sign_in_screen():
@@ -311,7 +370,7 @@ def test_close_ignores_a_session_the_daemon_already_dropped():
     """close after an idle reap must not fail the run's teardown; the wire is closed."""
     dev, wire = device(fx("err_session_not_found"))
     dev.close()
-    assert wire.closed
+    assert wire.transport.is_closed
     dev.close()  # idempotent
 
 

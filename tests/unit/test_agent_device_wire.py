@@ -1,4 +1,5 @@
-"""The daemon transports against tiny real servers on 127.0.0.1 (no mocks of sockets)."""
+"""The daemon transports against tiny real servers on 127.0.0.1 (no mocks of sockets), and the
+HTTP transport's error translation behind `httpx.MockTransport` (its seam)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from workers.core.errors import FatalDeviceError, ProtocolError, TransientDeviceError
@@ -149,3 +151,78 @@ def test_http_daemon_error_comes_back_as_an_envelope(rpc_port):
     reply = wire.request(BODY)
     assert reply["ok"] is False
     assert reply["error"]["code"] == "UNAUTHORIZED"
+
+
+def test_http_nothing_listening_is_fatal():
+    """Connection refused on the HTTP port means no daemon: fatal, with a hint."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()
+    wire = HttpTransport("127.0.0.1", port, "tok", timeout_s=2)
+    with pytest.raises(FatalDeviceError, match="nothing listens") as info:
+        wire.health()
+    assert info.value.code == "DAEMON_UNREACHABLE"
+
+
+def mock_wire(handler: Callable[[httpx.Request], httpx.Response]) -> HttpTransport:
+    return HttpTransport("127.0.0.1", 4310, "tok", transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        httpx.ReadTimeout("timed out"),
+        httpx.RemoteProtocolError("Server disconnected without sending a response."),
+        httpx.ConnectError("[Errno 101] Network is unreachable"),
+    ],
+)
+def test_http_timeouts_and_drops_are_transient(error):
+    """A timeout, a dropped connection or a connect failure other than refused: retry."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    with pytest.raises(TransientDeviceError, match=type(error).__name__) as info:
+        mock_wire(handler).request(BODY)
+    assert info.value.code == "DAEMON_IO"
+    assert info.value.__cause__ is error
+
+
+def test_http_sends_json_rpc_with_the_token_as_bearer_only():
+    """The token goes in the Authorization header, never in the params; ids count up."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        rpc = json.loads(request.content)
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": rpc["id"], "result": fx("close")})
+
+    wire = mock_wire(handler)
+    assert wire.request({**BODY, "token": "tok"}) == fx("close")
+    wire.request({**BODY, "token": "tok"})
+    first = json.loads(seen[0].content)
+    assert seen[0].method == "POST"
+    assert seen[0].url == "http://127.0.0.1:4310/rpc"
+    assert seen[0].headers["authorization"] == "Bearer tok"
+    assert first["method"] == "agent_device.command"
+    assert first["params"] == BODY
+    assert [json.loads(r.content)["id"] for r in seen] == [1, 2]
+    wire.close()
+    assert wire.is_closed
+
+
+@pytest.mark.parametrize(
+    ("status", "content", "match"),
+    [
+        (502, b"<html>bad gateway</html>", "502 with a body that is not JSON"),
+        (200, b"[1, 2]", "not an object"),
+        (200, b'{"jsonrpc": "2.0", "id": 1}', "neither 'result' nor 'error'"),
+        (200, b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601}}', "JSON-RPC error -32601"),
+        (200, b'{"jsonrpc": "2.0", "id": 1, "result": {"hello": 1}}', "'ok'"),
+    ],
+)
+def test_http_replies_we_do_not_understand_are_protocol_errors(status, content, match):
+    """A body that is not a JSON-RPC reply carrying an envelope is a ProtocolError."""
+    wire = mock_wire(lambda _request: httpx.Response(status, content=content))
+    with pytest.raises(ProtocolError, match=match):
+        wire.request(BODY)

@@ -1,4 +1,4 @@
-"""The agent-device daemon's wire: the transport seam and its three implementations.
+"""The agent-device daemon's wire: the transport seam and its two implementations.
 
 `DaemonTransport.request(body) -> envelope` sends one request object
 (`{"session", "command", "positionals", "flags", "meta", "token"}`) and returns the daemon's
@@ -8,22 +8,23 @@ transport:
 - `SocketTransport`: the daemon's TCP socket, one JSON object per line each way, one reusable
   connection. The fastest; no protocol handshake exists on it.
 - `HttpTransport`: `POST /rpc` JSON-RPC 2.0 (`agent_device.command`) with a bearer token, and
-  `GET /health` for `rpcProtocolVersion`.
-- `ReplayTransport`: a fake that answers from recorded envelopes (the fixtures under
-  `tests/fixtures/agent_device/`), like httpx's `MockTransport`.
+  `GET /health` for `rpcProtocolVersion`, on an `httpx.Client`. Its fake is httpx's own:
+  `HttpTransport(..., transport=httpx.MockTransport(handler))` answers from a function (the unit
+  tests replay the recorded envelopes under `tests/fixtures/agent_device/` that way).
 
-Foreign exceptions (OSError, JSON errors) become `TransientDeviceError` (the connection dropped
-or timed out: worth a retry) or `FatalDeviceError`/`ProtocolError` here, so nothing above this
-module sees a socket error.
+Foreign exceptions (OSError, httpx's `TransportError`s, JSON errors) become
+`TransientDeviceError` (the connection dropped or timed out: worth a retry) or
+`FatalDeviceError`/`ProtocolError` here, so nothing above this module sees a socket or httpx
+error.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
-from collections.abc import Callable
 from typing import Any, Protocol
+
+import httpx
 
 from workers.core.errors import FatalDeviceError, ProtocolError, TransientDeviceError
 
@@ -130,48 +131,65 @@ class SocketTransport:
 
 
 class HttpTransport:
-    """JSON-RPC 2.0 over the daemon's HTTP port (`/rpc`), keep-alive, bearer token."""
+    """JSON-RPC 2.0 over the daemon's HTTP port (`/rpc`), keep-alive, bearer token.
+
+    An `httpx.Client` carries it; `transport=` is its seam (`httpx.MockTransport(handler)` in
+    tests, the real connection pool otherwise).
+    """
 
     def __init__(
-        self, host: str, port: int, token: str, *, timeout_s: float = DEFAULT_IO_TIMEOUT_S
+        self,
+        host: str,
+        port: int,
+        token: str,
+        *,
+        timeout_s: float = DEFAULT_IO_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._token = token
         self.timeout_s = timeout_s
-        self._conn: http.client.HTTPConnection | None = None
+        self._client = httpx.Client(
+            base_url=f"http://{host}:{port}",
+            timeout=timeout_s,
+            transport=transport,
+            trust_env=False,  # the daemon is on loopback: no proxy, no netrc from the env
+        )
         self._next_id = 0
 
-    def _http(self, method: str, path: str, payload: bytes | None) -> tuple[int, bytes]:
-        if self._conn is None:
-            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+    @property
+    def is_closed(self) -> bool:
+        return self._client.is_closed
+
+    def _http(self, method: str, path: str, payload: JsonObject | None) -> httpx.Response:
         headers = {"Content-Type": "application/json"}
+        content = None
         if payload is not None:
             headers["Authorization"] = f"Bearer {self._token}"
+            content = json.dumps(payload).encode()
         try:
-            self._conn.request(method, path, body=payload, headers=headers)
-            resp = self._conn.getresponse()
-            return resp.status, resp.read()
-        except ConnectionRefusedError as exc:
-            self.close()
-            raise FatalDeviceError(
-                f"nothing listens on {self.host}:{self.port}",
-                code="DAEMON_UNREACHABLE",
-                hint="the agent-device daemon is not running; start it (see daemon.json)",
-            ) from exc
-        except (OSError, http.client.HTTPException) as exc:
-            self.close()
+            return self._client.request(method, path, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            if _refused(exc):
+                raise FatalDeviceError(
+                    f"nothing listens on {self.host}:{self.port}",
+                    code="DAEMON_UNREACHABLE",
+                    hint="the agent-device daemon is not running; start it (see daemon.json)",
+                ) from exc
             raise TransientDeviceError(
                 f"the daemon HTTP request failed: {type(exc).__name__}", code="DAEMON_IO"
             ) from exc
 
     def health(self) -> JsonObject:
         """`GET /health`: `{"ok", "service", "version", "rpcProtocolVersion"}`."""
-        status, raw = self._http("GET", "/health", None)
+        resp = self._http("GET", "/health", None)
         try:
-            obj = json.loads(raw)
+            obj = json.loads(resp.content)
         except json.JSONDecodeError as exc:
-            raise ProtocolError(f"/health answered {status} with a body that is not JSON") from exc
+            raise ProtocolError(
+                f"/health answered {resp.status_code} with a body that is not JSON"
+            ) from exc
         if not isinstance(obj, dict):
             raise ProtocolError("/health answered with a JSON value that is not an object")
         return obj
@@ -180,11 +198,13 @@ class HttpTransport:
         params = {k: v for k, v in body.items() if k != "token"}
         self._next_id += 1
         rpc = {"jsonrpc": "2.0", "id": self._next_id, "method": RPC_METHOD, "params": params}
-        status, raw = self._http("POST", "/rpc", json.dumps(rpc).encode())
+        resp = self._http("POST", "/rpc", rpc)
         try:
-            reply = json.loads(raw)
+            reply = json.loads(resp.content)
         except json.JSONDecodeError as exc:
-            raise ProtocolError(f"/rpc answered {status} with a body that is not JSON") from exc
+            raise ProtocolError(
+                f"/rpc answered {resp.status_code} with a body that is not JSON"
+            ) from exc
         if not isinstance(reply, dict):
             raise ProtocolError("/rpc answered with a JSON value that is not an object")
         if "result" in reply:
@@ -200,40 +220,15 @@ class HttpTransport:
         raise ProtocolError("/rpc answered with neither 'result' nor 'error'")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._client.close()
 
 
-Responder = Callable[[JsonObject], JsonObject]
-
-
-class ReplayTransport:
-    """A fake daemon: each request is answered by `respond(body)`.
-
-    `ReplayTransport.scripted([...])` answers with recorded envelopes in order and keeps the
-    requests it saw in `.requests`, so unit tests assert on exactly what went over the wire.
-    """
-
-    def __init__(self, respond: Responder) -> None:
-        self._respond = respond
-        self.requests: list[JsonObject] = []
-        self.closed = False
-
-    @classmethod
-    def scripted(cls, envelopes: list[JsonObject]) -> ReplayTransport:
-        queue = list(envelopes)
-
-        def respond(body: JsonObject) -> JsonObject:
-            if not queue:
-                raise AssertionError(f"ReplayTransport ran out of replies at {body['command']!r}")
-            return queue.pop(0)
-
-        return cls(respond)
-
-    def request(self, body: JsonObject) -> JsonObject:
-        self.requests.append(json.loads(json.dumps(body)))  # a deep copy, as the wire would
-        return _envelope(self._respond(body))
-
-    def close(self) -> None:
-        self.closed = True
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection was refused somewhere in `exc`'s chain (httpx wraps httpcore,
+    which wraps the OSError): nothing listens, which no retry will change."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return any(isinstance(e, ConnectionRefusedError) for e in chain)
