@@ -15,8 +15,8 @@ the worker uses prometheus-client's multiprocess mode:
 4. A pool child's live gauges are dropped when it exits (`mark_process_dead` on Celery's
    `worker_process_shutdown`), and at every scrape for children that died without saying so
    (SIGKILL): `reap_dead_processes`.
-5. One HTTP endpoint per worker, in the main process (`MetricsServer`), serves the sum over all
-   files with `MultiProcessCollector`.
+5. One HTTP endpoint per worker, in the main process (`MetricsServer`: prometheus-client's
+   `start_http_server`), serves the sum over all files with `MultiProcessCollector`.
 
 Names follow Prometheus conventions (base units, `_seconds`, `_total`). Nothing is labelled
 by run id or task id: those are unbounded and belong in logs.
@@ -30,22 +30,24 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    Metric,
     generate_latest,
+    start_http_server,
     values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 NAMESPACE = "goalfleet"
@@ -261,79 +263,78 @@ def reap_dead_processes(path: Path) -> list[int]:
     return dead
 
 
+class _ReapingCollector(Collector):
+    """prometheus-client's `MultiProcessCollector`, reaping dead processes' live gauges first
+    (`reap_dead_processes`) so a SIGKILLed child's busy gauge is gone from this very scrape."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._files = MultiProcessCollector(None, path=str(path))  # type: ignore[no-untyped-call]  # untyped upstream
+
+    def collect(self) -> Iterable[Metric]:
+        reap_dead_processes(self._path)
+        metrics: Iterable[Metric] = self._files.collect()  # type: ignore[no-untyped-call]  # untyped upstream
+        return metrics
+
+
 def multiprocess_registry(path: Path) -> CollectorRegistry:
+    """A registry that reads every process's files in `path` at each collect."""
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(path))  # type: ignore[no-untyped-call]  # untyped upstream
+    registry.register(_ReapingCollector(path))
     return registry
 
 
 def render(path: Path | None) -> bytes:
     """The exposition text: all processes' files in multiprocess mode, else this process."""
-    if path is None:
-        return generate_latest(local_registry())
-    reap_dead_processes(path)
-    return generate_latest(multiprocess_registry(path))
+    registry = local_registry() if path is None else multiprocess_registry(path)
+    return generate_latest(registry)
 
 
 class MetricsServer:
     """One `/metrics` endpoint for a whole prefork worker, served from its main process.
 
-    A small threaded HTTP server (stdlib) on `host:port` (port 0: pick a free one). `/metrics`
-    reads every process's files at each scrape; `/health` answers `ok`.
+    prometheus-client's own `start_http_server` on `host:port` (port 0: any free port; `port`
+    and `url` give the one bound once started), over `multiprocess_registry(path)` (every
+    process's files, read at each scrape) or, without a multiprocess directory, this process's
+    registry. Like any prometheus-client endpoint it answers every path with the metrics.
     """
 
     def __init__(self, path: Path | None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.path = path
-        render_for = path
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                route = self.path.split("?", 1)[0]
-                if route == "/metrics":
-                    body, ctype = render(render_for), CONTENT_TYPE_LATEST
-                elif route in {"/", "/health"}:
-                    body, ctype = b"ok\n", "text/plain; charset=utf-8"
-                else:
-                    self.send_error(404, "try /metrics")
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002, ANN401 - the stdlib's signature
-                """Scrapes are not worth a log line each."""
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self.registry = local_registry() if path is None else multiprocess_registry(path)
+        self._bind = (host, port)
+        self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def host(self) -> str:
-        return str(self._server.server_address[0])
+        return self._bind[0]
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        """The bound port once started (the one picked for port 0), else the one asked for."""
+        return self._bind[1]
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/metrics"
 
     def start(self) -> MetricsServer:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="goalfleet-metrics", daemon=True
-        )
-        self._thread.start()
+        if self._server is None:
+            host, port = self._bind
+            self._server, self._thread = start_http_server(port, host, self.registry)
+            self._bind = (str(self._server.server_address[0]), int(self._server.server_port))
         return self
 
     def stop(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+        """Stop serving and release the port; idempotent."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
 
 
 def install_celery_hooks(path: Path) -> None:
