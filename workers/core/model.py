@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -204,13 +204,25 @@ class Inputs(BaseModel):
 
 class TokenUsage(_Frozen):
     input_tokens: int = 0
+    """Prompt tokens as the provider billed them (0 where it reports none)."""
     output_tokens: int = 0
+    counted_input_tokens: int = 0
+    """Ours: the request body (messages + schema) counted offline with cl100k, an upper bound
+    that does not depend on how a provider renders tools (`workers.decide.tokens`)."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            counted_input_tokens=self.counted_input_tokens + other.counted_input_tokens,
         )
+
+
+DecidedBy = Literal["", "rules", "scripted", "model", "memory", "human"]
+"""Who made a decision ("" where the decider does not say)."""
+ConfidenceSource = Literal["", "self", "logprobs", "rules", "scripted", "memory", "human"]
+"""Where `confidence` came from: the model's self-report, the chosen answer's token
+log-probability, a rule's fixed score, a script, the decision memory, a person."""
 
 
 class Decision(_Frozen):
@@ -225,6 +237,8 @@ class Decision(_Frozen):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     reason: str = Field(default="", max_length=200)
     usage: TokenUsage = TokenUsage()
+    decided_by: DecidedBy = ""
+    confidence_source: ConfidenceSource = ""
 
 
 class DecideState(_Frozen):
