@@ -36,8 +36,9 @@ demo: install
 	$(BIN)/goalfleet demo
 
 lint: install
-	$(BIN)/ruff check workers scheduler tests bench
-	$(BIN)/ruff format --check workers scheduler tests bench
+	$(BIN)/ruff check workers scheduler tests bench scripts
+	$(BIN)/ruff format --check workers scheduler tests bench scripts
+	$(BIN)/python scripts/build_eval_corpus.py --check
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -135,7 +135,7 @@ def test_dangerous_controls_come_from_settings(
 ) -> None:
     """The guard list is configurable: with "continue" in it, the inject app's Continue
     escalates; with the default list, the rules decider presses Continue and ends done."""
-    args = ["--device", "sim:inject-ios", "--goal", "Continue", "--done-when", "Welcome", "--json"]
+    args = ["--device", "sim:inject-ios", "--goal", "Sign in", "--done-when", "Welcome", "--json"]
     code, out, _ = run_cli(capsys, *args)
     assert (code, json.loads(out)["status"]) == (0, "done")
     monkeypatch.setenv("GOALFLEET_DANGEROUS_CONTROLS", "delete,continue")

@@ -94,6 +94,7 @@ class _Row:
     decision: Decision | None = None
     action: Action | None = None
     result: ActionResult | None = None
+    seen: DecideState | None = None
 
     def finish(self, outcome: Outcome, error: str | None = None) -> StepRow:
         snap = self.snap
@@ -111,6 +112,7 @@ class _Row:
             snapshot_ms=round(self.snapshot_ms, 3),
             decide_ms=round(self.decide_ms, 3),
             action_ms=round(self.action_ms, 3),
+            seen=self.seen,
         )
 
 
@@ -163,9 +165,10 @@ class _Run:
             row.decision = Decision(done=True, reason=f"done_when {done_when!r} is visible")
             return row.finish(Outcome.DONE), _End(RunStatus.DONE, f"{done_when!r} is visible")
 
+        row.seen = state = self._state(snap, index)
         t1 = self.clock()
         try:
-            row.decision = decision = self.decider.decide(self._state(snap, index))
+            row.decision = decision = self.decider.decide(state)
         except DecisionInvalidError as exc:
             row.decide_ms = (self.clock() - t1) * 1000
             end = _End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
@@ -185,16 +188,19 @@ class _Run:
         return self._act(row, snap, decision, target)
 
     def _state(self, snap: Snapshot, index: int) -> DecideState:
-        return DecideState(
-            goal=self.goal,
-            step=index,
-            candidates=snap.candidates,
-            context=snap.context,
-            input_names=self.inputs.names(),
-            used_inputs=tuple(self.used_inputs),
-            history=tuple(self.history[-HISTORY_LINES:]),
-            done_when=self.params.done_when,
-            screen=snap.screen,
+        """What the decider is asked: names and texts only, scrubbed of every input value."""
+        return self.inputs.scrub_state(
+            DecideState(
+                goal=self.goal,
+                step=index,
+                candidates=snap.candidates,
+                context=snap.context,
+                input_names=self.inputs.names(),
+                used_inputs=tuple(self.used_inputs),
+                history=tuple(self.history[-HISTORY_LINES:]),
+                done_when=self.params.done_when,
+                screen=snap.screen,
+            )
         )
 
     def _judge(self, d: Decision, snap: Snapshot) -> Callable[[_Row], Step] | None:

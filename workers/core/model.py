@@ -138,6 +138,11 @@ def fingerprint(nodes: tuple[Node, ...] | list[Node]) -> str:
     return h.hexdigest()
 
 
+MIN_SCRUB_CHARS = 3
+"""Shorter values are not scrubbed from screen texts: they occur by chance everywhere."""
+_STATEFUL = frozenset({Kind.SWITCH, Kind.CHECKBOX})
+
+
 class InputValue(BaseModel):
     """One caller-supplied input: a name the decider sees and a value it never does."""
 
@@ -190,6 +195,36 @@ class Inputs(BaseModel):
 
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.values)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every supplied value of 3+ characters replaced by `{name}`: a screen
+        that shows what was typed ("Hi ada@example.com") reaches no decider, prompt, step
+        row or memory key with the value in it."""
+        for v in sorted(self.values, key=lambda v: -len(v.reveal())):
+            value = v.reveal()
+            if len(value) >= MIN_SCRUB_CHARS and value in text:
+                text = text.replace(value, "{" + v.name + "}")
+        return text
+
+    def scrub_state(self, state: DecideState) -> DecideState:
+        """The state with candidate names and context texts scrubbed, and field values
+        dropped (a switch's on/off state stays: it is the app's, not the caller's)."""
+        candidates = tuple(
+            c.model_copy(
+                update={
+                    "name": self.scrub(c.name),
+                    "value": self.scrub(c.value) if c.kind in _STATEFUL else "",
+                }
+            )
+            for c in state.candidates
+        )
+        return state.model_copy(
+            update={
+                "candidates": candidates,
+                "context": tuple(self.scrub(t) for t in state.context),
+                "screen": self.scrub(state.screen),
+            }
+        )
 
     def get(self, name: str) -> InputValue | None:
         for v in self.values:
@@ -328,6 +363,9 @@ class StepRow(_Frozen):
     snapshot_ms: float = 0.0
     decide_ms: float = 0.0
     action_ms: float = 0.0
+    seen: DecideState | None = None
+    """What the decider was asked (scrubbed: no typed or secret value); None when no decider
+    was asked (done_when, a failed snapshot)."""
 
 
 class ErrorInfo(_Frozen):

@@ -18,6 +18,13 @@ Each step, in order:
    "Resend code" — unless the goal names it.
 5. **Blocked** when nothing applies.
 
+It first checks that it understands the goal: the sign-in family only ("Sign in", "Log in",
+"Continue as ada", "Sign in with email", ...). Any other goal ("Delete account", "xyzzy") is
+answered `blocked` at once, with a reason saying what it understands — it never acts on, or
+reports success for, a goal it cannot read. And after every input is typed, a visible error
+text ("Wrong password", "Too many attempts") is `blocked` with that text, instead of
+pressing the submit button again (a lockout risk).
+
 Confidence reflects the match: an exact name or goal phrase ~0.95, a synonym ~0.85-0.9, a
 generic forward verb 0.8, an accepting alert button 0.75.
 
@@ -38,6 +45,22 @@ from dataclasses import dataclass
 from workers.core.model import Candidate, DecideState, Decision, Kind
 
 SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
+SIGN_IN_GOALS = ("sign in", "log in", "login", "signin", "sign on", "log on", "continue as")
+"""The goals this decider understands: the sign-in family."""
+UNDERSTOOD = '"Sign in", "Log in", "Continue as <name>", "Sign in with <method>"'
+ERROR_WORDS = (
+    "wrong",
+    "incorrect",
+    "invalid",
+    "try again",
+    "too many attempts",
+    "locked",
+    "failed",
+    "not recognised",
+    "not recognized",
+    "doesn't match",
+    "does not match",
+)
 
 _FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
     "email": ("email", "e-mail", "mail", "username", "user name", "login", "apple id"),
@@ -61,7 +84,7 @@ _GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
     ("submit", "send"),
     ("allow", "accept", "agree", "ok", "okay"),
 )
-_FORWARD = ("continue", "next", "submit", "verify", "confirm", "done", "sign in", "log in", "go")
+_FORWARD = ("continue", "next", "submit", "verify", "confirm", "sign in", "log in", "go")
 _ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
 _REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
 _DISTRACTORS = (
@@ -109,6 +132,23 @@ class RulesDecider:
 
     def decide(self, state: DecideState) -> Decision:
         goal = _norm(state.goal)
+        if not any(_has(goal, g) for g in SIGN_IN_GOALS):
+            return Decision(
+                blocked=True,
+                confidence=1.0,
+                reason=f"the rules decider understands sign-in goals only ({UNDERSTOOD}); "
+                "use a model decider for this goal",
+                decided_by="rules",
+                confidence_source="rules",
+            )
+        return self._sign_in(state, goal).model_copy(
+            update={"decided_by": "rules", "confidence_source": "rules"}
+        )
+
+    def _sign_in(self, state: DecideState, goal: str) -> Decision:
+        refused = self._refused(state)
+        if refused is not None:
+            return refused
         fill = self._fill(state)
         presses = self._presses(state, goal)
         done = self._done(state, can_fill=fill is not None, presses=presses)
@@ -132,6 +172,20 @@ class RulesDecider:
             confidence=0.9,
             reason=f"no field matches an untyped input and no control matches the goal ({names})",
         )
+
+    @staticmethod
+    def _refused(state: DecideState) -> Decision | None:
+        """Every input typed and an error text on screen: the app refused them."""
+        if not state.input_names or set(state.input_names) - set(state.used_inputs):
+            return None
+        for text in state.context:
+            if any(_has(_norm(text), w) for w in ERROR_WORDS):
+                return Decision(
+                    blocked=True,
+                    confidence=0.9,
+                    reason=f"the app shows {text[:80]!r} after every input was typed",
+                )
+        return None
 
     # -- done ---------------------------------------------------------------------------
 
