@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import redis
+from redis.client import Pipeline
 
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
@@ -134,46 +135,44 @@ class FleetStore:
         already used, write nothing and return what it names (`run:<id>` / `batch:<id>`,
         then `|` and the body hash)."""
         ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
-        with self.r.pipeline(transaction=True) as p:
-            while True:
-                try:
-                    if idem is not None:
-                        p.watch(self.k.idem(idem.key))  # type: ignore[no-untyped-call]
-                        existing = p.get(self.k.idem(idem.key))
-                        if existing is not None:
-                            p.reset()
-                            return cast("str", existing)
-                    p.multi()
-                    if idem is not None:
-                        ttl = self.retention_s or None
-                        p.set(self.k.idem(idem.key), f"{ref}|{idem.body_hash}", ex=ttl)
-                    for run in runs:
-                        p.hset(self.k.run(run.id), mapping=run.to_hash())  # type: ignore[arg-type]
-                        p.zadd(
-                            self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)}
-                        )
-                    if batch is not None:
-                        p.hset(
-                            self.k.batch(batch.id),
-                            mapping={
-                                "id": batch.id,
-                                "total": batch.total,
-                                "finished": 0,
-                                "created_at": repr(batch.created_at),
-                                "goal": batch.goal,
-                            },
-                        )
-                        p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
-                        if self.retention_s:
-                            # a batch outlives its runs by a day so its counts stay readable
-                            keep = self.retention_s + 86400
-                            p.expire(self.k.batch(batch.id), keep)
-                            p.expire(self.k.batch_runs(batch.id), keep)
-                    p.execute()
-                except redis.WatchError:
-                    continue
-                else:
-                    return None
+        idem_key = self.k.idem(idem.key) if idem is not None else None
+        existing: str | None = None
+
+        def write(p: Pipeline) -> None:
+            """One attempt; `transaction` runs it again when the watched key changed."""
+            nonlocal existing
+            existing = cast("str | None", p.get(idem_key)) if idem_key is not None else None
+            if existing is not None:
+                p.reset()  # the key is taken: unwatch and write nothing
+                return
+            p.multi()
+            if idem is not None and idem_key is not None:
+                p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
+            for run in runs:
+                p.hset(self.k.run(run.id), mapping=run.to_hash())  # type: ignore[arg-type]
+                p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
+            if batch is not None:
+                p.hset(
+                    self.k.batch(batch.id),
+                    mapping={
+                        "id": batch.id,
+                        "total": batch.total,
+                        "finished": 0,
+                        "created_at": repr(batch.created_at),
+                        "goal": batch.goal,
+                    },
+                )
+                p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
+                if self.retention_s:
+                    # a batch outlives its runs by a day so its counts stay readable
+                    keep = self.retention_s + 86400
+                    p.expire(self.k.batch(batch.id), keep)
+                    p.expire(self.k.batch_runs(batch.id), keep)
+
+        # WATCH the idempotency key, read it, MULTI/EXEC the writes; redis-py retries the whole
+        # of `write` on a WatchError (another submit took the key in between)
+        self.r.transaction(write, *([idem_key] if idem_key is not None else []))
+        return existing
 
     def pending_count(self) -> int:
         return int(self.r.zcard(self.k.pending))
