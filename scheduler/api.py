@@ -9,12 +9,12 @@ down is a 503 saying so.
 from __future__ import annotations
 
 import hmac
-import logging
 import re
 from http import HTTPStatus
 from typing import Annotated, Any
 
 import redis
+import structlog
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -38,7 +38,7 @@ from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.settings import Settings
 
-log = logging.getLogger("goalfleet.api")
+log = structlog.stdlib.get_logger("goalfleet.api")
 _bearer = HTTPBearer(auto_error=False, description="one of GOALFLEET_API_TOKENS")
 _IDEM = re.compile(IDEMPOTENCY_KEY)
 
@@ -238,7 +238,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> RunRecord:
         run, created = fleet.submit_run(sub, idempotency_key=_idem_key(idempotency_key))
-        log.info("run.submitted", extra={"run_id": run.id, "device_id": run.device, "new": created})
+        log.info("run.submitted", run_id=run.id, device_id=run.device, new=created)
         if not created:
             response.status_code = 200
         return run
@@ -250,9 +250,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> BatchRecord:
         batch, created = fleet.submit_batch(sub, idempotency_key=_idem_key(idempotency_key))
-        log.info(
-            "batch.submitted", extra={"batch_id": batch.id, "runs": batch.total, "new": created}
-        )
+        log.info("batch.submitted", batch_id=batch.id, runs=batch.total, new=created)
         if not created:
             response.status_code = 200
         return batch

@@ -8,17 +8,18 @@ pushes to the wake list on finish) or every `interval_s`.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
+
+import structlog
 
 from scheduler.enqueue import Enqueuer
 from scheduler.routing import choose
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
 
-log = logging.getLogger(__name__)
+log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
 
 class Dispatcher:
@@ -88,7 +89,10 @@ class Dispatcher:
                 self.store.forget_reservation(rid)
             elif self.store.release_stray(run):
                 log.warning(
-                    "run %s was reserved for vanished device %s; pending again", rid, run.device
+                    "stray_reservation_released",
+                    run_id=rid,
+                    device_id=run.device,
+                    hint="reserved for a device that is gone; pending again",
                 )
                 fixed += 1
         return fixed
@@ -138,5 +142,5 @@ class Dispatcher:
             except Exception:  # a Redis blip must not end the loop; logged and retried
                 if stop.is_set():
                     return
-                log.exception("dispatch pass failed; retrying")
+                log.exception("dispatch_pass_failed", hint="retrying")
                 stop.wait(interval_s)

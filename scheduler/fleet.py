@@ -7,9 +7,10 @@ happens here, before anything is written; then one atomic write; then a dispatch
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 import uuid
+
+import structlog
 
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import (
@@ -24,7 +25,7 @@ from scheduler.store import FleetStore, Idempotency
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
 
-log = logging.getLogger(__name__)
+log = structlog.stdlib.get_logger("goalfleet.scheduler")
 IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,128}$"
 
 
@@ -138,7 +139,11 @@ class Fleet:
         try:
             self.dispatcher.dispatch(run_ids)
         except Exception:  # a broker or store blip; logged, and the scheduler retries
-            log.exception("dispatch right after submit failed; the scheduler will retry")
+            log.exception(
+                "dispatch_after_submit_failed",
+                runs=len(run_ids),
+                hint="the runs are pending; the scheduler will place them",
+            )
 
     def _check_target(
         self, devices: list[DeviceState], device: str | None, selector: Selector | None

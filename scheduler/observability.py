@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 import uuid
@@ -36,6 +35,8 @@ from prometheus_client.registry import Collector
 from scheduler.store import FleetStore
 from workers.fleet.keys import device_queue
 from workers.telemetry.metrics import NAMESPACE
+
+log = structlog.stdlib.get_logger("goalfleet.api")
 
 API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -94,9 +95,6 @@ class ObservabilityMiddleware:
     def __init__(self, app: Any, metrics: ApiMetrics) -> None:  # noqa: ANN401 - any ASGI app
         self.app = app
         self.metrics = metrics
-        # stdlib logging: silent below WARNING where nobody configured logging (the demo's
-        # in-process API), structured JSON where a composition root did (workers.telemetry.logs)
-        self.log = logging.getLogger("goalfleet.api")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI callables
         if scope.get("type") != "http":
@@ -125,14 +123,12 @@ class ObservabilityMiddleware:
             route = _route_of(scope)
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.request_duration_seconds.labels(method, route).observe(elapsed)
-            self.log.debug(
+            log.debug(
                 "api.request",
-                extra={
-                    "method": method,
-                    "route": route,
-                    "status": status,
-                    "ms": round(elapsed * 1000, 1),
-                },
+                method=method,
+                route=route,
+                status=status,
+                ms=round(elapsed * 1000, 1),
             )
             structlog.contextvars.clear_contextvars()
 

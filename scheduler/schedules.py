@@ -7,11 +7,11 @@ Missed periods (scheduler down) are skipped, not replayed.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import cast
 
 import redis
+import structlog
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.errors import FleetError, NotFoundError
@@ -19,7 +19,7 @@ from scheduler.fleet import Fleet, new_id
 from scheduler.requests import BatchSubmit, ScheduleSubmit
 from workers.fleet.keys import Keys
 
-log = logging.getLogger(__name__)
+log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
 # KEYS: schedules   ARGV: id, expected due (string as stored), next due
 _ADVANCE = """
@@ -107,7 +107,9 @@ class Schedules:
             try:
                 batch, _ = fleet.submit_batch(sched.batch, schedule=sid)
             except FleetError as exc:
-                log.warning("schedule %s (%s) did not fire: %s", sched.name, sid, exc)
+                log.warning(
+                    "schedule_not_fired", schedule_id=sid, schedule=sched.name, error=str(exc)
+                )
                 continue
             self.r.set(
                 self.k.schedule(sid),

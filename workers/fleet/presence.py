@@ -6,10 +6,11 @@ recovers, and deregister on shutdown.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable
+
+import structlog
 
 from workers.core.errors import GoalfleetError
 from workers.core.ports import DevicePort
@@ -18,7 +19,7 @@ from workers.fleet.runstore import DeviceTakenError, RunStore
 from workers.fleet.runtime import WorkerSpec
 from workers.settings import Settings
 
-log = logging.getLogger(__name__)
+log = structlog.stdlib.get_logger("goalfleet.worker")
 
 
 class Presence:
@@ -68,7 +69,9 @@ class Presence:
     def beat_once(self) -> None:
         ok = self.store.renew(self.spec.info.id, self.holder, lease_s=self.settings.lease_s)
         if not ok:
-            log.error("device %s: another worker took the lease", self.spec.info.id)
+            log.error(
+                "lease_lost", device_id=self.spec.info.id, hint="another worker took the lease"
+            )
         if self.probe is not None and self.store.quarantined(self.spec.info.id):
             now = time.monotonic()
             if now - self._last_probe >= self.settings.probe_interval_s:
@@ -85,9 +88,9 @@ class Presence:
             finally:
                 device.close()
         except GoalfleetError as exc:
-            log.warning("device %s still failing its probe: %s", self.spec.info.id, exc)
+            log.warning("quarantine_probe_failed", device_id=self.spec.info.id, error=str(exc))
             return
-        log.info("device %s passed its probe; quarantine lifted", self.spec.info.id)
+        log.info("quarantine_lifted", device_id=self.spec.info.id)
         self.store.recover(self.spec.info.id)
 
     def _beat(self) -> None:
@@ -95,4 +98,4 @@ class Presence:
             try:
                 self.beat_once()
             except Exception:
-                log.exception("device %s: heartbeat failed", self.spec.info.id)
+                log.exception("heartbeat_failed", device_id=self.spec.info.id)

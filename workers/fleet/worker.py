@@ -7,10 +7,10 @@ Celery worker named `w@<device>` consuming only `device.<device>`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import structlog
 from celery import signals
 
 from workers.core.ports import DevicePort
@@ -28,7 +28,7 @@ from workers.telemetry.logs import LogFormat
 from workers.telemetry.observers import RunObserver
 from workers.telemetry.setup import setup_worker_telemetry
 
-log = logging.getLogger(__name__)
+log = structlog.stdlib.get_logger("goalfleet.worker")
 
 
 def worker_argv(spec: WorkerSpec, *, loglevel: str = "INFO") -> list[str]:
@@ -94,7 +94,12 @@ def start_worker(
         runtime_mod.reset()
 
     def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
-        log.info("worker %s ready on %s", spec.name, device_queue(spec.info.id))
+        log.info(
+            "worker_ready",
+            worker=spec.name,
+            device_id=spec.info.id,
+            queue=device_queue(spec.info.id),
+        )
 
     def on_shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         presence.stop()
