@@ -1,11 +1,25 @@
 """What the fleet's subcommands share: settings (read once here, the composition root), the
-API client, and printing."""
+API client, errors reported as one line with an exit code, and printing.
+
+A command's body is a function of what it needs, wrapped into the `func` argparse calls:
+
+    def register(sub):
+        p = add_client_command(sub, "cancel", main, help="cancel a run")
+        p.add_argument("id")
+
+    def main(client: FleetClient, args: argparse.Namespace) -> int: ...
+
+    @with_settings("api")
+    def main(settings: Settings, args: argparse.Namespace) -> int: ...
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -19,6 +33,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
+
+Command = Callable[[argparse.Namespace], int]
+"""What `register` sets as `func`: the parsed flags in, the exit code out."""
+SettingsAction = Callable[[Settings, argparse.Namespace], int]
+ClientAction = Callable[[FleetClient, argparse.Namespace], int]
 
 
 def load_settings() -> Settings:
@@ -35,6 +54,17 @@ def load_settings() -> Settings:
 def add_api_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api", default=None, help="API base URL (default: GOALFLEET_API_URL)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_log_args(p: argparse.ArgumentParser) -> None:
+    """`--loglevel` and `--log-format`, for the long-running processes (api, scheduler, worker)."""
+    p.add_argument("--loglevel", default="INFO")
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="default: GOALFLEET_LOG_FORMAT",
+    )
 
 
 def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
@@ -58,6 +88,52 @@ def report(exc: GoalfleetError, command: str) -> int:
     if isinstance(exc, ConfigError):
         return EXIT_BAD_INPUT
     return EXIT_UNAVAILABLE
+
+
+def with_settings(command: str) -> Callable[[SettingsAction], Command]:
+    """The command `action(settings, args)`, with the settings loaded here and any
+    `GoalfleetError` it raises reported as one line (`goalfleet <command>: ...`) and its exit
+    code."""
+
+    def wrap(action: SettingsAction) -> Command:
+        def main(args: argparse.Namespace) -> int:
+            try:
+                return action(load_settings(), args)
+            except GoalfleetError as exc:
+                return report(exc, command)
+
+        return main
+
+    return wrap
+
+
+def with_client(command: str) -> Callable[[ClientAction], Command]:
+    """`with_settings`, for a command that talks to the API: `action(client, args)` gets the
+    client for `--api` (or the settings' URL) and its token, closed when it returns."""
+
+    def wrap(action: ClientAction) -> Command:
+        def main(settings: Settings, args: argparse.Namespace) -> int:
+            with make_client(settings, args) as client:
+                return action(client, args)
+
+        return with_settings(command)(main)
+
+    return wrap
+
+
+def add_client_command(
+    sub: Any,  # noqa: ANN401 - argparse's subparsers type is private
+    name: str,
+    action: ClientAction,
+    *,
+    help: str,  # noqa: A002 - argparse's own name for it
+) -> argparse.ArgumentParser:
+    """Add the parser of a command that talks to the API (`--api`, `--json`); argparse then
+    calls `action(client, args)` through `with_client`. Returns the parser for its own flags."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    add_api_args(p)
+    p.set_defaults(func=with_client(name)(action))
+    return p
 
 
 def print_json(obj: object) -> None:

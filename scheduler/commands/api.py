@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from scheduler.commands._common import EXIT_OK, load_settings, report
-from workers.core.errors import GoalfleetError
+from scheduler.commands._common import EXIT_OK, add_log_args, with_settings
+from workers.settings import Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
 
 
@@ -14,21 +14,12 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p = sub.add_parser("api", help="serve the HTTP API")
     p.add_argument("--host", default=None, help="default: GOALFLEET_API_HOST")
     p.add_argument("--port", type=int, default=None, help="default: GOALFLEET_API_PORT")
-    p.add_argument("--loglevel", default="INFO")
-    p.add_argument(
-        "--log-format",
-        choices=["auto", "json", "console"],
-        default=None,
-        help="default: GOALFLEET_LOG_FORMAT",
-    )
+    add_log_args(p)
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings()
-    except GoalfleetError as exc:
-        return report(exc, "api")
+@with_settings("api")
+def main(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
     import uvicorn  # noqa: PLC0415 - the server loads only for this command

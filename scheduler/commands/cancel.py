@@ -7,31 +7,18 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.commands._common import (
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
+from scheduler.client import FleetClient
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json
 from scheduler.commands._render import run_line
-from workers.core.errors import GoalfleetError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("cancel", help="cancel a run")
+    p = add_client_command(sub, "cancel", main, help="cancel a run")
     p.add_argument("id")
-    add_api_args(p)
-    p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        with make_client(load_settings(), args) as client:
-            run = client.cancel(args.id)
-    except GoalfleetError as exc:
-        return report(exc, "cancel")
+def main(client: FleetClient, args: argparse.Namespace) -> int:
+    run = client.cancel(args.id)
     if args.json:
         print_json(run.model_dump(mode="json"))
     else:

@@ -7,30 +7,17 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.commands._common import (
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
+from scheduler.client import FleetClient
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json
 from scheduler.commands._render import devices_table
-from workers.core.errors import GoalfleetError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("devices", help="list the fleet's devices")
-    add_api_args(p)
-    p.set_defaults(func=main)
+    add_client_command(sub, "devices", main, help="list the fleet's devices")
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        with make_client(load_settings(), args) as client:
-            devices = client.devices()
-    except GoalfleetError as exc:
-        return report(exc, "devices")
+def main(client: FleetClient, args: argparse.Namespace) -> int:
+    devices = client.devices()
     if args.json:
         print_json([d.model_dump(mode="json") for d in devices])
     else:

@@ -8,21 +8,14 @@ import signal
 import threading
 from typing import Any
 
-from scheduler.commands._common import EXIT_OK, load_settings, report
-from workers.core.errors import GoalfleetError
+from scheduler.commands._common import EXIT_OK, add_log_args, with_settings
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("scheduler", help="run the dispatcher and recurring schedules")
-    p.add_argument("--loglevel", default="INFO")
-    p.add_argument(
-        "--log-format",
-        choices=["auto", "json", "console"],
-        default=None,
-        help="default: GOALFLEET_LOG_FORMAT",
-    )
+    add_log_args(p)
     p.set_defaults(func=main)
 
 
@@ -69,11 +62,8 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         client.close()
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings()
-    except GoalfleetError as exc:
-        return report(exc, "scheduler")
+@with_settings("scheduler")
+def main(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,47 +7,34 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.commands._common import (
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
+from scheduler.client import FleetClient
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json
 from scheduler.commands._render import result_table, run_line
-from workers.core.errors import GoalfleetError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("status", help="show a run (or --batch ID)")
+    p = add_client_command(sub, "status", main, help="show a run (or --batch ID)")
     p.add_argument("id", help="run id (or batch id with --batch)")
     p.add_argument("--batch", action="store_true")
-    add_api_args(p)
-    p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(client: FleetClient, args: argparse.Namespace) -> int:
     out = Console()
-    try:
-        with make_client(load_settings(), args) as client:
-            if args.batch:
-                batch = client.batch(args.id)
-                if args.json:
-                    print_json(batch.model_dump(mode="json"))
-                    return EXIT_OK
-                counts = ", ".join(f"{k}: {v}" for k, v in sorted(batch.counts.items()))
-                out.print(f"batch {batch.id}: {batch.finished}/{batch.total} finished ({counts})")
-                for run in client.batch_runs(args.id):
-                    out.print(run_line(run))
-                return EXIT_OK
-            run = client.run(args.id)
-            if args.json:
-                print_json(run.model_dump(mode="json"))
-                return EXIT_OK
-            out.print(run_line(run))
-            if run.result is not None:
-                out.print(result_table(run.result, run))
+    if args.batch:
+        batch = client.batch(args.id)
+        if args.json:
+            print_json(batch.model_dump(mode="json"))
             return EXIT_OK
-    except GoalfleetError as exc:
-        return report(exc, "status")
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(batch.counts.items()))
+        out.print(f"batch {batch.id}: {batch.finished}/{batch.total} finished ({counts})")
+        for run in client.batch_runs(args.id):
+            out.print(run_line(run))
+        return EXIT_OK
+    run = client.run(args.id)
+    if args.json:
+        print_json(run.model_dump(mode="json"))
+        return EXIT_OK
+    out.print(run_line(run))
+    if run.result is not None:
+        out.print(result_table(run.result, run))
+    return EXIT_OK

@@ -7,32 +7,19 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.commands._common import (
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
+from scheduler.client import FleetClient
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json
 from scheduler.commands._render import steps_table
-from workers.core.errors import GoalfleetError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("steps", help="print a run's step rows")
+    p = add_client_command(sub, "steps", main, help="print a run's step rows")
     p.add_argument("id")
     p.add_argument("--after", type=int, default=0)
-    add_api_args(p)
-    p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        with make_client(load_settings(), args) as client:
-            rows = client.steps(args.id, after=args.after)
-    except GoalfleetError as exc:
-        return report(exc, "steps")
+def main(client: FleetClient, args: argparse.Namespace) -> int:
+    rows = client.steps(args.id, after=args.after)
     if args.json:
         print_json([r.model_dump(mode="json") for r in rows])
     else:

@@ -8,25 +8,23 @@ from typing import Any
 
 from rich.console import Console
 
+from scheduler.client import FleetClient
 from scheduler.commands._common import (
     EXIT_FAILED,
     EXIT_OK,
-    add_api_args,
+    add_client_command,
     add_run_param_flags,
-    load_settings,
-    make_client,
     pairs,
     print_json,
-    report,
     run_params_from,
 )
 from scheduler.commands._render import watch_batch, watch_run
-from workers.core.errors import ConfigError, GoalfleetError
+from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("submit", help="submit a goal run (or a batch) to the fleet")
+    p = add_client_command(sub, "submit", main, help="submit a goal run (or a batch) to the fleet")
     p.add_argument("--goal", required=True)
     where = p.add_argument_group("where (default: any device)")
     where.add_argument("--device", default=None, help="one exact device id")
@@ -48,8 +46,6 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.add_argument("--count", type=int, default=None, help="with --batch: N runs instead")
     p.add_argument("--idempotency-key", default=None)
     p.add_argument("--watch", action="store_true", help="follow it live until it ends")
-    add_api_args(p)
-    p.set_defaults(func=main)
 
 
 def body_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,29 +87,24 @@ def _selector(args: argparse.Namespace) -> dict[str, Any]:
     return selector
 
 
-def main(args: argparse.Namespace) -> int:
+def main(client: FleetClient, args: argparse.Namespace) -> int:
     out = Console()
-    try:
-        settings = load_settings()
-        body = body_from(args)
-        with make_client(settings, args) as client:
-            if args.batch:
-                batch = client.submit_batch(body, idempotency_key=args.idempotency_key)
-                if args.watch:
-                    batch, _ = watch_batch(client, batch.id, out)
-                if args.json:
-                    print_json(batch.model_dump(mode="json"))
-                else:
-                    sys.stdout.write(f"{batch.id}\n")
-                return EXIT_OK
-            run = client.submit_run(body, idempotency_key=args.idempotency_key)
-            if args.watch:
-                run = watch_run(client, run.id, out)
-            if args.json:
-                print_json(run.model_dump(mode="json"))
-            else:
-                sys.stdout.write(f"{run.id}\n")
-            failed = args.watch and run.status is not RunStatus.DONE
-            return EXIT_FAILED if failed else EXIT_OK
-    except GoalfleetError as exc:
-        return report(exc, "submit")
+    body = body_from(args)
+    if args.batch:
+        batch = client.submit_batch(body, idempotency_key=args.idempotency_key)
+        if args.watch:
+            batch, _ = watch_batch(client, batch.id, out)
+        if args.json:
+            print_json(batch.model_dump(mode="json"))
+        else:
+            sys.stdout.write(f"{batch.id}\n")
+        return EXIT_OK
+    run = client.submit_run(body, idempotency_key=args.idempotency_key)
+    if args.watch:
+        run = watch_run(client, run.id, out)
+    if args.json:
+        print_json(run.model_dump(mode="json"))
+    else:
+        sys.stdout.write(f"{run.id}\n")
+    failed = args.watch and run.status is not RunStatus.DONE
+    return EXIT_FAILED if failed else EXIT_OK

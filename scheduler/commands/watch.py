@@ -7,40 +7,28 @@ from typing import Any
 
 from rich.console import Console
 
-from scheduler.commands._common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
+from scheduler.client import FleetClient
+from scheduler.commands._common import EXIT_FAILED, EXIT_OK, add_client_command, print_json
 from scheduler.commands._render import watch_batch, watch_run
-from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("watch", help="follow a run (or --batch ID) live until it ends")
+    p = add_client_command(
+        sub, "watch", main, help="follow a run (or --batch ID) live until it ends"
+    )
     p.add_argument("id")
     p.add_argument("--batch", action="store_true")
-    add_api_args(p)
-    p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(client: FleetClient, args: argparse.Namespace) -> int:
     out = Console()
-    try:
-        with make_client(load_settings(), args) as client:
-            if args.batch:
-                batch, _ = watch_batch(client, args.id, out)
-                if args.json:
-                    print_json(batch.model_dump(mode="json"))
-                return EXIT_OK
-            run = watch_run(client, args.id, out)
-            if args.json:
-                print_json(run.model_dump(mode="json"))
-            return EXIT_OK if run.status is RunStatus.DONE else EXIT_FAILED
-    except GoalfleetError as exc:
-        return report(exc, "watch")
+    if args.batch:
+        batch, _ = watch_batch(client, args.id, out)
+        if args.json:
+            print_json(batch.model_dump(mode="json"))
+        return EXIT_OK
+    run = watch_run(client, args.id, out)
+    if args.json:
+        print_json(run.model_dump(mode="json"))
+    return EXIT_OK if run.status is RunStatus.DONE else EXIT_FAILED

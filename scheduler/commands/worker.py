@@ -13,12 +13,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from scheduler.commands._common import EXIT_OK, load_settings, pairs, report
-from workers.core.errors import ConfigError, GoalfleetError
+from scheduler.commands._common import EXIT_OK, add_log_args, pairs, with_settings
+from workers.core.errors import ConfigError
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.devices.sim import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
+from workers.settings import Settings
 from workers.telemetry.metrics import ensure_multiproc_env
 
 
@@ -45,13 +46,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         metavar="JSON",
         help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
     )
-    p.add_argument("--loglevel", default="INFO")
-    p.add_argument(
-        "--log-format",
-        choices=["auto", "json", "console"],
-        default=None,
-        help="default: GOALFLEET_LOG_FORMAT",
-    )
+    add_log_args(p)
     p.add_argument("--metrics-host", default="127.0.0.1", help="where /metrics listens")
     p.add_argument(
         "--metrics-port",
@@ -130,22 +125,19 @@ def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
     ensure_multiproc_env(os.environ, path, ["-m", "scheduler", *sys.argv[1:]])
 
 
-def main(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings()
-        spec = spec_from(args)
-        _reexec_with_metrics_dir(args)
-        from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
+@with_settings("worker")
+def main(settings: Settings, args: argparse.Namespace) -> int:
+    spec = spec_from(args)
+    _reexec_with_metrics_dir(args)
+    from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 
-        start_worker(
-            settings,
-            spec,
-            os.environ,
-            loglevel=args.loglevel,
-            log_format=args.log_format or settings.log_format,
-            metrics_host=args.metrics_host,
-            metrics_port=args.metrics_port,
-        )
-    except GoalfleetError as exc:
-        return report(exc, "worker")
+    start_worker(
+        settings,
+        spec,
+        os.environ,
+        loglevel=args.loglevel,
+        log_format=args.log_format or settings.log_format,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+    )
     return EXIT_OK
