@@ -9,14 +9,17 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from scheduler.commands._common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
     add_run_param_flags,
     load_settings,
     pairs,
     run_params_from,
 )
+from scheduler.commands._render import steps_table
 from workers.core.errors import ConfigError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
@@ -24,8 +27,6 @@ from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.sim import SimOptions
 from workers.telemetry.logs import SECRETS, configure_logging
-
-EXIT_BAD_INPUT = 2
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -131,35 +132,10 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = Console()
         print_result(result, out if out.is_terminal else Console(width=160))
-    return 0 if result.status is RunStatus.DONE else 1
+    return EXIT_OK if result.status is RunStatus.DONE else EXIT_FAILED
 
 
 def print_result(result: RunResult, console: Console) -> None:
-    table = Table(title=f"{result.goal} → {result.status.value}", title_justify="left")
-    for col in ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms"):
-        table.add_column(col, justify="right" if col.endswith("ms") or col == "#" else "left")
-    for s in result.steps:
-        d = s.decision
-        decision = ""
-        if d is not None:
-            decision = "done" if d.done else "blocked" if d.blocked else d.target
-            if d.input != "none":
-                decision += f" ← {d.input}"
-            decision += f" ({d.confidence:.2f})"
-        action = ""
-        if s.action is not None:
-            action = f"{s.action.kind.value} {s.action.pinned}"
-            if s.action.shown_value is not None:
-                action += f" = {s.action.shown_value}"
-        table.add_row(
-            str(s.index),
-            s.screen,
-            decision,
-            action,
-            s.outcome.value,
-            f"{s.snapshot_ms:.1f}",
-            f"{s.decide_ms:.1f}",
-            f"{s.action_ms:.1f}",
-        )
-    console.print(table)
+    title = f"{result.goal} → {result.status.value}"
+    console.print(steps_table(list(result.steps), title, detail=True))
     console.print(f"status: {result.status.value} — {result.reason}", markup=False)
