@@ -88,7 +88,7 @@ class Oracle:
 
 
 def _key(state: DecideState, c: Candidate) -> CandidateKey:
-    key = CandidateKey.of(state, c.ref)
+    key = CandidateKey.of(state.candidates, c.ref)
     assert key is not None
     return key
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from workers.core.loop import DEFAULT_DANGEROUS
+from workers.core.guards import DEFAULT_DANGEROUS
 from workers.decide.factory import ModelSettings
 
 

@@ -187,7 +187,7 @@ def _draft(run_id: str, row: StepRow) -> EvalCase | None:
     if d.done or d.blocked:
         expect = Expect(done=d.done, blocked=d.blocked and not d.done)
     else:
-        key = CandidateKey.of(state, d.target)
+        key = CandidateKey.of(state.candidates, d.target)
         if key is None:
             return None
         expect = Expect(target=key, input=None if d.input == NONE else d.input)

@@ -14,7 +14,7 @@ from workers.core.errors import (
     ModelUnavailableError,
     StaleRefError,
 )
-from workers.core.loop import run_goal, totals
+from workers.core.loop import run_goal
 from workers.core.model import (
     ActionResult,
     DecideState,
@@ -26,6 +26,7 @@ from workers.core.model import (
     Snapshot,
 )
 from workers.core.params import RunParams
+from workers.core.rows import totals
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device
 

@@ -4,7 +4,7 @@ Each step: snapshot → (done_when?) → decide → press/fill the chosen ref pi
 generation, with settle → read "did anything change" from the settle diff → one `StepRow`.
 
 "Exactly one row per step" holds by structure: `_Run.step` returns its row and, when the run
-ends there, why (`_End`); `_Run.run` is the only place that records a row. A step that fails
+ends there, why (`End`); `_Run.run` is the only place that records a row. A step that fails
 inside a phase still returns a row, with that phase's real duration.
 
 This module imports only the model, the parameters, the errors and the two ports.
@@ -12,7 +12,6 @@ This module imports only the model, the parameters, the errors and the two ports
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,24 +21,22 @@ from workers.core.errors import (
     DecideError,
     DecisionInvalidError,
     DeviceError,
-    FatalDeviceError,
-    GoalfleetError,
     StaleRefError,
     TransientDeviceError,
 )
+from workers.core.guards import DEFAULT_DANGEROUS, Guards, word_pattern
+from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
-    NONE,
     Action,
     ActionKind,
-    ActionResult,
     Candidate,
     DecideState,
     Decision,
     ErrorInfo,
     Inputs,
-    Kind,
+    MemoryNote,
+    MemorySource,
     Outcome,
-    PhaseTotals,
     RunResult,
     RunStatus,
     Snapshot,
@@ -47,77 +44,24 @@ from workers.core.model import (
 )
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
+from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, totals
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""
-TRANSIENT_RETRIES = 3
-"""Retries of one device call on `TransientDeviceError`, with exponential backoff."""
 BACKOFF_BASE_S = 0.05
 BACKOFF_MAX_S = 1.0
-DEFAULT_DANGEROUS = ("delete", "purchase", "buy", "pay", "erase", "transfer", "unsubscribe")
-"""Words that make a control dangerous: choosing it escalates instead of pressing. Matched as
-whole words, case-insensitively ("Pay now" is dangerous, "Display" is not)."""
+_SOURCES: dict[str, MemorySource] = {
+    "rules": "rules",
+    "scripted": "scripted",
+    "human": "human",
+    "model": "model",
+}
+"""Who a remembered decision came from, by its `decided_by` (a decider that does not say
+is taken for a model)."""
 
 _T = TypeVar("_T")
 StepHook = Callable[[StepRow], None]
 CancelCheck = Callable[[], bool]
-
-
-@dataclass(frozen=True)
-class _End:
-    """Why the run ends after this step."""
-
-    status: RunStatus
-    reason: str
-    error: GoalfleetError | None = None
-
-
-def _device_end(exc: DeviceError) -> _End:
-    if isinstance(exc, FatalDeviceError):
-        return _End(RunStatus.ERRORED, f"device failed: {exc}", exc)
-    if isinstance(exc, TransientDeviceError):
-        return _End(
-            RunStatus.ERRORED, f"device kept failing after {TRANSIENT_RETRIES} retries: {exc}", exc
-        )
-    return _End(RunStatus.ERRORED, f"device error: {exc}", exc)
-
-
-@dataclass
-class _Row:
-    """A step row being filled in, phase by phase; `finish` freezes it."""
-
-    index: int
-    snap: Snapshot | None = None
-    snapshot_ms: float = 0.0
-    decide_ms: float = 0.0
-    action_ms: float = 0.0
-    decision: Decision | None = None
-    action: Action | None = None
-    result: ActionResult | None = None
-    seen: DecideState | None = None
-
-    def finish(self, outcome: Outcome, error: str | None = None) -> StepRow:
-        snap = self.snap
-        return StepRow(
-            index=self.index,
-            screen=snap.screen if snap else "",
-            fingerprint=snap.fingerprint if snap else "",
-            refs_generation=snap.refs_generation if snap else "",
-            candidates=len(snap.candidates) if snap else 0,
-            decision=self.decision,
-            action=self.action,
-            result=self.result,
-            outcome=outcome,
-            error=error,
-            snapshot_ms=round(self.snapshot_ms, 3),
-            decide_ms=round(self.decide_ms, 3),
-            action_ms=round(self.action_ms, 3),
-            seen=self.seen,
-        )
-
-
-Step = tuple[StepRow, _End | None]
-"""One step's row, and why the run ends there (None: carry on)."""
 
 
 @dataclass
@@ -128,9 +72,12 @@ class _Run:
     inputs: Inputs
     params: RunParams
     should_cancel: CancelCheck | None
-    dangerous: re.Pattern[str] | None
+    guards: Guards
     sleep: Callable[[float], None]
     clock: Callable[[], float]
+    memory: DecisionMemory | None = None
+    learned: list[Remembered] = field(default_factory=list)
+    """Decisions of this run worth remembering; written only if the run ends `done`."""
     history: list[str] = field(default_factory=list)
     used_inputs: list[str] = field(default_factory=list)
     unproductive: int = 0
@@ -151,41 +98,113 @@ class _Run:
     # -- one step: snapshot → decide → judge → act ------------------------------------------
 
     def step(self, index: int) -> Step:
-        row = _Row(index)
-        t0 = self.clock()
-        try:
-            row.snap = snap = self._retrying(self.device.snapshot)
-        except DeviceError as exc:
-            row.snapshot_ms = (self.clock() - t0) * 1000
-            return row.finish(Outcome.ERRORED, error=str(exc)), _device_end(exc)
-        row.snapshot_ms = (self.clock() - t0) * 1000
-
+        row = Row(index)
+        snap = self._snapshot(row)
+        if isinstance(snap, tuple):
+            return snap
         done_when = self.params.done_when
         if done_when and snap.shows(done_when):
             row.decision = Decision(done=True, reason=f"done_when {done_when!r} is visible")
-            return row.finish(Outcome.DONE), _End(RunStatus.DONE, f"{done_when!r} is visible")
+            return row.finish(Outcome.DONE), End(RunStatus.DONE, f"{done_when!r} is visible")
+        state = self._state(snap, index)
+        if self.memory is not None:
+            remembered = self._from_memory(self.memory, row, snap, state)
+            if remembered is not None:
+                return remembered
+            if row.memory is not None and row.memory.outcome == "invalidated":
+                snap = self._snapshot(row)  # the remembered action moved nothing: look again
+                if isinstance(snap, tuple):
+                    return snap
+                state = self._state(snap, index)
+        return self._decide_and_act(row, snap, state)
 
-        row.seen = state = self._state(snap, index)
+    def _snapshot(self, row: Row) -> Snapshot | Step:
+        t0 = self.clock()
+        try:
+            snap = self._retrying(self.device.snapshot)
+        except DeviceError as exc:
+            row.snapshot_ms += (self.clock() - t0) * 1000
+            return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
+        row.snapshot_ms += (self.clock() - t0) * 1000
+        row.snap = snap
+        return snap
+
+    def _decide_and_act(self, row: Row, snap: Snapshot, state: DecideState) -> Step:
+        row.seen = state
         t1 = self.clock()
         try:
             row.decision = decision = self.decider.decide(state)
         except DecisionInvalidError as exc:
-            row.decide_ms = (self.clock() - t1) * 1000
-            end = _End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
+            row.decide_ms += (self.clock() - t1) * 1000
+            end = End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
             return row.finish(Outcome.ESCALATED, error=str(exc)), end
         except DecideError as exc:
-            row.decide_ms = (self.clock() - t1) * 1000
-            end = _End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
+            row.decide_ms += (self.clock() - t1) * 1000
+            end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
             return row.finish(Outcome.ERRORED, error=str(exc)), end
-        row.decide_ms = (self.clock() - t1) * 1000
+        row.decide_ms += (self.clock() - t1) * 1000
 
         verdict = self._judge(decision, snap)
         if verdict is not None:
-            return verdict(row)
+            stepped = verdict(row)
+            if stepped[0].outcome is Outcome.DONE:
+                self._learn(state, decision)
+            return stepped
         target = snap.candidate(decision.target)
         if target is None:  # _judge returns a verdict for this; kept for the type checker
             raise AssertionError("judged decision has no target")
-        return self._act(row, snap, decision, target)
+        stepped = self._act(row, snap, decision, target)
+        if stepped[0].outcome is Outcome.ACTED:
+            self._learn(state, decision)
+        return stepped
+
+    # -- decision memory: read before the decider, verify by the settle diff ---------------
+
+    def _from_memory(
+        self, memory: DecisionMemory, row: Row, snap: Snapshot, state: DecideState
+    ) -> Step | None:
+        """The step decided from memory, or None to ask the decider (a miss, or a remembered
+        action that changed nothing: that entry is invalidated, one action wasted at most)."""
+        key = memory_key(state, memory.decider)
+        t0 = self.clock()
+        entry = memory.recall(key)
+        decision = entry.decision_for(state) if entry is not None else None
+        row.decide_ms += (self.clock() - t0) * 1000
+        if entry is None or decision is None:
+            row.memory = MemoryNote(entry=key, outcome="miss")
+            return None
+        row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
+        row.seen, row.decision = state, decision
+        verdict = self._judge(decision, snap)  # every guard applies to a remembered answer
+        if verdict is not None:
+            return verdict(row)
+        target = snap.candidate(decision.target)
+        if target is None:  # decision_for maps to a ref of this screen
+            raise AssertionError("remembered decision has no target")
+        counters = (self.unproductive, self.stale)
+        stepped = self._act(row, snap, decision, target)
+        if stepped[0].outcome is Outcome.ACTED or stepped[0].outcome is Outcome.ERRORED:
+            return stepped
+        unproductive = stepped[0].outcome is Outcome.UNPRODUCTIVE
+        why = "its action changed nothing" if unproductive else "its ref was stale"
+        memory.invalidate(key, why)
+        self.unproductive, self.stale = counters  # memory's miss does not count against the run
+        row.memory = MemoryNote(entry=key, outcome="invalidated", source=entry.source, why=why)
+        row.decision = row.action = row.result = None
+        return None
+
+    def _learn(self, state: DecideState, decision: Decision) -> None:
+        if self.memory is None or decision.decided_by == "memory":
+            return
+        entry = remembered_from(
+            state,
+            decision,
+            memory_key(state, self.memory.decider),
+            source=_SOURCES.get(decision.decided_by, "model"),
+            origin=self.memory.decider,
+        )
+        if entry is not None:
+            self.learned.append(entry)
 
     def _state(self, snap: Snapshot, index: int) -> DecideState:
         """What the decider is asked: names and texts only, scrubbed of every input value."""
@@ -203,61 +222,29 @@ class _Run:
             )
         )
 
-    def _judge(self, d: Decision, snap: Snapshot) -> Callable[[_Row], Step] | None:
+    def _judge(self, d: Decision, snap: Snapshot) -> Callable[[Row], Step] | None:
         """The step's end when the decision says so or cannot be acted on safely, else None."""
         if d.done:
             reason = d.reason or "the decider reports the goal reached"
-            return lambda row: (row.finish(Outcome.DONE), _End(RunStatus.DONE, reason))
+            return lambda row: (row.finish(Outcome.DONE), End(RunStatus.DONE, reason))
         if d.blocked:
             reason = d.reason or "the decider reports it cannot progress"
-            return lambda row: (row.finish(Outcome.BLOCKED), _End(RunStatus.BLOCKED, reason))
+            return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
         if d.confidence < self.params.min_confidence:
             low = (
                 f"confidence {d.confidence:.2f} is below min_confidence "
                 f"{self.params.min_confidence:.2f}"
             )
-            return lambda row: (row.finish(Outcome.ESCALATED), _End(RunStatus.ESCALATED, low))
-        problem = self._unsafe(d, snap)
+            return lambda row: (row.finish(Outcome.ESCALATED), End(RunStatus.ESCALATED, low))
+        problem = self.guards.unsafe(d, snap)
         if problem:
             return lambda row: (
                 row.finish(Outcome.ESCALATED, error=problem),
-                _End(RunStatus.ESCALATED, problem),
+                End(RunStatus.ESCALATED, problem),
             )
         return None
 
-    def _unsafe(self, d: Decision, snap: Snapshot) -> str | None:  # noqa: PLR0911 - one return per case
-        """Why this decision cannot be acted on safely, or None when it can."""
-        target = snap.candidate(d.target)
-        if d.target == NONE:
-            return "the decider chose no target but reported neither done nor blocked"
-        if target is None:
-            return f"the decider chose {d.target!r}, which is not on this screen"
-        if target.kind.fillable and d.input != NONE and self.inputs.get(d.input) is None:
-            return f"the decider chose input {d.input!r}, which the caller did not supply"
-        if target.kind.fillable and d.input == NONE:
-            return f"the decider chose text field {target.name!r} but no input to type"
-        if self._secret_into_plain_field(d, target):
-            return (
-                f"the decider chose secret input {d.input!r} for {target.name!r}, which is not a "
-                "secure field; secrets are typed only into secure fields"
-            )
-        if self._is_dangerous(target):
-            return f"{target.name!r} matches the dangerous-controls guard; a person must decide"
-        return None
-
-    def _secret_into_plain_field(self, d: Decision, target: Candidate) -> bool:
-        value = self.inputs.get(d.input)
-        return (
-            value is not None
-            and value.sensitive
-            and target.kind.fillable
-            and target.kind is not Kind.SECURE_TEXT_FIELD
-        )
-
-    def _is_dangerous(self, c: Candidate) -> bool:
-        return self.dangerous is not None and self.dangerous.search(c.name) is not None
-
-    def _act(self, row: _Row, snap: Snapshot, d: Decision, target: Candidate) -> Step:
+    def _act(self, row: Row, snap: Snapshot, d: Decision, target: Candidate) -> Step:
         pinned = snap.pin(target.ref)
         value = self.inputs.get(d.input) if target.kind.fillable else None
         if value is not None:
@@ -277,12 +264,12 @@ class _Run:
             else:
                 row.result = result = self._retrying(lambda: self.device.press(pinned))
         except StaleRefError as exc:
-            row.action_ms = (self.clock() - t2) * 1000
+            row.action_ms += (self.clock() - t2) * 1000
             return self._stale(row, exc)
         except DeviceError as exc:
-            row.action_ms = (self.clock() - t2) * 1000
-            return row.finish(Outcome.ERRORED, error=str(exc)), _device_end(exc)
-        row.action_ms = (self.clock() - t2) * 1000
+            row.action_ms += (self.clock() - t2) * 1000
+            return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
+        row.action_ms += (self.clock() - t2) * 1000
         self.stale = 0
         if value is not None and value.name not in self.used_inputs:
             self.used_inputs.append(value.name)
@@ -297,16 +284,16 @@ class _Run:
         limit = self.params.max_unproductive
         if self.unproductive > limit:
             why = f"{self.unproductive} actions in a row changed nothing (max_unproductive={limit})"
-            return row.finish(Outcome.UNPRODUCTIVE), _End(RunStatus.BLOCKED, why)
+            return row.finish(Outcome.UNPRODUCTIVE), End(RunStatus.BLOCKED, why)
         return row.finish(Outcome.UNPRODUCTIVE), None
 
-    def _stale(self, row: _Row, exc: StaleRefError) -> Step:
+    def _stale(self, row: Row, exc: StaleRefError) -> Step:
         self.stale += 1
         ref = row.action.ref if row.action else "?"
         self.history.append(f"{row.index}: {ref} was stale; re-snapshot")
         stepped = row.finish(Outcome.STALE, error=f"stale ref: {exc.reason}")
         if self.stale >= MAX_STALE_IN_A_ROW:
-            return stepped, _End(
+            return stepped, End(
                 RunStatus.ERRORED, f"refs went stale {self.stale} times in a row", exc
             )
         return stepped, None
@@ -316,10 +303,10 @@ class _Run:
     def run(self, on_step: StepHook | None) -> RunResult:
         started = self.clock()
         steps: list[StepRow] = []
-        end = _End(RunStatus.MAX_STEPS, f"max_steps={self.params.max_steps} reached")
+        end = End(RunStatus.MAX_STEPS, f"max_steps={self.params.max_steps} reached")
         for index in range(1, self.params.max_steps + 1):
             if self.should_cancel is not None and self.should_cancel():
-                end = _End(RunStatus.CANCELLED, "cancelled by the caller")
+                end = End(RunStatus.CANCELLED, "cancelled by the caller")
                 break
             row, ended = self.step(index)
             steps.append(row)
@@ -328,6 +315,9 @@ class _Run:
             if ended is not None:
                 end = ended
                 break
+        writes = 0
+        if end.status is RunStatus.DONE and self.memory is not None and self.learned:
+            writes = self.memory.remember(self.learned)
         error = end.error
         return RunResult(
             status=end.status,
@@ -344,23 +334,8 @@ class _Run:
             ),
             totals=totals(steps),
             duration_ms=(self.clock() - started) * 1000,
+            memory_writes=writes,
         )
-
-
-def totals(steps: tuple[StepRow, ...] | list[StepRow]) -> PhaseTotals:
-    """Phase durations and token usage summed over a run's rows: the one totals function."""
-    return PhaseTotals(
-        snapshot_ms=round(sum(s.snapshot_ms for s in steps), 3),
-        decide_ms=round(sum(s.decide_ms for s in steps), 3),
-        action_ms=round(sum(s.action_ms for s in steps), 3),
-        input_tokens=sum(s.decision.usage.input_tokens for s in steps if s.decision),
-        output_tokens=sum(s.decision.usage.output_tokens for s in steps if s.decision),
-    )
-
-
-def _word_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
-    alternatives = "|".join(re.escape(w.strip()) for w in words if w.strip())
-    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE) if alternatives else None
 
 
 def run_goal(
@@ -373,12 +348,15 @@ def run_goal(
     on_step: StepHook | None = None,
     should_cancel: CancelCheck | None = None,
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
+    memory: DecisionMemory | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunResult:
     """Run `goal` on `device` until it is done, blocked, escalated, errored, cancelled or out of
     steps. Never acts on a ref that is not in the current snapshot, never types text that was
-    not supplied in `inputs`, and always ends within `params.max_steps` steps, one row each."""
+    not supplied in `inputs`, and always ends within `params.max_steps` steps, one row each.
+    With `memory`, a screen decided before in a `done` run is decided from it (verified by
+    the settle diff), and this run's decisions are remembered if it ends `done`."""
     return _Run(
         device=device,
         goal=goal,
@@ -386,7 +364,8 @@ def run_goal(
         inputs=inputs or Inputs(),
         params=params,
         should_cancel=should_cancel,
-        dangerous=_word_pattern(dangerous),
+        guards=Guards(inputs or Inputs(), word_pattern(dangerous)),
         sleep=sleep,
         clock=clock,
+        memory=memory,
     ).run(on_step)

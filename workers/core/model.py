@@ -6,7 +6,6 @@ Sensitive input values are `SecretStr` and only ever leave this module as `*****
 
 from __future__ import annotations
 
-import hashlib
 import re
 from enum import StrEnum
 from typing import Annotated, Literal, Self
@@ -14,8 +13,29 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from workers.core.params import RunParams
+from workers.core.screen import (
+    REF_PATTERN,
+    Candidate,
+    Kind,
+    Node,
+    Platform,
+    Snapshot,
+    fingerprint,
+    pin_ref,
+)
 
-REF_PATTERN = re.compile(r"^e[0-9]+$")
+__all__ = [  # the screen's types live in workers.core.screen and are importable from here
+    "NONE",
+    "REF_PATTERN",
+    "Candidate",
+    "Kind",
+    "Node",
+    "Platform",
+    "Snapshot",
+    "fingerprint",
+    "pin_ref",
+]
+
 PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*)/(?P<model>[A-Za-z0-9][\w.:/@-]*)$")
 """`<provider>/<model>`, e.g. `openai/gpt-4o-mini` (see `workers.decide.factory`)."""
 INPUT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
@@ -23,119 +43,8 @@ NONE = "none"
 """The literal a decider answers when no ref (or no input) applies."""
 
 
-class Platform(StrEnum):
-    IOS = "ios"
-    ANDROID = "android"
-    LINUX = "linux"
-
-
-class Kind(StrEnum):
-    """Platform-neutral element kinds (see `workers.core.projection` for the mapping)."""
-
-    BUTTON = "button"
-    TEXT_FIELD = "text-field"
-    SECURE_TEXT_FIELD = "secure-text-field"
-    SWITCH = "switch"
-    CHECKBOX = "checkbox"
-    LINK = "link"
-    TAB = "tab"
-    CELL = "cell"
-    MENU_ITEM = "menu-item"
-    SLIDER = "slider"
-    PICKER = "picker"
-    TEXT = "text"
-    IMAGE = "image"
-    CONTAINER = "container"
-    OTHER = "other"
-
-    @property
-    def fillable(self) -> bool:
-        return self in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}
-
-    @property
-    def interactive(self) -> bool:
-        return self not in {Kind.TEXT, Kind.IMAGE, Kind.CONTAINER, Kind.OTHER}
-
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Node(_Frozen):
-    """One element of a device's accessibility tree, as the device reports it.
-
-    `type` is the platform's own element type (XCUI `XCUIElementTypeButton`, Android
-    `android.widget.EditText`, or agent-device's normalized type); `role` is the raw role
-    where the platform has one (AT-SPI `push button`). `enabled`/`hittable` are None where
-    the platform does not report them.
-    """
-
-    ref: str
-    type: str = ""
-    role: str = ""
-    label: str = ""
-    value: str = ""
-    identifier: str = ""
-    enabled: bool | None = None
-    hittable: bool | None = None
-    secure: bool = False
-    """True for password fields (Android `password=true`, iOS SecureTextField)."""
-
-
-class Candidate(_Frozen):
-    """An element the decider may choose: interactive, enabled and hittable."""
-
-    ref: str
-    kind: Kind
-    name: str
-    value: str = ""
-    enabled: bool = True
-    hittable: bool = True
-
-
-class Snapshot(_Frozen):
-    """One interactive snapshot of the screen, pinned to a refs generation."""
-
-    refs_generation: str
-    nodes: tuple[Node, ...]
-    candidates: tuple[Candidate, ...]
-    context: tuple[str, ...] = ()
-    """A few static texts kept so the decider can see e.g. "Welcome" (capped)."""
-    screen: str = ""
-    """A short human name for the screen (first heading/text), for step tables."""
-    fingerprint: str = ""
-    """Stable hash of the screen's structure: same screen, same fingerprint."""
-
-    def candidate(self, ref: str) -> Candidate | None:
-        for c in self.candidates:
-            if c.ref == ref:
-                return c
-        return None
-
-    def pin(self, ref: str) -> str:
-        """The pinned form agent-device expects for mutations: `@e5~s652468`."""
-        return pin_ref(ref, self.refs_generation)
-
-    def shows(self, marker: str) -> bool:
-        """Whether `marker` is visible as a candidate name or a static text (case-insensitive)."""
-        needle = marker.strip().casefold()
-        if not needle:
-            return False
-        texts = [c.name for c in self.candidates] + list(self.context)
-        texts += [n.label for n in self.nodes]
-        return any(needle in t.casefold() for t in texts)
-
-
-def pin_ref(ref: str, refs_generation: str) -> str:
-    return f"@{ref}~s{refs_generation}"
-
-
-def fingerprint(nodes: tuple[Node, ...] | list[Node]) -> str:
-    """Hash of (type, label) pairs: values and refs may change, the screen does not."""
-    h = hashlib.blake2b(digest_size=8)
-    for n in nodes:
-        h.update(f"{n.type}|{n.role}|{n.label}\n".encode())
-    return h.hexdigest()
 
 
 MIN_SCRUB_CHARS = 3
@@ -347,6 +256,22 @@ class Action(_Frozen):
     """The typed value as it may be shown: the literal for plain inputs, stars for secrets."""
 
 
+MemorySource = Literal["model", "rules", "scripted", "human"]
+MemoryOutcome = Literal["hit", "miss", "invalidated"]
+
+
+class MemoryNote(_Frozen):
+    """What the decision memory did in one step (`workers.core.memory`)."""
+
+    entry: str
+    """The entry's key."""
+    outcome: MemoryOutcome
+    source: MemorySource | None = None
+    """Who made the remembered decision (hits and invalidations)."""
+    why: str = ""
+    """Why an entry was invalidated: its action changed nothing, or its ref was stale."""
+
+
 class StepRow(_Frozen):
     """One row of a run's step table."""
 
@@ -363,6 +288,7 @@ class StepRow(_Frozen):
     snapshot_ms: float = 0.0
     decide_ms: float = 0.0
     action_ms: float = 0.0
+    memory: MemoryNote | None = None
     seen: DecideState | None = None
     """What the decider was asked (scrubbed: no typed or secret value); None when no decider
     was asked (done_when, a failed snapshot)."""
@@ -394,6 +320,8 @@ class RunResult(_Frozen):
     error: ErrorInfo | None = None
     totals: PhaseTotals = PhaseTotals()
     duration_ms: float = 0.0
+    memory_writes: int = 0
+    """Decisions this run added to the decision memory (only a `done` run writes)."""
     run_id: str | None = None
     device_id: str | None = None
     attempt: int = 1

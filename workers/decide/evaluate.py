@@ -30,6 +30,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.core.errors import DecideError, DecisionInvalidError
+from workers.core.memory import Target
 from workers.core.model import NONE, Candidate, DecideState, Decision, Kind
 from workers.core.ports import Decider
 
@@ -40,24 +41,8 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class CandidateKey(_Frozen):
-    """A candidate without its ref: kind + name, and which one among identical ones."""
-
-    kind: Kind
-    name: str
-    ordinal: int = Field(default=0, ge=0)
-
-    @classmethod
-    def of(cls, state: DecideState, ref: str) -> CandidateKey | None:
-        target = next((c for c in state.candidates if c.ref == ref), None)
-        if target is None:
-            return None
-        same = [c for c in state.candidates if (c.kind, c.name) == (target.kind, target.name)]
-        return cls(kind=target.kind, name=target.name, ordinal=same.index(target))
-
-    def find(self, candidates: Sequence[Candidate]) -> Candidate | None:
-        same = [c for c in candidates if (c.kind, c.name) == (self.kind, self.name)]
-        return same[self.ordinal] if self.ordinal < len(same) else None
+CandidateKey = Target
+"""A candidate without its ref (kind + name + ordinal): the memory's `Target`."""
 
 
 class Expect(_Frozen):
@@ -167,7 +152,7 @@ def describe(decision: Decision, state: DecideState) -> str:
         return "done"
     if decision.blocked:
         return "blocked"
-    key = CandidateKey.of(state, decision.target)
+    key = CandidateKey.of(state.candidates, decision.target)
     if key is None:
         return f"{decision.target}?"
     text = f"{key.kind.value} {key.name!r}" + (f" #{key.ordinal}" if key.ordinal else "")
@@ -183,7 +168,7 @@ def score(case: EvalCase, decision: Decision) -> tuple[bool, bool, bool]:
             decision.blocked and e.blocked and not decision.done
         )
         return correct, false_done, False
-    key = CandidateKey.of(case.state, decision.target)
+    key = CandidateKey.of(case.state.candidates, decision.target)
     distractor = key is not None and key.name in case.distractors
     if e.target is None or key is None:
         return False, false_done, distractor

@@ -17,10 +17,11 @@ import structlog
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
-from workers.core.loop import run_goal, totals
+from workers.core.loop import run_goal
 from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
+from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.keys import RUN_TASK

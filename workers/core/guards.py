@@ -1,0 +1,57 @@
+"""The guards every decision passes before it is acted on, whoever made it (a decider, the
+decision memory, a person): a target on this screen, an input the caller supplied for a text
+field, secrets only into secure fields, and no dangerous control without a person."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from workers.core.model import NONE, Candidate, Decision, Inputs, Kind, Snapshot
+
+DEFAULT_DANGEROUS = ("delete", "purchase", "buy", "pay", "erase", "transfer", "unsubscribe")
+"""Words that make a control dangerous: choosing it escalates instead of pressing. Matched as
+whole words, case-insensitively ("Pay now" is dangerous, "Display" is not)."""
+
+
+def word_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    alternatives = "|".join(re.escape(w.strip()) for w in words if w.strip())
+    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE) if alternatives else None
+
+
+@dataclass(frozen=True)
+class Guards:
+    inputs: Inputs
+    dangerous: re.Pattern[str] | None
+
+    def unsafe(self, d: Decision, snap: Snapshot) -> str | None:  # noqa: PLR0911 - one return per case
+        """Why this decision cannot be acted on safely, or None when it can."""
+        target = snap.candidate(d.target)
+        if d.target == NONE:
+            return "the decider chose no target but reported neither done nor blocked"
+        if target is None:
+            return f"the decider chose {d.target!r}, which is not on this screen"
+        if target.kind.fillable and d.input != NONE and self.inputs.get(d.input) is None:
+            return f"the decider chose input {d.input!r}, which the caller did not supply"
+        if target.kind.fillable and d.input == NONE:
+            return f"the decider chose text field {target.name!r} but no input to type"
+        if self._secret_into_plain_field(d, target):
+            return (
+                f"the decider chose secret input {d.input!r} for {target.name!r}, which is not a "
+                "secure field; secrets are typed only into secure fields"
+            )
+        if self._is_dangerous(target):
+            return f"{target.name!r} matches the dangerous-controls guard; a person must decide"
+        return None
+
+    def _secret_into_plain_field(self, d: Decision, target: Candidate) -> bool:
+        value = self.inputs.get(d.input)
+        return (
+            value is not None
+            and value.sensitive
+            and target.kind.fillable
+            and target.kind is not Kind.SECURE_TEXT_FIELD
+        )
+
+    def _is_dangerous(self, c: Candidate) -> bool:
+        return self.dangerous is not None and self.dangerous.search(c.name) is not None

@@ -1,0 +1,127 @@
+"""What a device shows: platform-neutral element kinds, the accessibility nodes a device
+reports, the candidates a decider may choose, and one pinned snapshot."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+REF_PATTERN = re.compile(r"^e[0-9]+$")
+
+
+class Platform(StrEnum):
+    IOS = "ios"
+    ANDROID = "android"
+    LINUX = "linux"
+
+
+class Kind(StrEnum):
+    """Platform-neutral element kinds (see `workers.core.projection` for the mapping)."""
+
+    BUTTON = "button"
+    TEXT_FIELD = "text-field"
+    SECURE_TEXT_FIELD = "secure-text-field"
+    SWITCH = "switch"
+    CHECKBOX = "checkbox"
+    LINK = "link"
+    TAB = "tab"
+    CELL = "cell"
+    MENU_ITEM = "menu-item"
+    SLIDER = "slider"
+    PICKER = "picker"
+    TEXT = "text"
+    IMAGE = "image"
+    CONTAINER = "container"
+    OTHER = "other"
+
+    @property
+    def fillable(self) -> bool:
+        return self in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}
+
+    @property
+    def interactive(self) -> bool:
+        return self not in {Kind.TEXT, Kind.IMAGE, Kind.CONTAINER, Kind.OTHER}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Node(_Frozen):
+    """One element of a device's accessibility tree, as the device reports it.
+
+    `type` is the platform's own element type (XCUI `XCUIElementTypeButton`, Android
+    `android.widget.EditText`, or agent-device's normalized type); `role` is the raw role
+    where the platform has one (AT-SPI `push button`). `enabled`/`hittable` are None where
+    the platform does not report them.
+    """
+
+    ref: str
+    type: str = ""
+    role: str = ""
+    label: str = ""
+    value: str = ""
+    identifier: str = ""
+    enabled: bool | None = None
+    hittable: bool | None = None
+    secure: bool = False
+    """True for password fields (Android `password=true`, iOS SecureTextField)."""
+
+
+class Candidate(_Frozen):
+    """An element the decider may choose: interactive, enabled and hittable."""
+
+    ref: str
+    kind: Kind
+    name: str
+    value: str = ""
+    enabled: bool = True
+    hittable: bool = True
+
+
+class Snapshot(_Frozen):
+    """One interactive snapshot of the screen, pinned to a refs generation."""
+
+    refs_generation: str
+    nodes: tuple[Node, ...]
+    candidates: tuple[Candidate, ...]
+    context: tuple[str, ...] = ()
+    """A few static texts kept so the decider can see e.g. "Welcome" (capped)."""
+    screen: str = ""
+    """A short human name for the screen (first heading/text), for step tables."""
+    fingerprint: str = ""
+    """Stable hash of the screen's structure: same screen, same fingerprint."""
+
+    def candidate(self, ref: str) -> Candidate | None:
+        for c in self.candidates:
+            if c.ref == ref:
+                return c
+        return None
+
+    def pin(self, ref: str) -> str:
+        """The pinned form agent-device expects for mutations: `@e5~s652468`."""
+        return pin_ref(ref, self.refs_generation)
+
+    def shows(self, marker: str) -> bool:
+        """Whether `marker` is visible as a candidate name or a static text (case-insensitive)."""
+        needle = marker.strip().casefold()
+        if not needle:
+            return False
+        texts = [c.name for c in self.candidates] + list(self.context)
+        texts += [n.label for n in self.nodes]
+        return any(needle in t.casefold() for t in texts)
+
+
+def pin_ref(ref: str, refs_generation: str) -> str:
+    return f"@{ref}~s{refs_generation}"
+
+
+def fingerprint(nodes: tuple[Node, ...] | list[Node]) -> str:
+    """Hash of (type, label) pairs: values and refs may change, the screen does not."""
+    h = hashlib.blake2b(digest_size=8)
+    for n in nodes:
+        h.update(f"{n.type}|{n.role}|{n.label}\n".encode())
+    return h.hexdigest()
