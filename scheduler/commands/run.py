@@ -11,9 +11,6 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from scheduler.commands._common import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_OK,
     add_run_param_flags,
     load_settings,
     pairs,
@@ -27,6 +24,8 @@ from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.sim import SimOptions
 from workers.telemetry.logs import SECRETS, configure_logging
+
+EXIT_BAD_INPUT = 2
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -132,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = Console()
         print_result(result, out if out.is_terminal else Console(width=160))
-    return EXIT_OK if result.status is RunStatus.DONE else EXIT_FAILED
+    return 0 if result.status is RunStatus.DONE else 1
 
 
 def print_result(result: RunResult, console: Console) -> None:
