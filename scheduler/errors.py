@@ -25,42 +25,34 @@ class Problem:
 
 
 class FleetError(GoalfleetError):
+    """Each subclass names its code and HTTP status in its class line (both required)."""
+
     code = "FLEET"
     status = 500
 
+    def __init_subclass__(cls, *, code: str, status: int, **kwargs: object) -> None:
+        super().__init_subclass__(code=code, **kwargs)
+        cls.status = status
 
-class AuthError(FleetError):
-    code = "UNAUTHORIZED"
-    status = 401
 
+class AuthError(FleetError, code="UNAUTHORIZED", status=401):
     def __init__(self, message: str) -> None:
         super().__init__(message, hint="send Authorization: Bearer <one of GOALFLEET_API_TOKENS>")
 
 
-class InvalidRequestError(FleetError):
-    code = "INVALID_REQUEST"
-    status = 422
-
+class InvalidRequestError(FleetError, code="INVALID_REQUEST", status=422):
     def __init__(self, field: str, problem: str, fix: str = "") -> None:
         super().__init__(f"{field}: {problem}", hint=fix)
         self.problems = (Problem(field, problem, fix),)
 
 
-class NotFoundError(FleetError):
-    code = "NOT_FOUND"
-    status = 404
+class NotFoundError(FleetError, code="NOT_FOUND", status=404): ...
 
 
-class ConflictError(FleetError):
-    code = "CONFLICT"
-    status = 409
+class ConflictError(FleetError, code="CONFLICT", status=409): ...
 
 
-class TooManyPendingError(FleetError):
-    code = "TOO_MANY_PENDING"
-    status = 429
+class TooManyPendingError(FleetError, code="TOO_MANY_PENDING", status=429): ...
 
 
-class UnavailableError(FleetError):
-    code = "UNAVAILABLE"
-    status = 503
+class UnavailableError(FleetError, code="UNAVAILABLE", status=503): ...

@@ -56,8 +56,15 @@ class GoalfleetError(Exception):
     """Base of every error goalfleet raises on purpose."""
 
     code: str = "GOALFLEET_ERROR"
+    """Stable and machine-readable; a subclass names its own in its class line:
+    `class ToolMissingError(FatalDeviceError, code="TOOL_MISSING")`."""
     device_fault: bool = False
     """True when this failure counts against the device's health (quarantine)."""
+
+    def __init_subclass__(cls, *, code: str | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str, *, code: str | None = None, hint: str = "") -> None:
         super().__init__(message)
@@ -70,62 +77,47 @@ class GoalfleetError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
-class ConfigError(GoalfleetError):
-    code = "CONFIG"
+class ConfigError(GoalfleetError, code="CONFIG"): ...
 
 
-class DeviceError(GoalfleetError):
+class DeviceError(GoalfleetError, code="DEVICE"):
     device_fault = True
-    code = "DEVICE"
 
 
-class StaleRefError(DeviceError):
-    code = "STALE_REF"
-
+class StaleRefError(DeviceError, code="STALE_REF"):
     def __init__(self, message: str, *, reason: str, hint: str = "") -> None:
         super().__init__(message, hint=hint)
         self.reason = reason
 
 
-class TransientDeviceError(DeviceError):
-    code = "DEVICE_TRANSIENT"
+class TransientDeviceError(DeviceError, code="DEVICE_TRANSIENT"): ...
 
 
-class FatalDeviceError(DeviceError):
-    code = "DEVICE_FATAL"
+class FatalDeviceError(DeviceError, code="DEVICE_FATAL"): ...
 
 
-class EmptySnapshotError(FatalDeviceError):
-    code = "EMPTY_SNAPSHOT"
+class EmptySnapshotError(FatalDeviceError, code="EMPTY_SNAPSHOT"): ...
 
 
-class DeviceNotFoundError(FatalDeviceError):
-    code = "DEVICE_NOT_FOUND"
+class DeviceNotFoundError(FatalDeviceError, code="DEVICE_NOT_FOUND"): ...
 
 
-class ToolMissingError(FatalDeviceError):
-    code = "TOOL_MISSING"
+class ToolMissingError(FatalDeviceError, code="TOOL_MISSING"): ...
 
 
-class AppNotInstalledError(FatalDeviceError):
-    code = "APP_NOT_INSTALLED"
+class AppNotInstalledError(FatalDeviceError, code="APP_NOT_INSTALLED"): ...
 
 
-class UnauthorizedError(FatalDeviceError):
-    code = "UNAUTHORIZED"
+class UnauthorizedError(FatalDeviceError, code="UNAUTHORIZED"): ...
 
 
-class ProtocolError(FatalDeviceError):
-    code = "PROTOCOL"
+class ProtocolError(FatalDeviceError, code="PROTOCOL"): ...
 
 
-class DecideError(GoalfleetError):
-    code = "DECIDE"
+class DecideError(GoalfleetError, code="DECIDE"): ...
 
 
-class DecisionInvalidError(DecideError):
-    code = "DECISION_INVALID"
+class DecisionInvalidError(DecideError, code="DECISION_INVALID"): ...
 
 
-class ModelUnavailableError(DecideError):
-    code = "MODEL_UNAVAILABLE"
+class ModelUnavailableError(DecideError, code="MODEL_UNAVAILABLE"): ...
