@@ -14,7 +14,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from workers.core.guards import DEFAULT_DANGEROUS
-from workers.decide.factory import ModelSettings
+from workers.decide.factory import ModelSettings, check_mode
+from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 
 
 class Settings(BaseSettings):
@@ -62,14 +63,26 @@ class Settings(BaseSettings):
     result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
     """Celery's own result entries (used only for redelivery de-duplication)."""
 
+    memory: bool = True
+    """The fleet-wide switch of the decision memory (`GOALFLEET_MEMORY=false` turns it off;
+    a run can opt out with `"memory": false`)."""
+    memory_ttl_s: Annotated[int, Field(ge=60)] = 30 * 24 * 3600
+    """An entry unused this long expires (each hit starts the clock again)."""
+
     model_api_key: SecretStr | None = None
     """API key for `<provider>/<model>` deciders (else the provider SDK's own variable)."""
     model_base_url: str | None = None
     """An OpenAI-compatible model server (vLLM, Ollama, a proxy) for any provider name."""
     model_timeout_s: Annotated[float, Field(gt=0, le=300)] = 20.0
     """Per-request model timeout; a timeout ends the run `errored` (infrastructure)."""
-    model_mode: Literal["tools", "json_schema"] = "tools"
-    """How the decision schema is forced: a named tool call, or response_format JSON schema."""
+    model_mode: str = "tools"
+    """How the decision schema is forced: `tools` (a named tool call) or `json` (instructor's
+    JSON mode); anything else is refused at start."""
+    model_max_output_tokens: Annotated[int, Field(gt=0, le=4096)] = DEFAULT_MAX_OUTPUT_TOKENS
+    """Cap on each model answer's tokens (an answer needs ~10)."""
+    model_logprobs: bool = True
+    """Take confidence from token logprobs; the decider falls back to the model's self-report
+    by itself where a server returns none. False skips that first try."""
 
     dangerous_controls: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_DANGEROUS)
@@ -86,6 +99,11 @@ class Settings(BaseSettings):
     """A selector run reserved for a device that has been down this long is routed again."""
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
+
+    @field_validator("model_mode")
+    @classmethod
+    def _model_mode(cls, v: str) -> object:
+        return check_mode(v)
 
     @field_validator("api_tokens", "dangerous_controls", mode="before")
     @classmethod
@@ -117,6 +135,8 @@ class Settings(BaseSettings):
             base_url=self.model_base_url,
             timeout_s=self.model_timeout_s,
             mode=self.model_mode,
+            max_output_tokens=self.model_max_output_tokens,
+            logprobs=self.model_logprobs,
         )
 
     def to_env(self) -> dict[str, str]:

@@ -344,6 +344,8 @@ class GoalRunRequest(RunParams):
     inputs: dict[str, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
     secrets: dict[str, SecretRef] = Field(default_factory=dict)
     decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
+    memory: bool = True
+    """Use the fleet's decision memory for this run (read and, if it ends done, write)."""
 
     @field_validator("decider")
     @classmethod

@@ -14,6 +14,8 @@
 {p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
 {p}:schedules           zset   schedule ids by next due time
 {p}:schedule:{id}       hash   one recurring schedule
+{p}:mem:{key}           hash   one decision-memory entry (entry JSON, hits, created/last used)
+{p}:mem:index           set    keys of memory entries (expired ones are pruned on listing)
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Keys:
     prefix: str = "gf"
+
+    def memory(self, key: str) -> str:
+        return f"{self.prefix}:mem:{key}"
+
+    def memory_index(self) -> str:
+        return f"{self.prefix}:mem:index"
 
     def run(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}"

@@ -18,13 +18,14 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.core.loop import run_goal
-from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
+from workers.core.model import ErrorInfo, GoalRunRequest, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
 from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.keys import RUN_TASK
+from workers.fleet.memory_store import RedisMemory
 from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
 from workers.fleet.runtime import WorkerRuntime
 from workers.telemetry.observers import RunObserver
@@ -79,6 +80,14 @@ def _errored(
         totals=totals(steps),
         duration_ms=round(duration_ms, 3),
     )
+
+
+def _memory(rt: WorkerRuntime, req: GoalRunRequest) -> RedisMemory | None:
+    """The fleet's decision memory for this run, keyed by its decider; None when switched
+    off fleet-wide (`GOALFLEET_MEMORY=false`) or for this run (`"memory": false`)."""
+    if not (rt.settings.memory and req.memory):
+        return None
+    return RedisMemory(rt.redis, rt.store.k, decider=req.decider, ttl_s=rt.settings.memory_ttl_s)
 
 
 def _each(rt: WorkerRuntime, hook: Callable[[RunObserver], None], what: str) -> None:
@@ -151,6 +160,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             decider=decider,
             inputs=inputs,
             params=req.run_params(),
+            memory=_memory(rt, req),
             on_step=on_step,
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),

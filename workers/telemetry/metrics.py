@@ -25,7 +25,6 @@ by run id or task id: those are unbounded and belong in logs.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import sys
@@ -48,6 +47,8 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
+
+from workers.core.processes import pid_alive
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 NAMESPACE = "goalfleet"
@@ -77,6 +78,8 @@ class WorkerMetrics:
     device_transient_errors: Counter
     worker_busy: Gauge
     worker_info: Gauge
+    decide_seconds: Histogram
+    memory_events: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> WorkerMetrics:
@@ -164,6 +167,22 @@ class WorkerMetrics:
                 multiprocess_mode="livesum",
                 registry=registry,
             ),
+            decide_seconds=Histogram(
+                "decide_seconds",
+                "Time to a decision, by who made it (memory, rules, model, scripted, human).",
+                ["platform", "decided_by"],
+                namespace=NAMESPACE,
+                buckets=PHASE_BUCKETS,
+                registry=registry,
+            ),
+            memory_events=Counter(
+                "memory_events",
+                "Decision memory: hit, miss, invalidated (a remembered action moved nothing), "
+                "write (a done run's new entry).",
+                ["platform", "event"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
             worker_info=Gauge(
                 "worker_info",
                 "1 per running worker, labelled with its device (join on instance).",
@@ -241,14 +260,6 @@ def wipe_multiproc_dir(path: Path) -> None:
             f.unlink()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    return True
-
-
 def reap_dead_processes(path: Path) -> list[int]:
     """Drop the live gauges of processes that died without `worker_process_shutdown`."""
     dead: list[int] = []
@@ -257,7 +268,7 @@ def reap_dead_processes(path: Path) -> list[int]:
         if m is None:
             continue
         pid = int(m.group(1))
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             mark_process_dead(pid, str(path))  # type: ignore[no-untyped-call]  # untyped upstream
             dead.append(pid)
     return dead

@@ -28,6 +28,8 @@ from workers.telemetry.metrics import WorkerMetrics, worker_metrics
 
 PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
+MEMORY_EVENTS = ("hit", "miss", "invalidated", "write")
+DECIDED_BY = ("memory", "rules", "model", "scripted", "human")
 _T = TypeVar("_T")
 
 
@@ -73,6 +75,10 @@ class MetricsObserver:
             m.device_transient_errors.labels(self.platform, command)
             m.device_command_seconds.labels(self.platform, command)
         m.worker_busy.labels(self.platform).set(0)
+        for event in MEMORY_EVENTS:
+            m.memory_events.labels(self.platform, event)
+        for who in DECIDED_BY:
+            m.decide_seconds.labels(self.platform, who)
 
     def run_started(self, record: RunRecord, attempt: int) -> None:
         m = self.m
@@ -99,6 +105,12 @@ class MetricsObserver:
             m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
         if row.outcome is Outcome.STALE:
             m.stale_ref_resnapshots.labels(self.platform).inc()
+        if row.memory is not None:
+            m.memory_events.labels(self.platform, row.memory.outcome).inc()
+        if row.decision is not None and row.decision.decided_by:
+            m.decide_seconds.labels(self.platform, row.decision.decided_by).observe(
+                row.decide_ms / 1000
+            )
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:  # noqa: ARG002 - the hook's shape
         m = self.m
@@ -107,6 +119,8 @@ class MetricsObserver:
             result.duration_ms / 1000
         )
         m.worker_busy.labels(self.platform).set(0)
+        if result.memory_writes:
+            m.memory_events.labels(self.platform, "write").inc(result.memory_writes)
 
 
 class MeteredDevice:
