@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ from pydantic import SecretStr
 
 from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store import FleetStore
-from workers.core.processes import spawn_logged, stop_groups
+from workers.core.processes import Child, spawn, stop_all
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -123,7 +122,7 @@ class BenchFleet:
         self.redis = LocalRedis()
         self.overrides = settings_overrides
         self.dir = Path(tempfile.mkdtemp(prefix="goalfleet-bench-"))
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, Child] = {}
         self.settings: Settings | None = None
         self.api_url = ""
         self.env: dict[str, str] = {}
@@ -143,9 +142,9 @@ class BenchFleet:
         return self
 
     def stop(self) -> None:
-        procs = list(self.procs.values())
+        children = list(self.procs.values())
         self.procs.clear()
-        stop_groups(procs, grace_s=15)
+        stop_all(children, grace_s=15)
         self.redis.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -166,10 +165,10 @@ class BenchFleet:
 
     # -- processes -------------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        proc = spawn_logged(argv, self.env, self.dir / f"{name}.log", cwd=ROOT)
-        self.procs[name] = proc
-        return proc
+    def _spawn(self, name: str, argv: list[str]) -> Child:
+        child = spawn(argv, env=self.env, log=self.dir / f"{name}.log", name=name, cwd=ROOT)
+        self.procs[name] = child
+        return child
 
     def start_api(self, *, timeout_s: float = 60.0) -> str:
         port = free_port()
@@ -215,10 +214,9 @@ class BenchFleet:
             time.sleep(0.1)
 
     def _check_alive(self, name: str) -> None:
-        proc = self.procs[name]
-        if proc.poll() is not None:
-            log = (self.dir / f"{name}.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{log}")
+        child = self.procs[name]
+        if not child.alive():
+            raise RuntimeError(f"{name} exited with {child.returncode}:\n{child.tail()}")
 
     # -- reading the fleet -----------------------------------------------------------------
 
@@ -239,9 +237,9 @@ class BenchFleet:
 
     def cpu_s(self) -> float:
         """CPU seconds used so far by every process of this fleet, redis-server included."""
-        pids = [p.pid for p in self.procs.values()]
-        if self.redis.proc is not None:
-            pids.append(self.redis.proc.pid)
+        pids = [child.pid for child in self.procs.values()]
+        if self.redis.child is not None:
+            pids.append(self.redis.child.pid)
         return sum(process_cpu_s(pid) for pid in pids)
 
 

@@ -1,12 +1,12 @@
 """A whole fleet on this machine: the API and the scheduler in threads of this process, one
 worker subprocess per sim device. The demo and the fleet tests run on it; everything it
-started stops in `stop()` (workers get SIGTERM, then SIGKILL after a grace period)."""
+started stops in `stop()` (each worker's process group gets SIGTERM, then SIGKILL after a
+grace period)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +20,7 @@ from scheduler.client import FleetClient
 from scheduler.commands.scheduler import run_scheduler
 from scheduler.local.redis import free_port
 from workers.core.errors import ConfigError
-from workers.core.processes import die_with_parent, stop_groups
+from workers.core.processes import Child, spawn, stop_all
 from workers.settings import Settings
 from workers.telemetry.metrics import MULTIPROC_ENV
 
@@ -71,7 +71,7 @@ class LocalFleet:
         self.settings = settings
         self.log_dir = log_dir
         self.env = {**os.environ, **settings.to_env(), **extra_env}
-        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.workers: dict[str, Child] = {}
         self.started: set[str] = set()
         """Every device a worker was started for (the demo cleans their queues up)."""
         self._server: uvicorn.Server | None = None
@@ -111,23 +111,14 @@ class LocalFleet:
         t.start()
         self._threads.append(t)
 
-    def start_worker(self, w: SimWorker) -> subprocess.Popen[bytes]:
+    def start_worker(self, w: SimWorker) -> Child:
         env = self.env
         if w.metrics_port is not None:  # its multiprocess metrics beside its log, not in /tmp
             env = {**env, MULTIPROC_ENV: str(self.log_dir / f"metrics-{w.device}")}
-        log = (self.log_dir / f"worker-{w.device}.log").open("ab")
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            w.argv(),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
-        )
-        log.close()
-        self.workers[w.device] = proc
+        child = spawn(w.argv(), env=env, log=self.log_dir / f"worker-{w.device}.log")
+        self.workers[w.device] = child
         self.started.add(w.device)
-        return proc
+        return child
 
     def wait_devices(self, ids: list[str], *, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -136,7 +127,7 @@ class LocalFleet:
                 alive = {d.info.id for d in c.devices() if d.alive}
                 if set(ids) <= alive:
                     return
-                dead = [i for i in ids if i in self.workers and self.workers[i].poll() is not None]
+                dead = [i for i in ids if i in self.workers and not self.workers[i].alive()]
                 if dead or time.monotonic() > deadline:
                     raise ConfigError(
                         f"workers did not come up: {sorted(set(ids) - alive)}; "
@@ -145,15 +136,14 @@ class LocalFleet:
                 time.sleep(0.1)
 
     def stop_worker(self, device: str, *, sig: int = signal.SIGTERM, grace_s: float = 10.0) -> None:
-        proc = self.workers.pop(device, None)
-        if proc is None:
-            return
-        stop_groups([proc], sig=sig, grace_s=grace_s)
+        child = self.workers.pop(device, None)
+        if child is not None:
+            child.stop(grace_s, sig=sig)
 
     def stop(self) -> None:
-        procs = list(self.workers.items())
+        children = list(self.workers.values())
         self.workers.clear()
-        stop_groups(proc for _, proc in procs)
+        stop_all(children)
         self._stop.set()
         if self._server is not None:
             self._server.should_exit = True

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import shutil
+import signal
 import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 import redis
 
 from workers.core.errors import ConfigError
-from workers.core.processes import die_with_parent
+from workers.core.processes import Child, spawn
 
 
 def free_port() -> int:
@@ -55,13 +56,24 @@ def reachable(url: str, *, timeout_s: float = 0.5) -> bool:
 
 
 class LocalRedis:
-    """Start with `start()` (or as a context manager); `url` is where it listens."""
+    """Start with `start()` (or as a context manager); `url` is where it listens.
 
-    def __init__(self, *, binary: str | None = None, appendonly: bool = False) -> None:
+    `appendonly=True` keeps an append-only file (fsync on every write with
+    `appendfsync="always"`), so `kill()` then `start()` again brings the data back on the same
+    port and directory; `stop()` removes the directory."""
+
+    def __init__(
+        self,
+        *,
+        binary: str | None = None,
+        appendonly: bool = False,
+        appendfsync: Literal["always", "everysec", "no"] = "everysec",
+    ) -> None:
         self.binary = binary or find_redis_server()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
         self.dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
@@ -69,52 +81,52 @@ class LocalRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, *, timeout_s: float = 10.0) -> Self:
+        """Start on a free port with a new directory; after `kill()`, start again on the same
+        port and directory (what it had written survives)."""
+        if self.dir is not None and self.port:
+            if not self._start_on(Path(self.dir.name), timeout_s):
+                raise ConfigError(
+                    f"redis-server did not come back on {self.url}; see {self.dir.name}"
+                )
+            return self
         self.dir = tempfile.TemporaryDirectory(prefix="goalfleet-redis-")
         for _ in range(5):
             self.port = free_port()
-            self.proc = subprocess.Popen(  # noqa: S603 - a fixed binary with fixed arguments
-                [
-                    self.binary,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "yes" if self.appendonly else "no",
-                    "--dir",
-                    self.dir.name,
-                    "--maxmemory-policy",
-                    "noeviction",
-                    "--loglevel",
-                    "warning",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C reaches us, and we stop it last
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
-            )
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if reachable(self.url, timeout_s=0.2):
-                    return self
-                time.sleep(0.05)
-            self._kill()
+            if self._start_on(Path(self.dir.name), timeout_s):
+                return self
         raise ConfigError(f"could not start {self.binary} on a free port")
 
-    def _kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.proc = None
+    def _start_on(self, directory: Path, timeout_s: float) -> bool:
+        argv = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
+            "--dir", str(directory),
+            "--maxmemory-policy", "noeviction",
+            "--loglevel", "warning",
+        ]  # fmt: skip
+        # its own process group: Ctrl-C reaches us, and we stop it last
+        self.child = spawn(argv, env=os.environ, log=directory / "redis.log", name="redis")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.child.alive():
+            if reachable(self.url, timeout_s=0.2):
+                return True
+            time.sleep(0.05)
+        self.kill()
+        return False
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """End the server with `sig` (SIGKILL: no shutdown save; the AOF is all there is),
+        keeping its port and directory for `start()`."""
+        if self.child is not None:
+            self.child.stop(grace_s=5, sig=sig)
+        self.child = None
 
     def stop(self) -> None:
-        self._kill()
+        self.kill(signal.SIGTERM)
         if self.dir is not None:
             with contextlib.suppress(OSError):
                 self.dir.cleanup()

@@ -101,8 +101,7 @@ def app(desktop: LinuxDesktop, daemon: DaemonProcess, tmp_path: Path) -> Iterato
     )
     wait_until_visible(daemon)
     yield App(state_file)
-    proc.terminate()
-    proc.wait(timeout=10)
+    proc.stop(grace_s=10)
 
 
 @pytest.fixture(params=["socket", "http"])

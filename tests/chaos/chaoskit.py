@@ -1,7 +1,8 @@
-"""Chaos helpers: a restartable Redis with AOF on (its own port and directory), a fleet whose
-workers can be killed and restarted as a supervisor would, and the session-log overlap check.
+"""Chaos helpers: a fleet whose workers can be killed and restarted as a supervisor would, and
+the session-log overlap check. (The restartable Redis with AOF on is
+`scheduler.local.redis.LocalRedis(appendonly=True)`, see conftest.)
 
-Every process started here is stopped in a `finally` (workers by process group, Redis by pid).
+Every process started here is a `workers.core.processes.Child`, stopped with its process group.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import redis
 from pydantic import SecretStr
 
 from scheduler.local.fleet import LocalFleet, SimWorker
-from scheduler.local.redis import find_redis_server, free_port, reachable
 from workers.core.errors import ConfigError
 from workers.settings import Settings
 
@@ -44,61 +44,6 @@ def chaos_runs(default: int) -> int:
     """`GOALFLEET_CHAOS_RUNS` (the full configuration) or the quick CI default."""
     raw = os.environ.get("GOALFLEET_CHAOS_RUNS", "")
     return int(raw) if raw.strip() else default
-
-
-class AofRedis:
-    """A `redis-server` on a random loopback port with AOF on (`appendfsync always`), which
-    can be killed and started again on the same port and directory (the data survives)."""
-
-    def __init__(self) -> None:
-        self.binary = find_redis_server()
-        self.dir = tempfile.mkdtemp(prefix="goalfleet-chaos-redis-")
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, *, timeout_s: float = 15.0) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "yes",
-                "--appendfsync", "always",
-                "--dir", self.dir,
-                "--maxmemory-policy", "noeviction",
-                "--loglevel", "warning",
-                "--logfile", str(Path(self.dir) / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ConfigError(f"redis-server exited ({self.proc.returncode}); see {self.dir}")
-            if reachable(self.url, timeout_s=0.2):
-                return
-            time.sleep(0.05)
-        raise ConfigError(f"redis-server did not answer on {self.url}")
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
-        with contextlib.suppress(OSError):
-            for p in sorted(Path(self.dir).rglob("*"), reverse=True):
-                p.rmdir() if p.is_dir() else p.unlink()
-            Path(self.dir).rmdir()
 
 
 def chaos_settings(url: str, **over: object) -> Settings:
@@ -155,8 +100,8 @@ class Supervised:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def pid(self, device: str) -> int | None:
-        proc = self.fleet.workers.get(device)
-        return None if proc is None or proc.poll() is not None else proc.pid
+        child = self.fleet.workers.get(device)
+        return child.pid if child is not None and child.alive() else None
 
     def kill_child(self, device: str, run_id: str | None) -> bool:
         pid = self.pid(device)
@@ -172,19 +117,18 @@ class Supervised:
         return True
 
     def kill_main(self, device: str, run_id: str | None) -> bool:
-        proc = self.fleet.workers.get(device)
-        if proc is None or proc.poll() is not None:
+        child = self.fleet.workers.get(device)
+        if child is None or not child.alive():
             return False
-        kids = children(proc.pid)
+        kids = children(child.pid)
         mono = time.monotonic_ns()
         t0 = time.monotonic()
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        child.signal(signal.SIGKILL, leader_only=True)
+        child.wait(timeout=10)
         # the supervisor stops what is left of the unit (the orphaned pool child), then restarts
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        child.signal(signal.SIGKILL)
         with self.lock:
-            self.kills.append(Kill(device, "main", (proc.pid, *kids), time.time(), mono, run_id))
+            self.kills.append(Kill(device, "main", (child.pid, *kids), time.time(), mono, run_id))
         self.fleet.workers.pop(device, None)
         self.fleet.start_worker(self.specs[device])
         self.wait_registered(device, after=self.kills[-1].wall)

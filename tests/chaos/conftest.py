@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from chaoskit import AofRedis
+
+from scheduler.local.redis import LocalRedis
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -15,11 +16,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def aof_redis() -> Iterator[AofRedis]:
-    """A fresh AOF Redis on a random loopback port, killed and removed afterwards."""
-    server = AofRedis()
+def aof_redis() -> Iterator[LocalRedis]:
+    """A fresh Redis on a random loopback port with AOF on (`appendfsync always`), which a
+    test can kill and start again on the same port and directory (the data survives); stopped
+    and removed afterwards."""
+    server = LocalRedis(appendonly=True, appendfsync="always")
     try:
-        server.start()
+        server.start(timeout_s=15)
         yield server
     finally:
         server.stop()

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chaoskit import SECRET_VALUE, AofRedis, chaos_settings, report_path
+from chaoskit import SECRET_VALUE, chaos_settings, report_path
 
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import LocalRedis
 from workers.core.model import Outcome, RunStatus
+from workers.core.processes import spawn
 from workers.core.records import RunRecord
 
 SIGN_IN = {
@@ -46,7 +47,7 @@ WORKERS = {
 
 
 @pytest.fixture
-def fault_fleet(aof_redis: AofRedis, tmp_path: Path) -> Iterator[LocalFleet]:
+def fault_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
     settings = chaos_settings(aof_redis.url, probe_interval_s=2.0)
     fleet = LocalFleet(
         settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
@@ -153,11 +154,8 @@ def test_tool_missing_quarantines_and_keeps_runs_pending(fault_fleet: LocalFleet
         "--device", "nodroid-1", "--backend", "agent-device", "--platform", "android",
         "--target", "android:emulator-5554", "--label", "pool=nodroid", "--loglevel", "WARNING",
     ]  # fmt: skip
-    with (fault_fleet.log_dir / "worker-nodroid-1.log").open("ab") as log:
-        proc = subprocess.Popen(
-            argv, env=fault_fleet.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    fault_fleet.workers["nodroid-1"] = proc  # stopped with the fleet
+    log = fault_fleet.log_dir / "worker-nodroid-1.log"
+    fault_fleet.workers["nodroid-1"] = spawn(argv, env=fault_fleet.env, log=log)  # stopped with it
     fault_fleet.wait_devices(["nodroid-1"], timeout_s=90)
     c = fault_fleet.client()
     for _ in range(3):

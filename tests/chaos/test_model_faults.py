@@ -17,10 +17,11 @@ from typing import Any
 
 import instructor
 import pytest
-from chaoskit import AofRedis, chaos_settings
+from chaoskit import chaos_settings
 from fakes.model_server import FakeModelServer
 from openai import OpenAI
 
+from scheduler.local.redis import LocalRedis
 from workers.core.model import (
     ActionResult,
     GoalRunRequest,
@@ -111,7 +112,7 @@ class Harness:
 
 
 @pytest.fixture
-def harness(aof_redis: AofRedis, model_server: FakeModelServer) -> Iterator[Harness]:
+def harness(aof_redis: LocalRedis, model_server: FakeModelServer) -> Iterator[Harness]:
     settings = chaos_settings(aof_redis.url)
     spec = WorkerSpec(info=DeviceInfo(id=DEVICE, platform=Platform.IOS), device_spec="sim:x")
     devices: list[Recording] = []

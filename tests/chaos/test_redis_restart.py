@@ -10,9 +10,10 @@ from pathlib import Path
 
 import httpx
 import redis
-from chaoskit import SECRET_VALUE, TOKEN, AofRedis, chaos_settings, report_path
+from chaoskit import SECRET_VALUE, TOKEN, chaos_settings, report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
 
 SIGN_IN = {
@@ -38,7 +39,7 @@ def _records(db: redis.Redis, prefix: str) -> set[str]:
 
 
 def test_redis_restart_loses_nothing(  # noqa: PLR0915 - one scenario end to end: start, kill, check, report
-    aof_redis: AofRedis, tmp_path: Path
+    aof_redis: LocalRedis, tmp_path: Path
 ) -> None:
     """SIGKILL Redis while runs are queued and running; during the outage the API answers 503
     (health too) and no key appears; after the restart (same port, AOF) every run ends `done`,

@@ -17,7 +17,6 @@ import pytest
 import redis
 from chaoskit import (
     SECRET_VALUE,
-    AofRedis,
     Supervised,
     chaos_runs,
     chaos_settings,
@@ -27,6 +26,7 @@ from chaoskit import (
 
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 
@@ -78,7 +78,7 @@ def _awaiting_redelivery(db: redis.Redis, prefix: str, device: str) -> bool:
 
 
 def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - one scenario end to end: start, kill, check, report
-    aof_redis: AofRedis, tmp_path: Path
+    aof_redis: LocalRedis, tmp_path: Path
 ) -> None:
     """SIGKILL of pool children and of main worker processes at random moments during a batch
     (restarted as a supervisor would): every run ends terminal; a redelivered run restarts

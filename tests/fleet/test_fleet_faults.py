@@ -14,6 +14,7 @@ import pytest
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from workers.core.model import RunStatus
+from workers.core.processes import Child
 
 pytestmark = pytest.mark.fleet
 
@@ -36,11 +37,11 @@ def _children(pid: int) -> list[int]:
 def extra_worker(fleet: LocalFleet, tmp_path: Path):
     started: list[str] = []
 
-    def start(w: SimWorker) -> subprocess.Popen[bytes]:
-        proc = fleet.start_worker(w)
+    def start(w: SimWorker) -> Child:
+        child = fleet.start_worker(w)
         started.append(w.device)
         fleet.wait_devices([w.device], timeout_s=60)
-        return proc
+        return child
 
     yield start
     for device in started:

@@ -4,10 +4,7 @@ start without taking the live worker's lease."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import redis
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from workers.core.model import RunStatus
+from workers.core.processes import spawn
 from workers.fleet.keys import Keys
 from workers.settings import Settings
 
@@ -36,7 +34,7 @@ def test_warm_shutdown_hands_back_the_next_run(api: FleetClient, fleet: LocalFle
     stopping worker), then the worker deregisters: either way the second run is pending again,
     unplaced, and a new worker of the pool runs it to `done`."""
     sel = {"selector": {"labels": {"pool": "stop"}}}
-    proc = fleet.start_worker(
+    worker = fleet.start_worker(
         SimWorker("stop-1", "ios", labels={"pool": "stop"}, latency_scale=0.2)
     )
     fleet.wait_devices(["stop-1"], timeout_s=60)
@@ -46,8 +44,8 @@ def test_warm_shutdown_hands_back_the_next_run(api: FleetClient, fleet: LocalFle
         deadline = time.monotonic() + 30
         while not api.steps(first.id) and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGTERM)  # the main process only: a warm shutdown
-        proc.wait(timeout=60)
+        worker.signal(signal.SIGTERM, leader_only=True)  # the main process only: warm shutdown
+        worker.wait(timeout=60)
         assert api.run(first.id).status is RunStatus.DONE
         moved = api.run(second.id)
         assert moved.status is RunStatus.QUEUED
@@ -74,10 +72,7 @@ def test_second_worker_for_a_served_device_refuses_to_start(
     lease = Keys(settings.key_prefix).lease("dup-1")
     holder = db.get(lease)
     log = tmp_path / "dup.log"
-    with log.open("wb") as out:
-        dup = subprocess.Popen(
-            w.argv(), env=fleet.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    dup = spawn(w.argv(), env=fleet.env, log=log, name="dup-1")
     try:
         rc = dup.wait(timeout=settings.lease_s + 60)
         assert rc != 0
@@ -88,7 +83,5 @@ def test_second_worker_for_a_served_device_refuses_to_start(
         run = api.wait(api.submit_run({**SIGN_IN, "device": "dup-1"}).id, timeout_s=60)
         assert run.status is RunStatus.DONE, run.reason
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(dup.pid, signal.SIGKILL)
-        dup.wait(timeout=10)
+        dup.stop(grace_s=0, sig=signal.SIGKILL)
         fleet.stop_worker("dup-1")

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ import pytest
 import yaml
 
 from scheduler.local.redis import LocalRedis, free_port
-from workers.core.processes import spawn_logged, stop_groups
+from workers.core.processes import Child, spawn, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
@@ -59,32 +58,28 @@ def redis_url() -> Iterator[str]:
         yield server.url
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30) -> None:
+def wait_http(url: str, child: Child, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
+        assert child.alive(), child.tail()
         try:
             if httpx.get(url, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    pytest.fail(f"{url} did not answer; {log.read_text()[-3000:]}")
+    pytest.fail(f"{url} did not answer; {child.tail()}")
 
 
-def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return spawn_logged([sys.executable, "-m", "scheduler", *argv], env, log)
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    stop_groups(procs, grace_s=15)
+def start(argv: list[str], env: dict[str, str], log: Path) -> Child:
+    return spawn([sys.executable, "-m", "scheduler", *argv], env=env, log=log, name=argv[0])
 
 
 @dataclass
 class Started:
     name: str
     argv: list[str]
-    proc: subprocess.Popen[bytes]
+    proc: Child
     log: Path
     url: str | None
     """What answers once it is up (the API's /health, a worker's /metrics)."""
@@ -102,7 +97,7 @@ def start_service(name: str, svc: dict[str, Any], tmp: Path, redis_url: str) -> 
         mpdir.mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = str(mpdir)
     log = tmp / f"{name}.log"
-    proc = spawn(argv, {**os.environ, **env}, log)
+    proc = start(argv, {**os.environ, **env}, log)
     url = None
     if argv[0] == "api":
         url = f"http://127.0.0.1:{ports['--port']}/health"
@@ -125,7 +120,7 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
         for s in started:
             if s.url is None:
                 continue
-            wait_http(s.url, s.proc, s.log)
+            wait_http(s.url, s.proc)
             if s.argv[0] == "worker":
                 text = httpx.get(s.url, timeout=5).text
                 device = s.argv[s.argv.index("--device") + 1]
@@ -134,9 +129,9 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
                 assert list(s.mpdir.glob("*.db")), "multiprocess files"
         run_id = submit_and_wait(next(s for s in started if s.argv[0] == "api"))
         for s in started:
-            assert s.proc.poll() is None, f"{s.name} exited: {s.log.read_text()[-3000:]}"
+            assert s.proc.alive(), f"{s.name} exited: {s.proc.tail()}"
     finally:
-        stop([s.proc for s in started])
+        stop_all([s.proc for s in started], grace_s=15)
     assert {s.argv[0] for s in started} == {"api", "scheduler", "worker"}
     for s in started:
         if s.argv[0] == "worker":
@@ -196,9 +191,9 @@ def test_worker_without_a_metrics_dir_reexecs_with_one(tmp_path: Path, redis_url
     argv = ["worker", "--device", "reexec-1", "--platform", "ios", "--metrics-port", str(port)]
     log = tmp_path / "worker.log"
     expected = Path(tempfile.gettempdir()) / f"goalfleet-metrics-reexec-1-{port}"
-    proc = spawn(argv, env, log)
+    proc = start(argv, env, log)
     try:
-        wait_http(f"http://127.0.0.1:{port}/metrics", proc, log)
+        wait_http(f"http://127.0.0.1:{port}/metrics", proc)
         lines = json_lines(log)
         (serving,) = [x for x in lines if x.get("event") == "metrics.serving"]
         mpdir = Path(serving["multiprocess_dir"])
@@ -206,5 +201,5 @@ def test_worker_without_a_metrics_dir_reexecs_with_one(tmp_path: Path, redis_url
         assert list(mpdir.glob("*.db"))
         assert not [x for x in lines if x.get("event") == "metrics.single_process"]
     finally:
-        stop([proc])
+        proc.stop(grace_s=15)
         shutil.rmtree(expected, ignore_errors=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from scheduler.local.redis import LocalRedis
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunStatus
+from workers.core.processes import spawn
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import Faults, make_sim_device
 from workers.telemetry import metrics
@@ -167,15 +167,15 @@ def test_counts_survive_pool_child_restarts_and_kills(tmp_path: Path, redis_url:
     (mpdir / "counter_999999.db").write_bytes(b"junk from an earlier worker")
     port_file = tmp_path / "port"
     env = {**os.environ, metrics.MULTIPROC_ENV: str(mpdir)}
-    log = (tmp_path / "worker.log").open("wb")
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, str(HERE / "metrics_worker.py"), redis_url, str(port_file)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        log=tmp_path / "worker.log",
+    )
     try:
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text()):
-            assert proc.poll() is None, (tmp_path / "worker.log").read_text()
+            assert proc.alive(), proc.tail()
             assert time.monotonic() < deadline
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}/metrics"
@@ -189,7 +189,7 @@ def test_counts_survive_pool_child_restarts_and_kills(tmp_path: Path, redis_url:
         last = client.send_task("obs.run", args=["r-last", "done"], queue="obs")
         pids.append(last.get(timeout=60))
         assert len(set(pids)) == len(pids), "each task ran in its own pool child"
-        assert proc.poll() is None
+        assert proc.alive()
 
         samples = scrape(url)
         assert total(samples, "goalfleet_runs_total", status="done") == 4
@@ -206,10 +206,4 @@ def test_counts_survive_pool_child_restarts_and_kills(tmp_path: Path, redis_url:
         assert not (mpdir / "counter_999999.db").exists(), "wiped at start"
         assert not list(mpdir.glob(f"gauge_livesum_{pids[0]}.db")), "mark_process_dead ran"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        log.close()
+        proc.stop(grace_s=15)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from pydantic import SecretStr
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
+from workers.core.processes import Child, spawn
 from workers.settings import Settings
 from workers.telemetry import logs
 
@@ -107,7 +108,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             log_format="json",
         )
         fleet = LocalFleet(settings, log_dir=tmp, extra_env={"GOALFLEET_SECRET_PASSWORD": SECRET})
-        prom: subprocess.Popen[bytes] | None = None
+        prom: Child | None = None
         try:
             fleet.start_api()
             fleet.start_scheduler()
@@ -131,8 +132,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             fleet.wait_devices(list(ports))
             config = prometheus_config(tmp, fleet, ports)
             prom_port = free_port()
-            prom_log = (tmp / "prometheus.log").open("wb")
-            prom = subprocess.Popen(
+            prom = spawn(
                 [
                     "prometheus",
                     f"--config.file={config}",
@@ -140,10 +140,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     f"--web.listen-address=127.0.0.1:{prom_port}",
                     "--log.level=warn",
                 ],
-                stdout=prom_log,
-                stderr=subprocess.STDOUT,
+                env=os.environ,
+                log=tmp / "prometheus.log",
             )
-            prom_log.close()
             url = f"http://127.0.0.1:{prom_port}"
             wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code == 200, 30)
 
@@ -155,12 +154,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             yield Stack(prom=url, fleet=fleet, worker_ports=ports, log_dir=tmp)
         finally:
             if prom is not None:
-                prom.terminate()
-                try:
-                    prom.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    prom.kill()
-                    prom.wait(timeout=5)
+                prom.stop(grace_s=10)
             fleet.stop()
 
 

@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from fakes.model_server import FakeModelServer, Reply, _structured
 
 from scheduler.local.redis import LocalRedis, find_redis_server, free_port
 from workers.core.errors import ConfigError
-from workers.core.processes import spawn_logged, stop_groups
+from workers.core.processes import Child, spawn, stop_all
 
 pytestmark = pytest.mark.fleet
 
@@ -89,7 +88,7 @@ class Fleet:
     log_dir: Path
     model: PolicyModelServer
     metrics_ports: dict[str, int]
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    procs: list[Child] = field(default_factory=list)
 
     def http(self) -> httpx.Client:
         return httpx.Client(
@@ -97,12 +96,8 @@ class Fleet:
         )
 
 
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return spawn_logged([sys.executable, "-m", "scheduler", *argv], env, log)
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    stop_groups(procs, grace_s=15)
+def _spawn(argv: list[str], env: dict[str, str], log: Path) -> Child:
+    return spawn([sys.executable, "-m", "scheduler", *argv], env=env, log=log, name=argv[0])
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +107,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     except ConfigError:
         pytest.skip("no redis-server")
     log_dir = tmp_path_factory.mktemp("fleet-logs")
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Child] = []
     with LocalRedis(binary=binary) as server, PolicyModelServer() as model:
         port = free_port()
         env = {
@@ -153,7 +148,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     time.sleep(0.2)
             yield f
         finally:
-            _stop(procs)
+            stop_all(procs, grace_s=15)
 
 
 def _wait(c: httpx.Client, ids: list[str], timeout_s: float = 90) -> list[dict[str, Any]]:
@@ -283,7 +278,7 @@ def test_rules_decider_ignores_screen_instructions(fleet: Fleet) -> None:
     with fleet.http() as c:
         r = c.post(
             "/v1/runs",
-            json={"goal": "Continue", "device": "inject-1", "done_when": "Welcome"},
+            json={"goal": "Sign in", "device": "inject-1", "done_when": "Welcome"},
         )
         (run,) = _wait(c, [r.json()["id"]])
         steps = c.get(f"/v1/runs/{run['id']}/steps").json()

@@ -13,10 +13,9 @@ daemon): `scripts/setup-linux-target.sh` installs them.
 
 from __future__ import annotations
 
-import os
 import random
+import select
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -25,9 +24,10 @@ from pathlib import Path
 from typing import Self
 
 from workers.core.errors import FatalDeviceError, ToolMissingError
-from workers.core.processes import stop_groups
+from workers.core.processes import Child, spawn
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+_GRACE_S = 5.0
 REQUIRED_TOOLS = ("Xvfb", "dbus-daemon", "xdotool", "python3")
 
 
@@ -48,9 +48,8 @@ class LinuxDesktop:
     dbus_address: str
     home: Path
     runtime_dir: Path
-    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
-    _pids: list[int] = field(default_factory=list, repr=False)
-    app: subprocess.Popen[bytes] | None = None
+    _children: list[Child] = field(default_factory=list, repr=False)
+    app: Child | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -70,34 +69,28 @@ class LinuxDesktop:
         extra_env: dict[str, str] | None = None,
         ready: Callable[[], bool] | None = None,
         timeout_s: float = 15.0,
-    ) -> subprocess.Popen[bytes]:
+    ) -> Child:
         """Start the display's one app; wait until `ready()` (if given) says it is up."""
-        if self.app is not None and self.app.poll() is None:
+        if self.app is not None and self.app.alive():
             raise FatalDeviceError("this display already runs an app; one app per display")
         env = {**self.env, **(extra_env or {})}
         env.pop("NO_AT_BRIDGE", None)
-        log = (self.base_dir / "app.log").open("ab")
-        self.app = subprocess.Popen(  # noqa: S603 - argv from the caller, no shell
-            list(argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
-        self._procs.append(self.app)
+        self.app = spawn(argv, env=env, log=self.base_dir / "app.log", name="app")
+        self._children.append(self.app)
         if ready is not None:
             try:
                 _wait(ready, timeout_s, f"the app {argv[0]!r} did not become ready", self.app)
             except FatalDeviceError as exc:
-                tail = (self.base_dir / "app.log").read_text(errors="replace")[-600:]
-                raise FatalDeviceError(exc.message, code=exc.code, hint=f"app.log: {tail}") from exc
+                hint = f"app.log: {self.app.tail(600)}"
+                raise FatalDeviceError(exc.message, code=exc.code, hint=hint) from exc
         return self.app
 
     def stop(self) -> None:
-        """Stop the app, the AT-SPI bus, the session bus and Xvfb (newest first)."""
-        for proc in reversed(self._procs):
-            _stop_group(proc)
-        self._procs.clear()
-        for pid in self._pids:
-            _kill_pid(pid)
-        self._pids.clear()
+        """Stop the app, the AT-SPI bus, the session bus and Xvfb (newest first), each with
+        its whole process group (the a11y bus's dbus-daemon, registryd)."""
+        for child in reversed(self._children):
+            child.stop(_GRACE_S)
+        self._children.clear()
 
     def __enter__(self) -> Self:
         return self
@@ -107,7 +100,7 @@ class LinuxDesktop:
 
 
 def start_linux_desktop(base_dir: Path, *, screen: str = "1280x800x24") -> LinuxDesktop:
-    """Xvfb on the first free display (`-displayfd`), a session bus, and the AT-SPI bus."""
+    """Xvfb on a free display, a session bus, and the AT-SPI bus."""
     missing = missing_tools()
     if missing:
         raise ToolMissingError(
@@ -139,23 +132,17 @@ def _start_xvfb(desk: LinuxDesktop, screen: str, attempts: int = 8) -> None:
         number = random.randint(100, 899)
         if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():  # noqa: S108
             continue
-        log = (desk.base_dir / "xvfb.log").open("ab")
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv
-            ["/usr/bin/Xvfb", f":{number}", "-screen", "0", screen, "-nolisten", "tcp"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        argv = ["/usr/bin/Xvfb", f":{number}", "-screen", "0", screen, "-nolisten", "tcp"]
+        xvfb = spawn(argv, env=desk.env, log=desk.base_dir / "xvfb.log", name="xvfb")
         display = f":{number}"
         deadline = time.monotonic() + 15.0
-        while proc.poll() is None and time.monotonic() < deadline:
+        while xvfb.alive() and time.monotonic() < deadline:
             if _x_answers(display):
-                desk._procs.append(proc)  # noqa: SLF001 - the module builds its own dataclass
+                desk._children.append(xvfb)  # noqa: SLF001 - the module builds its own dataclass
                 desk.display = display
                 return
             time.sleep(0.05)
-        _stop_group(proc)
+        xvfb.stop(_GRACE_S)
     raise FatalDeviceError(
         f"Xvfb did not start on a free display after {attempts} tries",
         code="XVFB_START",
@@ -176,62 +163,51 @@ def _x_answers(display: str) -> bool:
     return done.returncode == 0
 
 
-def _start_dbus(desk: LinuxDesktop) -> None:
+def _start_dbus(desk: LinuxDesktop, timeout_s: float = 15.0) -> None:
+    """A session bus in the foreground (its own group, stopped with the stack); it prints its
+    address once it listens."""
     env = {k: v for k, v in desk.env.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
-    out = subprocess.run(
-        ["/usr/bin/dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
-        env=env,
-        capture_output=True,
-        timeout=15,
-        check=False,
-    )
-    lines = out.stdout.decode().split()
-    if out.returncode != 0 or len(lines) < 2 or not lines[1].isdigit():  # noqa: PLR2004
-        raise FatalDeviceError("dbus-daemon --session did not start", code="DBUS_START")
-    desk.dbus_address = lines[0]
-    desk._pids.append(int(lines[1]))  # noqa: SLF001 - the module builds its own dataclass
+    argv = ["/usr/bin/dbus-daemon", "--session", "--nofork", "--print-address=1"]
+    bus = spawn(argv, env=env, log=desk.base_dir / "dbus.log", name="dbus", pipe_stdout=True)
+    desk._children.append(bus)  # noqa: SLF001 - the module builds its own dataclass
+    address = _first_line(bus, timeout_s)
+    if not address:
+        raise FatalDeviceError(
+            f"dbus-daemon --session printed no address within {timeout_s:.0f} s "
+            f"(exit status {bus.returncode})",
+            code="DBUS_START",
+            hint=f"see {bus.log}",
+        )
+    desk.dbus_address = address
+
+
+def _first_line(child: Child, timeout_s: float) -> str:
+    """The first line `child` prints on its stdout pipe, or "" if none comes in time."""
+    out = child.proc.stdout
+    if out is None:
+        return ""
+    ready, _, _ = select.select([out], [], [], timeout_s)
+    return out.readline().decode(errors="replace").strip() if ready else ""
 
 
 def _start_atspi(desk: LinuxDesktop) -> None:
-    env = dict(desk.env)
-    log = (desk.base_dir / "atspi.log").open("ab")
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv
-        [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
-    desk._procs.append(proc)  # noqa: SLF001 - the module builds its own dataclass
+    argv = [AT_SPI_BUS_LAUNCHER, "--launch-immediately"]
+    atspi = spawn(argv, env=desk.env, log=desk.base_dir / "atspi.log", name="at-spi")
+    desk._children.append(atspi)  # noqa: SLF001 - the module builds its own dataclass
     bus_dir = desk.runtime_dir / "at-spi"
 
     def bus_up() -> bool:
         return bus_dir.is_dir() and any(p.name.startswith("bus") for p in bus_dir.iterdir())
 
-    _wait(bus_up, 15.0, "the AT-SPI bus did not come up", proc)
+    _wait(bus_up, 15.0, "the AT-SPI bus did not come up", atspi)
 
 
-def _wait(
-    check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen[bytes]
-) -> None:
+def _wait(check: Callable[[], bool], timeout_s: float, what: str, child: Child) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return
-        if proc.poll() is not None:
-            raise FatalDeviceError(f"{what}: it exited with {proc.returncode}", code="STACK_START")
+        if not child.alive():
+            raise FatalDeviceError(f"{what}: it exited with {child.returncode}", code="STACK_START")
         time.sleep(0.02)
     raise FatalDeviceError(f"{what} within {timeout_s:.0f} s", code="STACK_START")
-
-
-def _stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 5.0) -> None:
-    # children left in the group (the a11y bus's dbus-daemon, registryd) go too
-    stop_groups([proc], grace_s=timeout_s)
-
-
-def _kill_pid(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
