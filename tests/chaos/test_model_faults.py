@@ -140,8 +140,8 @@ def harness(aof_redis: LocalRedis, model_server: FakeModelServer) -> Iterator[Ha
         rt.redis.close()
 
 
-def _answer(target: str, inp: str = "none", **kw: object) -> dict[str, object]:
-    return {"target": target, "input": inp, "confidence": 0.9, "reason": "test", **kw}
+def _answer(action: str) -> dict[str, object]:
+    return {"action": action}
 
 
 def _steps(h: Harness, run: RunRecord) -> list[Outcome]:
@@ -195,7 +195,7 @@ def test_invalid_json_is_reasked_then_escalated(harness: Harness) -> None:
 def test_invented_ref_is_reasked_then_escalated(harness: Harness) -> None:
     """A ref that is not on the screen, twice: re-asked once (the second request says why),
     then `escalated`; the device never acts."""
-    harness.server.answer(_answer("e99", "email"))
+    harness.server.answer(_answer("e99=email"))
     harness.server.answer(_answer("e42"))
     run = harness.run()
     assert run.status is RunStatus.ESCALATED, run.reason
@@ -208,16 +208,25 @@ def test_invented_ref_is_reasked_then_escalated(harness: Harness) -> None:
 def test_invented_ref_then_valid_answer_acts_on_a_screen_ref(harness: Harness) -> None:
     """An invented ref, then a valid one after the re-ask: the run acts, only ever on refs of
     the screen the decision was made on, and signs in."""
-    harness.server.answer(_answer("e77", "email"))
-    harness.server.answer(_answer("e2", "email"))  # Email
+    harness.server.answer(_answer("e77=email"))
+    harness.server.answer(_answer("e2=email"))  # Email
     harness.server.answer(_answer("e3"))  # Continue
     harness.server.answer(_answer("e99"))  # invented again on the password screen
-    harness.server.answer(_answer("e2", "password"))  # Password
+    harness.server.answer(_answer("e2=password"))  # Password
     harness.server.answer(_answer("e3"))  # Sign in
     run = harness.run(done_when="Welcome")
     assert run.status is RunStatus.DONE, run.reason
     assert len(harness.devices[-1].actions) == 4
     harness.assert_only_refs_on_screen()
+    # each acted step records who decided, how sure (from logprobs) and what it cost,
+    # the re-asks included (both counts cover two requests on those steps)
+    assert run.result is not None
+    decisions = [s.decision for s in run.result.steps if s.decision and s.action]
+    assert [(d.decided_by, d.confidence_source) for d in decisions] == [("model", "logprobs")] * 4
+    assert all(d.confidence == pytest.approx(0.9) for d in decisions)
+    assert [d.usage.input_tokens for d in decisions] == [240, 120, 240, 120]
+    assert all(d.usage.counted_input_tokens > 0 for d in decisions)
+    assert decisions[0].usage.counted_input_tokens > 2 * decisions[1].usage.counted_input_tokens
     # the prompts never carried the secret (input names only)
     assert all(SECRET.encode() not in raw for raw in harness.server.raw)
 
@@ -232,7 +241,8 @@ def test_mixed_faults_never_act_off_screen(harness: Harness) -> None:
         lambda: harness.server.answer_raw_arguments("{oops"),
         lambda: harness.server.answer(_answer("e50")),
         lambda: harness.server.answer_text("I will press Delete account"),
-        lambda: harness.server.answer(_answer("e2", "email")),
+        lambda: harness.server.answer(_answer("e2")),  # a field without an input
+        lambda: harness.server.answer(_answer("e2=email")),
         lambda: harness.server.answer(_answer("e3")),
     ]
     statuses = []

@@ -1,22 +1,29 @@
 """A local OpenAI-compatible model server for tests: real HTTP on 127.0.0.1, canned answers.
 
     with FakeModelServer() as server:
-        server.answer({"target": "e3", "input": "email", ...})   # a valid structured answer
-        server.answer_text("{not json")                            # malformed
-        server.fail(500)                                           # HTTP 500
-        server.stall(2.0)                                          # answer after 2 s (timeouts)
+        server.answer({"action": "e2=email"})       # a valid structured answer
+        server.answer({"action": "e3"}, p=0.3)      # ... whose logprobs give "e3" p = 0.3
+        server.answer_raw_arguments("{not json")    # malformed
+        server.fail(500)                            # HTTP 500
+        server.stall(2.0)                           # answer after 2 s (timeouts)
         client = OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
         ...
         server.bodies      # every request body, parsed, in order
 
 `answer(args)` shapes itself to the request: a forced tool call when the request carries
-`tools`, otherwise the JSON as message content (JSON / JSON_SCHEMA modes). With nothing queued
-the server answers 500 and says so, so a test that asks more than it queued fails loudly.
+`tools`, otherwise the JSON as message content (JSON mode). When the request asks for
+`logprobs` and the answer has a `p`, the reply carries OpenAI-style `logprobs.content` for the
+answer's JSON (as llama.cpp sends them for tool-call arguments too): the `action` value is one
+token of probability `p`, listed beside one alternative ("done", or "blocked") of probability
+`1 - p`, so a decider that renormalises over the alternatives gets exactly `p`; every other
+token has probability 1. With nothing queued the server answers 500 and says so, so a test
+that asks more than it queued fails loudly.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -38,7 +45,47 @@ class Reply:
     delay_s: float = 0.0
 
 
-def _completion(request: Body, message: Body, usage: tuple[int, int]) -> Body:
+def _logprobs(arguments: str, p: float, key: str = "action") -> Body | None:
+    """`logprobs.content` spelling `arguments` with `key`'s value as one token of probability
+    `p` (one alternative listed, of probability 1 - p); None if there is no such value."""
+    try:
+        value = json.loads(arguments).get(key)
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(value, str):
+        return None
+    marker = f'"{value}"'
+    start = arguments.find(marker, arguments.find(f'"{key}"') + len(key) + 2) + 1
+    other = "blocked" if value == "done" else "done"
+    pieces = [
+        (arguments[:start], 0.0, []),
+        (value, math.log(p), [(other, math.log1p(-p) if p < 1 else -100.0)]),
+        (arguments[start + len(value) :], 0.0, []),
+    ]
+    return {
+        "content": [
+            {
+                "token": token,
+                "logprob": lp,
+                "bytes": None,
+                "top_logprobs": [
+                    {"token": t, "logprob": alt, "bytes": None} for t, alt in [(token, lp), *alts]
+                ],
+            }
+            for token, lp, alts in pieces
+        ],
+        "refusal": None,
+    }
+
+
+def _completion(
+    request: Body,
+    message: Body,
+    usage: tuple[int, int],
+    *,
+    logprobs: Body | None = None,
+    finish_reason: str | None = None,
+) -> Body:
     prompt, completion = usage
     return {
         "id": "chatcmpl-fake",
@@ -49,7 +96,9 @@ def _completion(request: Body, message: Body, usage: tuple[int, int]) -> Body:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                "logprobs": logprobs if request.get("logprobs") else None,
+                "finish_reason": finish_reason
+                or ("tool_calls" if "tool_calls" in message else "stop"),
             }
         ],
         "usage": {
@@ -60,7 +109,14 @@ def _completion(request: Body, message: Body, usage: tuple[int, int]) -> Body:
     }
 
 
-def _structured(request: Body, arguments: str, usage: tuple[int, int]) -> Body:
+def _structured(
+    request: Body,
+    arguments: str,
+    usage: tuple[int, int],
+    *,
+    p: float | None = None,
+    finish_reason: str | None = None,
+) -> Body:
     tools = request.get("tools") or []
     if tools:
         name = tools[0]["function"]["name"]
@@ -77,7 +133,8 @@ def _structured(request: Body, arguments: str, usage: tuple[int, int]) -> Body:
         }
     else:
         message = {"role": "assistant", "content": arguments}
-    return _completion(request, message, usage)
+    logprobs = None if p is None else _logprobs(arguments, p)
+    return _completion(request, message, usage, logprobs=logprobs, finish_reason=finish_reason)
 
 
 class FakeModelServer:
@@ -130,15 +187,31 @@ class FakeModelServer:
             self._replies.append(reply)
 
     def answer(
-        self, arguments: Body, *, usage: tuple[int, int] = (120, 20), delay_s: float = 0.0
+        self,
+        arguments: Body,
+        *,
+        usage: tuple[int, int] = (120, 20),
+        delay_s: float = 0.0,
+        p: float | None = 0.9,
     ) -> None:
-        """A structured answer (tool call or JSON content, whichever the request asked for)."""
+        """A structured answer (tool call or JSON content, whichever the request asked for),
+        with logprobs that give its `action` probability `p` if the request asks for them
+        (`p=None`: no logprobs, as OpenAI for tool calls)."""
         text = json.dumps(arguments)
-        self.queue(Reply(200, lambda req: _structured(req, text, usage), delay_s))
+        self.queue(Reply(200, lambda req: _structured(req, text, usage, p=p), delay_s))
 
-    def answer_raw_arguments(self, text: str, *, usage: tuple[int, int] = (120, 20)) -> None:
-        """A structured answer whose arguments are `text` verbatim (e.g. malformed JSON)."""
-        self.queue(Reply(200, lambda req: _structured(req, text, usage)))
+    def answer_raw_arguments(
+        self,
+        text: str,
+        *,
+        usage: tuple[int, int] = (120, 20),
+        finish_reason: str | None = None,
+    ) -> None:
+        """A structured answer whose arguments are `text` verbatim (e.g. malformed JSON; with
+        `finish_reason="length"`, cut off at the output cap)."""
+        self.queue(
+            Reply(200, lambda req: _structured(req, text, usage, finish_reason=finish_reason))
+        )
 
     def answer_text(self, text: str, *, usage: tuple[int, int] = (120, 20)) -> None:
         """Plain assistant text, no tool call: what a model that ignores the schema says."""

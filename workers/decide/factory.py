@@ -16,16 +16,33 @@ from the composition root's `Settings` to keep the environment read in one place
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from workers.core.errors import ConfigError
 from workers.core.model import PROVIDER_SPEC, DecideState, Decision
 from workers.core.ports import Decider
+from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 
 SPEC_HELP = 'use "rules", "scripted" or "<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
 _OPENAI_COMPATIBLE = frozenset({"openai"})
+MODES = ("tools", "json")
+"""How the answer's schema is forced, as real OpenAI-compatible servers accept it (llama.cpp,
+vLLM, OpenAI): `tools`, a named tool call (the schema constrains decoding where the server
+supports it); `json`, instructor's JSON mode (`response_format` `json_object`, the schema as
+text in a system message; costs more tokens, and a template that drops system messages
+hides the schema). `response_format` `json_schema` is not one: llama.cpp's server answers it
+with HTTP 500."""
+
+
+def check_mode(value: object) -> object:
+    """`value` if it is one of `MODES`; else a one-line error naming the ones there are."""
+    if value in MODES:
+        return value
+    raise ValueError(
+        f"model mode {value!r} is not supported; use one of {', '.join(MODES)} "
+        "(json_schema is refused by llama.cpp's server)"
+    )
 
 
 class ModelSettings(BaseModel):
@@ -40,10 +57,19 @@ class ModelSettings(BaseModel):
     """Per-request timeout; a timeout is `ModelUnavailableError` (the run ends `errored`)."""
     transport_retries: int = Field(default=1, ge=0, le=5)
     """The SDK's own retries of connection errors, 429 and 5xx, before we give up."""
-    mode: Literal["tools", "json_schema"] = "tools"
-    """How the schema is forced: a named tool call (default; works on every OpenAI-compatible
-    server) or `response_format` JSON schema (about 8 tokens cheaper per decision)."""
-    max_output_tokens: int | None = Field(default=None, gt=0)
+    mode: str = "tools"
+    """One of `MODES`: a named tool call (default) or instructor's JSON mode."""
+    max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0, le=4096)
+    """Cap on each answer's tokens (an answer needs ~10)."""
+    logprobs: bool = True
+    """Ask for token logprobs and take confidence from them; the decider falls back to the
+    model's self-report by itself where a server returns none. False skips the first try
+    (e.g. OpenAI in tools mode, which returns no logprobs for tool-call arguments)."""
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, v: str) -> object:
+        return check_mode(v)
 
 
 def make_decider(
@@ -77,7 +103,7 @@ def _model_decider(provider: str, model: str, settings: ModelSettings) -> Decide
 
     from workers.decide.instructor import InstructorDecider  # noqa: PLC0415
 
-    mode = instructor.Mode.TOOLS if settings.mode == "tools" else instructor.Mode.JSON_SCHEMA
+    mode = instructor.Mode.TOOLS if settings.mode == "tools" else instructor.Mode.JSON
     key = settings.api_key.get_secret_value() if settings.api_key else None
     if settings.base_url is not None or provider in _OPENAI_COMPATIBLE:
         import openai  # noqa: PLC0415
@@ -113,4 +139,5 @@ def _model_decider(provider: str, model: str, settings: ModelSettings) -> Decide
         model,
         timeout_s=settings.timeout_s,
         max_output_tokens=settings.max_output_tokens,
+        logprobs=settings.logprobs,
     )

@@ -1,11 +1,26 @@
 """`InstructorDecider`: one schema-forced model call per step, through instructor.
 
-Per step it renders two short messages (`workers.decide.prompt`) and a response model whose
-`target` is a `Literal` of this screen's refs plus "none" and whose `input` is a `Literal` of the
-input names plus "none". instructor validates the answer against it; on a validation error it
-re-asks once (`max_retries=1`, two attempts), then we raise `DecisionInvalidError` and the loop
-escalates. Transport failures (connection, timeout, HTTP status) become `ModelUnavailableError`
-and the loop ends `errored`: infrastructure never masquerades as a bad decision.
+Per step it renders one short user message, instruction first (`workers.decide.prompt`), and a
+response model whose one required field, `action`, is an enum of this screen's answers
+(`"e2=email"`, `"e3"`, `"done"`, `"blocked"`). instructor validates the answer against it; on
+a validation error it re-asks once (`max_retries=1`, two attempts), then we raise
+`DecisionInvalidError` and the loop escalates. Transport failures (connection, timeout, HTTP
+status) become `ModelUnavailableError` and the loop ends `errored`: infrastructure never
+masquerades as a bad decision. Output is capped (`max_output_tokens`) and the answer has no
+free-text field, so a model cannot keep a server generating.
+
+Confidence comes from the server's token logprobs where it returns them (`logprobs: true`):
+the probability of the chosen `action` value, renormalised at each of its tokens over the
+alternatives the server listed that could still spell an allowed answer (a server that
+constrains decoding reports the model's raw log-probabilities, so a forced token's raw value
+says nothing about the choice). Where a server returns none for the answer (OpenAI does not
+for tool-call arguments) or refuses the request (llama-cpp-python started without
+`--logits_all true` answers HTTP 500), this decider falls back, for the rest of its life, to a
+schema with a self-reported `confidence` and asks that step again.
+
+Usage is recorded for every call, summed over re-asks: what the provider billed
+(`input_tokens`, `output_tokens`) and our own cl100k count of each request body
+(`counted_input_tokens`, `workers.decide.tokens`).
 
 Input values never reach this module: `DecideState` carries input names only.
 
@@ -16,23 +31,39 @@ and then a request to anything but a loopback address is refused before it is se
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
 import openai
-from instructor.core.exceptions import InstructorRetryException
+from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from instructor.core.hooks import Hooks
 from pydantic import ValidationError
 
 from workers.core.errors import DecisionInvalidError, ModelUnavailableError
-from workers.core.model import NONE, DecideState, Decision, TokenUsage
-from workers.decide.prompt import Choice, render_messages, response_model_for
+from workers.core.model import NONE, ConfidenceSource, DecideState, Decision, TokenUsage
+from workers.decide.prompt import (
+    ACTION_KEY,
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    Choice,
+    SelfRated,
+    actions_for,
+    render_messages,
+    response_model_for,
+)
+from workers.decide.tokens import count_request
 
 ALLOW_MODEL_REQUESTS = True
 """False in tests: only loopback model servers may be called (see tests/conftest.py)."""
 
 DEFAULT_MAX_RETRIES = 1
 """One re-ask after a validation error, so two attempts; then the step escalates."""
+TOP_LOGPROBS = 5
+"""Alternatives asked for at each answer token, to renormalise the chosen one against."""
 
 
 class ModelRequestsNotAllowedError(RuntimeError):
@@ -44,6 +75,17 @@ class StructuredClient(Protocol):
 
     @property
     def chat(self) -> Any: ...  # noqa: ANN401 - instructor's chat namespace is untyped
+
+
+class TokenLogprob(Protocol):
+    """One generated token as OpenAI-style `logprobs.content` reports it."""
+
+    @property
+    def token(self) -> str: ...
+    @property
+    def logprob(self) -> float: ...
+    @property
+    def top_logprobs(self) -> Sequence[Any]: ...  # items with .token and .logprob
 
 
 def _is_loopback(url: str) -> bool:
@@ -85,6 +127,12 @@ def _is_transport_error(exc: BaseException) -> bool:
     return bool(names & {"APIError", "APIConnectionError", "APITimeoutError", "APIStatusError"})
 
 
+def _refuses_logprobs(exc: BaseException) -> bool:
+    """An HTTP error that names logprobs: the server cannot return them (llama-cpp-python
+    without `--logits_all true` answers 500 "logprobs is not supported ...")."""
+    return isinstance(exc, openai.APIStatusError) and "logprobs" in str(exc).lower()
+
+
 def _usage_of(completion: object) -> TokenUsage:
     usage = getattr(completion, "usage", None)
     if usage is None:
@@ -95,18 +143,6 @@ def _usage_of(completion: object) -> TokenUsage:
     return TokenUsage(input_tokens=int(prompt), output_tokens=int(out))
 
 
-def _decision(choice: Choice, usage: TokenUsage) -> Decision:
-    return Decision(
-        target=choice.target,
-        input=choice.input,
-        done=choice.done,
-        blocked=choice.blocked,
-        confidence=choice.confidence,
-        reason=choice.reason,
-        usage=usage,
-    )
-
-
 def _first_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         problems = [f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors()]
@@ -115,12 +151,80 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
+def _answer_tokens(completion: object) -> list[TokenLogprob] | None:
+    choices = getattr(completion, "choices", None) or []
+    logprobs = getattr(choices[0], "logprobs", None) if choices else None
+    content = getattr(logprobs, "content", None)
+    return list(content) if content else None
+
+
+def answer_confidence(
+    tokens: Sequence[TokenLogprob], value: str, allowed: Collection[str], *, key: str = ACTION_KEY
+) -> float | None:
+    """The probability the model gave `value` as the answer's `key`, from its token logprobs.
+
+    The tokens spell the answer's JSON; the ones that spell `"<value>"` (its closing quote too:
+    `"e2"` and `"e2=email"` part there) each contribute the chosen token's probability divided
+    by the probability of every listed alternative that could still spell one of `allowed`.
+    A token with no alternative that fits contributes 1: the grammar forced it. Without any
+    alternatives listed, the raw product of the chosen tokens' probabilities. None when the
+    tokens do not spell the answer (the caller falls back to the self-report)."""
+    text = "".join(t.token for t in tokens)
+    found = re.search(rf'"{re.escape(key)}"\s*:\s*"({re.escape(value)})"', text)
+    if found is None:
+        return None
+    start, end = found.start(1), found.end(1) + 1
+    chosen = value + '"'
+    endings = [a + '"' for a in allowed]
+    ratio, raw, listed, pos = 1.0, 0.0, False, 0
+    for tok in tokens:
+        t_start, pos = pos, pos + len(tok.token)
+        if pos <= start or t_start >= end:
+            continue
+        lead = text[t_start:start]  # text this token carries before the value starts
+        spelled = chosen[: max(0, t_start - start)]  # value already spelled before this token
+
+        def fits(piece: str, lead: str = lead, spelled: str = spelled) -> bool:
+            if not piece.startswith(lead):
+                return False
+            s = spelled + piece[len(lead) :]
+            return any(e.startswith(s) or s.startswith(e) for e in endings)
+
+        alternatives = {tok.token: tok.logprob}
+        for alt in tok.top_logprobs or ():
+            alternatives.setdefault(str(alt.token), float(alt.logprob))
+        listed = listed or len(alternatives) > 1
+        mass = sum(math.exp(lp) for piece, lp in alternatives.items() if fits(piece))
+        raw += tok.logprob
+        ratio *= math.exp(tok.logprob) / mass if mass > 0 else 1.0
+    confidence = ratio if listed else math.exp(raw)
+    return min(1.0, max(0.0, confidence))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    choice: Choice
+    completion: object
+    usage: TokenUsage
+
+
+class _NoLogprobsError(Exception):
+    """The server returned no usable logprobs for the answer (or refused to); `usage` is what
+    the attempt cost."""
+
+    def __init__(self, usage: TokenUsage) -> None:
+        super().__init__("no logprobs")
+        self.usage = usage
+
+
 class InstructorDecider:
     """A `Decider` backed by a model through an instructor client.
 
     `client` is an instructor client (`instructor.from_openai(OpenAI(...))`,
     `instructor.from_provider("openai/gpt-4o-mini")`, ...); `model` is the provider's model
-    name. Build it with `workers.decide.factory.make_decider` to get the settings right.
+    name. `logprobs` asks the server for token logprobs and derives confidence from them (see
+    the module docstring); False uses the model's self-report from the start. Build it with
+    `workers.decide.factory.make_decider` to get the settings right.
     """
 
     def __init__(
@@ -130,22 +234,64 @@ class InstructorDecider:
         *,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout_s: float | None = None,
-        max_output_tokens: int | None = None,
+        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+        logprobs: bool = True,
     ) -> None:
         self.client = client
         self.model = model
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self.max_output_tokens = max_output_tokens
+        self.logprobs = logprobs
 
     def decide(self, state: DecideState) -> Decision:
         _check_allowed(self.client)
-        response_model = response_model_for(state)
-        extra: dict[str, Any] = {}
+        spent = TokenUsage()
+        if self.logprobs:
+            try:
+                answer = self._ask(state, logprobs=True)
+                confidence = self._confidence(state, answer)
+                return self._decision(answer, confidence, "logprobs")
+            except _NoLogprobsError as exc:
+                self.logprobs = False  # this server gives none: self-report from now on
+                spent = exc.usage
+        answer = self._ask(state, logprobs=False)
+        choice = answer.choice
+        if not isinstance(choice, SelfRated):  # pragma: no cover - built by response_model_for
+            raise DecisionInvalidError(f"model {self.model!r} gave no confidence")
+        answer = _Answer(choice, answer.completion, spent + answer.usage)
+        return self._decision(answer, choice.confidence, "self")
+
+    def _confidence(self, state: DecideState, answer: _Answer) -> float:
+        tokens = _answer_tokens(answer.completion) or []
+        confidence = answer_confidence(tokens, answer.choice.action, actions_for(state))
+        if confidence is None:
+            raise _NoLogprobsError(answer.usage)
+        return confidence
+
+    def _decision(self, answer: _Answer, confidence: float, source: ConfidenceSource) -> Decision:
+        target, input_name, done, blocked = answer.choice.parts()
+        return Decision(
+            target=target,
+            input=input_name,
+            done=done,
+            blocked=blocked,
+            confidence=confidence,
+            usage=answer.usage,
+            decided_by="model",
+            confidence_source=source,
+        )
+
+    def _ask(self, state: DecideState, *, logprobs: bool) -> _Answer:
+        response_model = response_model_for(state, self_rated=not logprobs)
+        counted: list[int] = []
+        hooks = Hooks()
+        hooks.on("completion:kwargs", lambda **kw: counted.append(count_request(kw).total))
+        extra: dict[str, Any] = {"max_tokens": self.max_output_tokens}
         if self.timeout_s is not None:
             extra["timeout"] = self.timeout_s
-        if self.max_output_tokens is not None:
-            extra["max_tokens"] = self.max_output_tokens
+        if logprobs:
+            extra |= {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
         try:
             choice, completion = self.client.chat.completions.create_with_completion(
                 model=self.model,
@@ -153,31 +299,43 @@ class InstructorDecider:
                 response_model=response_model,
                 max_retries=self.max_retries,
                 temperature=0,
+                hooks=hooks,
                 **extra,
             )
-        except InstructorRetryException as exc:
-            cause = exc.__cause__ or exc
-            if _is_transport_error(cause):
-                raise ModelUnavailableError(
-                    f"model {self.model!r} unavailable: {_first_line(cause)}",
-                    hint="check the model server, its address and credentials",
-                ) from cause
-            attempts = exc.n_attempts
-            raise DecisionInvalidError(
-                f"model {self.model!r} gave no valid decision in {attempts} attempt(s): "
-                f"{_first_line(cause)}"
-            ) from cause
-        except ValidationError as exc:  # instructor versions that do not wrap the last error
-            raise DecisionInvalidError(
-                f"model {self.model!r} gave no valid decision: {_first_line(exc)}"
-            ) from exc
-        except (openai.APIError, httpx.HTTPError, OSError) as exc:  # not wrapped by instructor
-            raise ModelUnavailableError(
-                f"model {self.model!r} unavailable: {_first_line(exc)}"
-            ) from exc
-        if not isinstance(choice, Choice):  # pragma: no cover - instructor returns the model
+        except (
+            InstructorRetryException,  # validation failed twice, or the transport failed
+            IncompleteOutputException,  # the answer hit max_output_tokens
+            ValidationError,  # instructor versions that do not wrap the last error
+            openai.APIError,  # transport errors instructor did not wrap
+            httpx.HTTPError,
+            OSError,
+        ) as exc:
+            raise self._translate(exc, logprobs=logprobs, counted=sum(counted)) from exc
+        if not isinstance(choice, response_model):  # pragma: no cover - instructor returns it
             raise DecisionInvalidError(f"model {self.model!r} returned {type(choice).__name__}")
-        decision = _decision(choice, _usage_of(completion))
-        if decision.target != NONE and all(c.ref != decision.target for c in state.candidates):
+        if choice.parts()[0] != NONE and choice.parts()[0] not in {c.ref for c in state.candidates}:
             raise AssertionError("response model admitted a ref not on screen")  # pragma: no cover
-        return decision
+        usage = _usage_of(completion) + TokenUsage(counted_input_tokens=sum(counted))
+        return _Answer(choice, completion, usage)
+
+    def _translate(self, exc: Exception, *, logprobs: bool, counted: int) -> Exception:
+        """What a failed `create_with_completion` means: our error for it."""
+        if isinstance(exc, IncompleteOutputException):
+            return DecisionInvalidError(
+                f"model {self.model!r}: answer exceeded max_output_tokens={self.max_output_tokens}"
+            )
+        cause: BaseException = exc
+        attempts = ""
+        if isinstance(exc, InstructorRetryException):
+            cause = exc.__cause__ or exc
+            attempts = f" in {exc.n_attempts} attempt(s)"
+        if logprobs and _refuses_logprobs(cause):
+            return _NoLogprobsError(TokenUsage(counted_input_tokens=counted))
+        if _is_transport_error(cause):
+            return ModelUnavailableError(
+                f"model {self.model!r} unavailable: {_first_line(cause)}",
+                hint="check the model server, its address and credentials",
+            )
+        return DecisionInvalidError(
+            f"model {self.model!r} gave no valid decision{attempts}: {_first_line(cause)}"
+        )

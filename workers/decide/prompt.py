@@ -1,36 +1,48 @@
-"""What `InstructorDecider` sends for one step: two short messages and a per-step schema.
+"""What `InstructorDecider` sends for one step: one short user message and a per-step schema.
 
-The prompt is built to be small (the budget is 200 input tokens per decision on the sign-in
-screens, counting messages and the schema; see `bench/bench_tokens.py`):
+The prompt is built to be small (aim: at most 120 input tokens median and 150 max per decision
+on the sign-in screens, counting the message and the schema; see `bench/bench_tokens.py`):
 
-- one line per candidate: `e3 field "Email"`; no element values except a switch's state,
-  so text a field holds (which may be a typed input) never reaches the model;
-- input *names* only, never values (`DecideState` carries no values at all);
-- a response model whose `target` is a `Literal` of this screen's refs plus "none" and whose
-  `input` is a `Literal` of the input names plus "none", with no per-field titles and short
-  descriptions, so a ref not on the screen cannot validate.
+- the instruction is the message's first line, not (only) a tool description or a system
+  message: some servers use a tool schema only to constrain decoding and never show it to the
+  model (llama.cpp), and some chat templates drop system messages (Gemma's);
+- one line per candidate: `e3 field: Email`; no element values except a switch's state, so
+  text a field holds (which may be a typed input) never reaches the model;
+- input *names* only, never values (`DecideState` carries no values at all), and only inside
+  the answer's enum (`e2=email`), so there is no separate inputs line;
+- the response model has one required enum, `action`, that folds the target, the input, done
+  and blocked: `"e2=email"`, `"e3"`, `"done"`, `"blocked"`. A ref not on the screen is not in
+  it, and a text field appears only paired with an input, so neither can validate. A
+  self-reported `confidence` is added only where the server returns no token logprobs
+  (`self_rated=True`). No free-text field: nothing can keep a server generating. The tool is
+  `act` with an empty description.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from workers.core.model import NONE, DecideState, Kind
 from workers.core.params import HISTORY_LINES
 
-INSTRUCTION = (
-    "Pick the element that advances the goal; a text field needs an input. "
-    "done: goal met. blocked: stuck."
-)
-"""The whole instruction. It travels as the tool's description (the response model's
-docstring), so there is no system message to pay for."""
+DONE = "done"
+BLOCKED = "blocked"
+FILL_SEP = "="
+"""`e2=email`: type input `email` into field `e2`."""
 
-"""History lines looked at; only the newest and any that changed nothing are rendered (what
-was typed is already in the "typed:" list)."""
-MAX_REASON_CHARS = 120
+INSTRUCTION = "Next action for goal: {goal}"
+"""The whole instruction, the first line of the user message; the answer's enum says the rest
+(`e2=email` types input `email` into `e2`; `done`; `blocked`)."""
+ACTION_KEY = "action"
+DEFAULT_MAX_OUTPUT_TOKENS = 64
+"""An answer is ~10 tokens (`{"action": "e2=password"}`); 64 leaves room for whitespace and a
+self-reported confidence, and stops a runaway generation early."""
+TOOL_NAME = "act"
+TOOL_DESCRIPTION = ""
+"""Empty on purpose: the instruction travels in the message, where every server shows it."""
 _SHORT_KIND = {
     Kind.TEXT_FIELD: "field",
     Kind.SECURE_TEXT_FIELD: "secure field",
@@ -50,25 +62,18 @@ def _compact_history(line: str) -> str:
 
 
 def render_user(state: DecideState) -> str:
-    """The user message: goal, inputs, screen text, candidates, recent history."""
-    lines = [f"Goal: {state.goal}"]
+    """The user message: instruction and goal, typed inputs, screen text, candidates, history."""
+    lines = [INSTRUCTION.format(goal=state.goal)]
     if state.done_when:
         lines.append(f"Done when visible: {state.done_when}")
-    if state.input_names:
-        typed = [n for n in state.input_names if n in state.used_inputs]
-        note = ""
-        if typed:
-            note = (
-                " (all typed)"
-                if len(typed) == len(state.input_names)
-                else f" (typed: {', '.join(typed)})"
-            )
-        lines.append(f"Inputs: {', '.join(state.input_names)}{note}")
+    typed = [n for n in state.input_names if n in state.used_inputs]
+    if typed:
+        lines.append(f"Typed: {', '.join(typed)}")
     if state.context:
-        lines.append("Text: " + " | ".join(state.context))
+        lines.append(" | ".join(state.context))
     for c in state.candidates:
         kind = _SHORT_KIND.get(c.kind, c.kind.value)
-        line = f"{c.ref} {kind}: {_name(c.name)}"
+        line = f"{c.ref} {kind} {_name(c.name)}"
         if c.kind in _STATEFUL and c.value:
             line += f" ={c.value}"
         lines.append(line)
@@ -86,76 +91,66 @@ def render_user(state: DecideState) -> str:
 
 
 def render_messages(state: DecideState) -> list[dict[str, str]]:
-    """The chat messages for one decision: one user message. The instruction and the schema
-    travel as the tool definition (or the JSON schema), see `response_model_for`."""
+    """The chat messages for one decision: one user message, instruction first. The schema
+    travels as the tool definition (or, in JSON mode, instructor adds it as text)."""
     return [{"role": "user", "content": render_user(state)}]
 
 
+def actions_for(state: DecideState) -> tuple[str, ...]:
+    """The answers this step admits, in screen order: each ref (a text field once per input
+    name, `e2=email`; never bare, and not at all without inputs), then done and blocked."""
+    out: list[str] = []
+    for c in state.candidates:
+        if c.kind.fillable:
+            out += [f"{c.ref}{FILL_SEP}{name}" for name in state.input_names]
+        else:
+            out.append(c.ref)
+    return (*out, DONE, BLOCKED)
+
+
 def _compact_schema(schema: dict[str, Any]) -> None:
-    # instructor names the tool after the model title, so that stays; per-field titles and
-    # defaults and bounds only cost tokens: the names say enough, and the bounds are still
-    # validated (a confidence of 90 fails validation and the re-ask says why).
+    # Per-field titles and bounds only cost tokens: the names say enough, and the bounds are
+    # still validated (a confidence of 90 fails validation and the re-ask says why). An empty
+    # description keeps instructor from writing its own sentence into the tool.
+    schema["description"] = TOOL_DESCRIPTION
     for prop in schema.get("properties", {}).values():
-        for key in ("title", "default", "minimum", "maximum"):
+        for key in ("title", "minimum", "maximum"):
             prop.pop(key, None)
         if "enum" in prop:  # an enum of strings says its type already (valid JSON Schema)
             prop.pop("type", None)
 
 
 class Choice(BaseModel):
-    """Base of the per-step response models; `response_model_for` narrows the two enums."""
+    """Base of the per-step response models; `response_model_for` narrows `action`."""
 
-    model_config = ConfigDict(json_schema_extra=_compact_schema)
+    model_config = ConfigDict(json_schema_extra=_compact_schema, title=TOOL_NAME)
 
-    fillable_refs: ClassVar[frozenset[str]] = frozenset()
-    """The text-field refs of the screen this model was built for."""
+    action: str
 
-    target: str
-    input: str
-    done: bool = False
-    blocked: bool = False
+    def parts(self) -> tuple[str, str, bool, bool]:
+        """(target, input, done, blocked) of the answer."""
+        if self.action == DONE:
+            return NONE, NONE, True, False
+        if self.action == BLOCKED:
+            return NONE, NONE, False, True
+        target, _, input_name = self.action.partition(FILL_SEP)
+        return target, input_name or NONE, False, False
+
+
+class SelfRated(Choice):
+    """A `Choice` with the model's own confidence, for servers that return no logprobs."""
+
     confidence: float = Field(ge=0.0, le=1.0)
-    reason: str = ""
-
-    @field_validator("reason", mode="before")
-    @classmethod
-    def _clip_reason(cls, value: object) -> object:
-        return value.strip()[:MAX_REASON_CHARS] if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _fits_the_screen(self) -> Self:
-        # Errors a re-ask can fix; the loop would only escalate them.
-        if self.done or self.blocked:
-            return self
-        if self.target == NONE:
-            msg = 'target "none" needs done or blocked true'
-            raise ValueError(msg)
-        if self.target in type(self).fillable_refs and self.input == NONE:
-            msg = f"{self.target} is a text field: pick an input"
-            raise ValueError(msg)
-        return self
 
 
 @functools.lru_cache(maxsize=256)
-def _model_for(
-    refs: tuple[str, ...], fillable: frozenset[str], inputs: tuple[str, ...]
-) -> type[Choice]:
-    target_t: Any = Literal[(*refs, NONE)]  # built per screen
-    input_t: Any = Literal[(*inputs, NONE)]  # built per run
-    model = create_model(
-        "Act",
-        __base__=Choice,
-        __doc__=INSTRUCTION,
-        target=(target_t, ...),
-        input=(input_t, ...),
-    )
-    model.fillable_refs = fillable
-    return model
+def _model_for(actions: tuple[str, ...], *, self_rated: bool) -> type[Choice]:
+    action_t: Any = Literal[actions]  # built per screen
+    base = SelfRated if self_rated else Choice
+    return create_model(TOOL_NAME, __base__=base, action=(action_t, ...))
 
 
-def response_model_for(state: DecideState) -> type[Choice]:
-    """The response model for this step: `target` in this screen's refs plus "none", `input` in
-    the input names plus "none". Cached per (refs, fillable refs, inputs)."""
-    refs = tuple(c.ref for c in state.candidates)
-    fillable = frozenset(c.ref for c in state.candidates if c.kind.fillable)
-    return _model_for(refs, fillable, tuple(state.input_names))
+def response_model_for(state: DecideState, *, self_rated: bool = False) -> type[Choice]:
+    """The response model for this step: `action` in `actions_for(state)`, and a
+    `confidence` with `self_rated`. Cached per set of answers."""
+    return _model_for(actions_for(state), self_rated=self_rated)
