@@ -28,6 +28,7 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.errors import AuthError, FleetError, InvalidRequestError, Problem
 from scheduler.fleet import IDEMPOTENCY_KEY, Fleet
+from scheduler.memory_api import add_memory_routes
 from scheduler.observability import instrument_api, new_registry
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedule, Schedules
@@ -115,6 +116,33 @@ def _error(status: int, code: str, message: str, fix: str = "", problems: Any = 
         problems=[{"field": p.field, "problem": p.problem, "fix": p.fix} for p in problems],
     )
     return JSONResponse(status_code=status, content=body.model_dump())
+
+
+class _Submit:
+    """What the idempotent submits share: the `Idempotency-Key` header (checked when read, so
+    a bad body is reported first), and the answer: 201 when this request created the record,
+    200 when it replays an earlier one, with one log line either way."""
+
+    def __init__(
+        self, response: Response, idempotency_key: Annotated[str | None, Header()] = None
+    ) -> None:
+        self._response = response
+        self._key = idempotency_key
+
+    @property
+    def key(self) -> str | None:
+        if self._key is not None and not _IDEM.fullmatch(self._key):
+            raise InvalidRequestError(
+                "Idempotency-Key",
+                "is not a valid key",
+                "use 1-128 letters, digits or . _ : -",
+            )
+        return self._key
+
+    def answer(self, event: str, *, created: bool, **fields: object) -> None:
+        log.info(event, **fields, new=created)
+        if not created:
+            self._response.status_code = 200
 
 
 def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
@@ -222,37 +250,16 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     def metrics() -> Response:
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
-    def _idem_key(value: str | None) -> str | None:
-        if value is not None and not _IDEM.fullmatch(value):
-            raise InvalidRequestError(
-                "Idempotency-Key",
-                "is not a valid key",
-                "use 1-128 letters, digits or . _ : -",
-            )
-        return value
-
     @app.post("/v1/runs", dependencies=guarded, status_code=201, response_model=RunRecord)
-    def submit_run(
-        sub: RunSubmit,
-        response: Response,
-        idempotency_key: Annotated[str | None, Header()] = None,
-    ) -> RunRecord:
-        run, created = fleet.submit_run(sub, idempotency_key=_idem_key(idempotency_key))
-        log.info("run.submitted", run_id=run.id, device_id=run.device, new=created)
-        if not created:
-            response.status_code = 200
+    def submit_run(sub: RunSubmit, submit: Annotated[_Submit, Depends()]) -> RunRecord:
+        run, created = fleet.submit_run(sub, idempotency_key=submit.key)
+        submit.answer("run.submitted", created=created, run_id=run.id, device_id=run.device)
         return run
 
     @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
-    def submit_batch(
-        sub: BatchSubmit,
-        response: Response,
-        idempotency_key: Annotated[str | None, Header()] = None,
-    ) -> BatchRecord:
-        batch, created = fleet.submit_batch(sub, idempotency_key=_idem_key(idempotency_key))
-        log.info("batch.submitted", batch_id=batch.id, runs=batch.total, new=created)
-        if not created:
-            response.status_code = 200
+    def submit_batch(sub: BatchSubmit, submit: Annotated[_Submit, Depends()]) -> BatchRecord:
+        batch, created = fleet.submit_batch(sub, idempotency_key=submit.key)
+        submit.answer("batch.submitted", created=created, batch_id=batch.id, runs=batch.total)
         return batch
 
     @app.get("/v1/runs/{run_id}", dependencies=guarded, response_model=RunRecord)
@@ -292,4 +299,5 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         schedules.remove(schedule_id)
         return Response(status_code=204)
 
+    add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
     return app

@@ -11,6 +11,7 @@ from scheduler.commands import cancel as cancel_command
 from scheduler.commands import demo as demo_command
 from scheduler.commands import devices as devices_command
 from scheduler.commands import eval as eval_command
+from scheduler.commands import memory as memory_command
 from scheduler.commands import run as run_command
 from scheduler.commands import scheduler as scheduler_command
 from scheduler.commands import status as status_command
@@ -29,6 +30,7 @@ COMMANDS = [
     cancel_command,
     devices_command,
     eval_command,
+    memory_command,
     api_command,
     worker_command,
     scheduler_command,

@@ -18,11 +18,13 @@ import httpx
 from pydantic import TypeAdapter
 
 from workers.core.errors import GoalfleetError
+from workers.core.memory import Remembered
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 
 _STEPS = TypeAdapter(list[StepRow])
 _DEVICES = TypeAdapter(list[DeviceState])
+_MEMORY = TypeAdapter(list[Remembered])
 _RUNS = TypeAdapter(list[RunRecord])
 
 
@@ -129,6 +131,21 @@ class FleetClient:
 
     def devices(self) -> list[DeviceState]:
         return _DEVICES.validate_python(self._call("GET", "/v1/devices"))
+
+    def memory(self, *, goal: str | None = None) -> list[Remembered]:
+        params = {"goal": goal} if goal else {}
+        return _MEMORY.validate_python(self._call("GET", "/v1/memory", params=params))
+
+    def memory_entry(self, key: str) -> Remembered:
+        return Remembered.model_validate(self._call("GET", f"/v1/memory/{key}"))
+
+    def forget(self, key: str) -> None:
+        self._call("DELETE", f"/v1/memory/{key}")
+
+    def forget_many(self, *, goal: str | None = None) -> int:
+        params: dict[str, str] = {"goal": goal} if goal else {"all": "true"}
+        body = self._call("DELETE", "/v1/memory", params=params)
+        return int(body["forgotten"])
 
     # -- helpers ---------------------------------------------------------------------------
 

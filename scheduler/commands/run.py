@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -23,6 +24,10 @@ from workers.core.model import Inputs, RunResult, RunStatus
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.sim import SimOptions
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.memory_store import RedisMemory
+from workers.settings import Settings
 from workers.telemetry.logs import SECRETS, configure_logging
 
 EXIT_BAD_INPUT = 2
@@ -53,6 +58,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         type=float,
         default=0.0,
         help="sim devices: 1.0 for realistic latencies, 0 for none",
+    )
+    p.add_argument(
+        "--memory",
+        metavar="REDIS_URL",
+        default=None,
+        help="use the fleet's decision memory in this Redis (read, and write if done); "
+        "default: none",
     )
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     p.add_argument(
@@ -99,6 +111,23 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("--loglevel must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
 
 
+def _memory(args: argparse.Namespace, settings: Settings) -> RedisMemory | None:
+    if args.memory is None:
+        return None
+    if not args.memory.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"--memory {args.memory!r}: give a Redis URL, e.g. redis://127.0.0.1:6379/0"
+        )
+    client = redis_client(args.memory, timeout_s=2.0)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ConfigError(f"--memory: cannot reach {args.memory}: {exc}") from None
+    return RedisMemory(
+        client, Keys(settings.key_prefix), decider=args.decider, ttl_s=settings.memory_ttl_s
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
@@ -111,6 +140,7 @@ def main(args: argparse.Namespace) -> int:
         configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
         params = run_params_from(args)
         decider = make_decider(args.decider, settings.model_settings())
+        memory = _memory(args, settings)
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except ConfigError as exc:
         err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -123,6 +153,7 @@ def main(args: argparse.Namespace) -> int:
             inputs=inputs,
             params=params,
             dangerous=tuple(settings.dangerous_controls),
+            memory=memory,
         )
     finally:
         device.close()

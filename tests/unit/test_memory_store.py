@@ -137,3 +137,26 @@ def test_a_blocked_run_writes_nothing_and_done_runs_leak_nothing(client: redis.R
         blob = "".join([key, *values])
         for secret in (SECRET, EMAIL, "987654"):
             assert secret not in blob, (key, kind)
+
+
+def test_goalfleet_run_uses_the_memory_it_is_given(
+    server: LocalRedis, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`goalfleet run --memory URL`: the first run teaches, the second decides from memory;
+    an unreachable URL is a one-line error (exit 2)."""
+    import json  # noqa: PLC0415
+
+    from scheduler.cli import main  # noqa: PLC0415
+
+    argv = ["run", "--device", "sim:signin-android", "--goal", "Sign in", "--json"]
+    argv += ["--input", "email=ada@example.com", "--memory", server.url]
+    seen = []
+    for _ in range(2):
+        assert main(argv) == 0
+        result = json.loads(capsys.readouterr().out)
+        seen.append({s["decision"]["decided_by"] for s in result["steps"]})
+    assert seen == [{"rules"}, {"memory"}]
+    assert main([*argv[:-2], "--memory", "redis://127.0.0.1:1/0"]) == 2
+    err = capsys.readouterr().err
+    assert "--memory: cannot reach" in err
+    assert "Traceback" not in err

@@ -1,0 +1,61 @@
+"""The decision memory's routes: list, show and forget entries (auth as every route).
+
+GET    /v1/memory?goal=Sign+in        entries (for one goal), most used first
+GET    /v1/memory/{key}               one entry
+DELETE /v1/memory/{key}               forget one entry
+DELETE /v1/memory?goal=...|all=true   forget every entry of a goal, or all of them
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import redis
+from fastapi import FastAPI, Path, Query, Response
+from pydantic import BaseModel
+
+from scheduler.errors import InvalidRequestError, NotFoundError
+from workers.core.memory import Remembered
+from workers.fleet.keys import Keys
+from workers.fleet.memory_store import RedisMemory
+
+KEY = Path(pattern=r"^[0-9a-f]{32}$", description="an entry's key, as `memory list` shows it")
+GOAL = Query(min_length=1, max_length=500)
+
+
+class Forgotten(BaseModel):
+    forgotten: int
+
+
+def add_memory_routes(
+    app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: int, guarded: list[Any]
+) -> None:
+    memory = RedisMemory(client, keys, decider="", ttl_s=ttl_s)
+
+    @app.get("/v1/memory", dependencies=guarded, response_model=list[Remembered])
+    def list_memory(goal: Annotated[str | None, GOAL] = None) -> list[Remembered]:
+        return memory.entries(goal=goal)
+
+    @app.get("/v1/memory/{key}", dependencies=guarded, response_model=Remembered)
+    def show_memory(key: Annotated[str, KEY]) -> Remembered:
+        entry = memory.get(key)
+        if entry is None:
+            raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
+        return entry
+
+    @app.delete("/v1/memory/{key}", dependencies=guarded, status_code=204)
+    def forget_memory(key: Annotated[str, KEY]) -> Response:
+        if not memory.forget(key):
+            raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
+        return Response(status_code=204)
+
+    @app.delete("/v1/memory", dependencies=guarded, response_model=Forgotten)
+    def forget_many(
+        goal: Annotated[str | None, GOAL],
+        all: bool = False,  # noqa: A002, FBT001, FBT002 - the query's name
+    ) -> Forgotten:
+        if goal is None and not all:
+            raise InvalidRequestError(
+                "goal", "say what to forget", "pass ?goal=<goal> for one goal, or ?all=true"
+            )
+        return Forgotten(forgotten=memory.forget_many(goal=goal))
