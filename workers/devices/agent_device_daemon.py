@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
+from workers.core.processes import Child, pid_alive, spawn
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""
@@ -104,28 +103,27 @@ def linux_desktop_env(
 
 @dataclass
 class DaemonProcess:
-    """A daemon this process started. `stop()` ends it (SIGTERM, then SIGKILL)."""
+    """A daemon this process started, in its own process group. `stop()` ends the group:
+    SIGTERM, a grace period, then SIGKILL (its helpers, e.g. the AT-SPI snapshot helper, go
+    with it)."""
 
-    proc: subprocess.Popen[bytes]
+    child: Child
     state_dir: Path
     info: DaemonInfo
-    log_path: Path
     _stopped: bool = field(default=False, repr=False)
 
+    @property
+    def log_path(self) -> Path:
+        return self.child.log
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         if self._stopped:
             return
         self._stopped = True
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=timeout_s)
+        self.child.stop(timeout_s)
 
     def __enter__(self) -> Self:
         return self
@@ -162,7 +160,7 @@ def start_daemon(
     stale = state_dir / "daemon.json"
     if stale.exists():
         info = read_daemon_info(state_dir)
-        if info is not None and _pid_alive(info.pid):
+        if info is not None and pid_alive(info.pid):
             raise ConfigError(
                 f"a daemon (pid {info.pid}) already runs with state dir {state_dir}",
                 hint="one daemon per state dir: reuse it or stop it first",
@@ -178,44 +176,26 @@ def start_daemon(
     if idle_timeout_ms is not None:
         full_env["AGENT_DEVICE_DAEMON_IDLE_TIMEOUT_MS"] = str(idle_timeout_ms)
     log_path = state_dir / "daemon.stdout.log"
-    with log_path.open("ab") as log:
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [node, str(entry)],
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise ToolMissingError(f"{node!r} (Node.js) is not on PATH") from exc
+    try:
+        child = spawn([node, str(entry)], env=full_env, log=log_path, name="agent-device")
+    except FileNotFoundError as exc:
+        raise ToolMissingError(f"{node!r} (Node.js) is not on PATH") from exc
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if not child.alive():
+            child.stop()  # whatever it started before it exited
             raise FatalDeviceError(
-                f"the agent-device daemon exited with {proc.returncode} before it was ready",
+                f"the agent-device daemon exited with {child.returncode} before it was ready",
                 code="DAEMON_START",
                 hint=f"see {log_path}",
             )
         info = read_daemon_info(state_dir)
-        if info is not None and info.pid == proc.pid:
-            return DaemonProcess(proc=proc, state_dir=state_dir, info=info, log_path=log_path)
+        if info is not None and info.pid == child.pid:
+            return DaemonProcess(child=child, state_dir=state_dir, info=info)
         time.sleep(0.02)
-    proc.kill()
-    proc.wait()
+    child.stop()
     raise FatalDeviceError(
         f"the agent-device daemon wrote no daemon.json within {ready_timeout_s:.0f} s",
         code="DAEMON_START",
         hint=f"see {log_path}",
     )
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
