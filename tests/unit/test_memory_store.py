@@ -149,7 +149,8 @@ def test_goalfleet_run_uses_the_memory_it_is_given(
     from scheduler.cli import main  # noqa: PLC0415
 
     argv = ["run", "--device", "sim:signin-android", "--goal", "Sign in", "--json"]
-    argv += ["--input", "email=ada@example.com", "--memory", server.url]
+    argv += ["--input", "email=ada@example.com", "--input", "password=pw-1234"]
+    argv += ["--memory", server.url]
     seen = []
     for _ in range(2):
         assert main(argv) == 0
