@@ -11,6 +11,12 @@ import pytest
 from scheduler.cli import main
 
 PASSWORD = "pw-never-printed-42"
+SIGN_IN = [
+    "--goal", "Sign in",
+    "--input", "email=ada@example.com",
+    "--secret", "password=env:SIGNIN_PASSWORD",
+]  # fmt: skip
+"""The sign-in goal with both inputs (the password from the environment)."""
 
 
 @pytest.fixture(autouse=True)
@@ -28,20 +34,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 def test_rules_decider_signs_in_and_json_shows_pinned_refs_not_secrets(
     capsys: pytest.CaptureFixture[str], device: str
 ) -> None:
-    code, out, _ = run_cli(
-        capsys,
-        "--device",
-        device,
-        "--goal",
-        "Sign in",
-        "--input",
-        "email=ada@example.com",
-        "--secret",
-        "password=env:SIGNIN_PASSWORD",
-        "--decider",
-        "rules",
-        "--json",
-    )
+    code, out, _ = run_cli(capsys, "--device", device, *SIGN_IN, "--decider", "rules", "--json")
     assert code == 0
     result = json.loads(out)
     assert result["status"] == "done"
@@ -113,12 +106,7 @@ def test_console_script_is_installed() -> None:
             "run",
             "--device",
             "sim:signin-ios",
-            "--goal",
-            "Sign in",
-            "--input",
-            "email=ada@example.com",
-            "--secret",
-            "password=env:SIGNIN_PASSWORD",
+            *SIGN_IN,
             "--json",
         ],
         capture_output=True,
