@@ -20,7 +20,6 @@ from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
 
 KEY = Path(pattern=r"^[0-9a-f]{32}$", description="an entry's key, as `memory list` shows it")
-GOAL = Query(min_length=1, max_length=500)
 
 
 class Forgotten(BaseModel):
@@ -33,7 +32,9 @@ def add_memory_routes(
     memory = RedisMemory(client, keys, decider="", ttl_s=ttl_s)
 
     @app.get("/v1/memory", dependencies=guarded, response_model=list[Remembered])
-    def list_memory(goal: Annotated[str | None, GOAL] = None) -> list[Remembered]:
+    def list_memory(
+        goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
+    ) -> list[Remembered]:
         return memory.entries(goal=goal)
 
     @app.get("/v1/memory/{key}", dependencies=guarded, response_model=Remembered)
@@ -51,7 +52,7 @@ def add_memory_routes(
 
     @app.delete("/v1/memory", dependencies=guarded, response_model=Forgotten)
     def forget_many(
-        goal: Annotated[str | None, GOAL],
+        goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
         all: bool = False,  # noqa: A002, FBT001, FBT002 - the query's name
     ) -> Forgotten:
         if goal is None and not all:

@@ -26,6 +26,9 @@ SIGN_IN = {
     "inputs": {"email": "ada@example.com"},
     "secrets": {"password": {"ref": "env:CHAOS_PW"}},
     "done_when": "Welcome",
+    # these runs test the device path's own handling (retries, stale refs): with the decision
+    # memory on, a stale remembered action is an invalidation instead (test_memory_loop.py)
+    "memory": False,
 }
 REPORT = report_path("device_faults")
 AGENT_DEVICE = Path(__file__).parents[2] / "deploy/agent-device/node_modules/.bin/agent-device"

@@ -394,7 +394,7 @@ def make_sim_device(
         )
     latencies = Latencies().scaled(latency_scale) if latency_scale > 0 else ZERO_LATENCY
     return SimDevice(
-        app=make_app(m.group("app")),
+        app=make_app(m.group("app"), seed),
         platform_=Platform(m.group("platform")),
         latencies=latencies,
         faults=faults,

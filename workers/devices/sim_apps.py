@@ -6,6 +6,7 @@ An app is platform-neutral here; `SimDevice` renders it with iOS (XCUI types) or
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -256,6 +257,27 @@ def _wide() -> App:
     return App("wide", "wide", {"wide": screen, "welcome": _welcome("wide")})
 
 
+def _renamed(e: Element, element_id: str, label: str) -> Element:
+    return dataclasses.replace(e, label=label) if e.id == element_id else e
+
+
+def _relabel(seed: int = 0) -> App:
+    """Sign-in whose buttons are labelled differently from run to run (by the device's seed):
+    "Continue" or "Next", "Sign in" or "Log in" — a remembered decision must miss, not press
+    the wrong thing."""
+    go = ("Continue", "Next")[seed % 2]
+    submit = ("Sign in", "Log in")[(seed // 2) % 2]
+    email = Screen("email", tuple(_renamed(e, "continue", go) for e in _email().elements))
+    password = Screen(
+        "password", tuple(_renamed(e, "sign_in", submit) for e in _password().elements)
+    )
+    return App(
+        "relabel",
+        "email",
+        {"email": email, "password": password, "welcome": _welcome(), **_DEAD_ENDS},
+    )
+
+
 APPS = {
     "signin": _signin,
     "code": _code,
@@ -264,12 +286,16 @@ APPS = {
     "slow": _slow,
     "inject": _inject,
     "wide": _wide,
+    "relabel": _relabel,
 }
+SEEDED = frozenset({"relabel"})
+"""Apps whose screens depend on the device's seed."""
 
 
-def make_app(name: str) -> App:
+def make_app(name: str, seed: int = 0) -> App:
     try:
-        return APPS[name]()
+        factory = APPS[name]
+        return _relabel(seed) if name in SEEDED else factory()
     except KeyError:
         known = ", ".join(sorted(APPS))
         raise ValueError(f"unknown sim app {name!r}; known apps: {known}") from None
