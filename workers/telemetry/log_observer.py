@@ -19,19 +19,11 @@ import time
 from typing import Any
 
 from workers.core.errors import DeviceError
-from workers.core.model import (
-    ActionResult,
-    InputValue,
-    Outcome,
-    Platform,
-    RunResult,
-    RunStatus,
-    Snapshot,
-    StepRow,
-)
+from workers.core.model import Outcome, RunResult, RunStatus, Snapshot, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
 from workers.telemetry import logs
+from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
 STEP_EVENT = "step.finished"
 RUN_STARTED_EVENT = "run.started"
@@ -142,66 +134,30 @@ class LogObserver:
             logs.clear_run()
 
 
-class ObservedDevice:
+class ObservedDevice(WatchedDevice):
     """A `DevicePort` wrapper that logs each command (debug) with its pinned ref and duration.
 
     Fill values are never logged, not even masked: only the input's name and sensitivity.
     """
 
     def __init__(self, inner: DevicePort, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
-        self._inner = inner
+        super().__init__(inner)
         self._log = logger if logger is not None else logs.get_logger("goalfleet.device")
 
-    @property
-    def platform(self) -> Platform:
-        return self._inner.platform
-
-    def _done(self, command: str, t0: float, **fields: object) -> None:
-        self._log.debug(
-            DEVICE_EVENT,
-            command=command,
-            ms=round((time.perf_counter() - t0) * 1000, 1),
-            **fields,
-        )
-
-    def snapshot(self) -> Snapshot:
-        t0 = time.perf_counter()
-        try:
-            snap = self._inner.snapshot()
-        except DeviceError as exc:
-            self._done("snapshot", t0, error=type(exc).__name__)
-            raise
-        self._done(
-            "snapshot",
-            t0,
-            refs_generation=snap.refs_generation,
-            nodes=len(snap.nodes),
-            candidates=len(snap.candidates),
-        )
-        return snap
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        t0 = time.perf_counter()
-        try:
-            result = self._inner.press(pinned_ref)
-        except DeviceError as exc:
-            self._done("press", t0, ref=pinned_ref, error=type(exc).__name__)
-            raise
-        self._done("press", t0, ref=pinned_ref, changed=result.changed)
-        return result
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        t0 = time.perf_counter()
-        meta = {"ref": pinned_ref, "input": value.name, "sensitive": value.sensitive}
-        try:
-            result = self._inner.fill(pinned_ref, value)
-        except DeviceError as exc:
-            self._done("fill", t0, **meta, error=type(exc).__name__)
-            raise
-        self._done("fill", t0, **meta, changed=result.changed)
-        return result
-
-    def close(self) -> None:
-        t0 = time.perf_counter()
-        self._inner.close()
-        self._done("close", t0)
+    def observed(self, command: DeviceCommand) -> None:
+        fields = dict(command.meta)
+        if command.error is not None:
+            if not isinstance(command.error, DeviceError):
+                return  # a bug: it propagates, and says so itself
+            fields["error"] = type(command.error).__name__
+        elif isinstance(command.result, Snapshot):
+            snap = command.result
+            fields.update(
+                refs_generation=snap.refs_generation,
+                nodes=len(snap.nodes),
+                candidates=len(snap.candidates),
+            )
+        elif command.result is not None:
+            fields["changed"] = command.result.changed
+        ms = round(command.seconds * 1000, 1)
+        self._log.debug(DEVICE_EVENT, command=command.name, ms=ms, **fields)

@@ -9,28 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from workers.core.errors import TransientDeviceError
-from workers.core.model import (
-    ActionResult,
-    InputValue,
-    Outcome,
-    Platform,
-    RunResult,
-    RunStatus,
-    Snapshot,
-    StepRow,
-)
+from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
 from workers.telemetry.metrics import WorkerMetrics, worker_metrics
+from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
 PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
 MEMORY_EVENTS = ("hit", "miss", "invalidated", "write")
 DECIDED_BY = ("memory", "rules", "model", "scripted", "human")
-_T = TypeVar("_T")
 
 
 class MetricsObserver:
@@ -123,38 +113,17 @@ class MetricsObserver:
             m.memory_events.labels(self.platform, "write").inc(result.memory_writes)
 
 
-class MeteredDevice:
+class MeteredDevice(WatchedDevice):
     """A `DevicePort` wrapper timing each command and counting transient failures."""
 
     def __init__(self, inner: DevicePort, metrics: WorkerMetrics | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._m = metrics or worker_metrics()
         self._platform = inner.platform.value
 
-    @property
-    def platform(self) -> Platform:
-        return self._inner.platform
-
-    def _timed(self, command: str, call: Callable[[], _T]) -> _T:
-        t0 = time.perf_counter()
-        try:
-            return call()
-        except TransientDeviceError:
-            self._m.device_transient_errors.labels(self._platform, command).inc()
-            raise
-        finally:
-            self._m.device_command_seconds.labels(self._platform, command).observe(
-                time.perf_counter() - t0
-            )
-
-    def snapshot(self) -> Snapshot:
-        return self._timed("snapshot", self._inner.snapshot)
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        return self._timed("press", lambda: self._inner.press(pinned_ref))
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        return self._timed("fill", lambda: self._inner.fill(pinned_ref, value))
-
-    def close(self) -> None:
-        self._inner.close()
+    def observed(self, command: DeviceCommand) -> None:
+        if command.name == "close":
+            return  # not a device round trip worth a series
+        if isinstance(command.error, TransientDeviceError):
+            self._m.device_transient_errors.labels(self._platform, command.name).inc()
+        self._m.device_command_seconds.labels(self._platform, command.name).observe(command.seconds)

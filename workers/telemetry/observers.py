@@ -1,15 +1,24 @@
-"""Observers of a run on the worker: the hook metrics and logs hang off (issue 5).
+"""Observers of a run on the worker: the hooks metrics and logs hang off (issue 5).
 
-The task calls every observer at run start, after each step row is stored, and at the end.
-An observer must not raise; the task shields the run from one that does, and logs it.
+The task calls every `RunObserver` at run start, after each step row is stored, and at the
+end. An observer must not raise; the task shields the run from one that does, and logs it.
+
+At the device seam, a `WatchedDevice` wraps a `DevicePort` and hands each command, timed, to
+its one hook `observed` (the log and metrics wrappers are its subclasses).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
-from workers.core.model import RunResult, StepRow
+from workers.core.model import ActionResult, InputValue, Platform, RunResult, Snapshot, StepRow
+from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
+
+_T = TypeVar("_T")
 
 
 class RunObserver(Protocol):
@@ -47,3 +56,56 @@ class RecordingObserver(NullObserver):
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:
         self.events.append(("finished", record.id, result.status))
+
+
+@dataclass(frozen=True)
+class DeviceCommand:
+    """One device command as a `WatchedDevice` saw it: it returned `result` or raised `error`."""
+
+    name: str
+    """snapshot | press | fill | close"""
+    seconds: float
+    meta: dict[str, object] = field(default_factory=dict)
+    """The pinned ref, and a fill's input name and sensitivity: never a value."""
+    result: Snapshot | ActionResult | None = None
+    error: BaseException | None = None
+
+
+class WatchedDevice:
+    """A `DevicePort` that passes every command through to `inner` and then calls `observed`
+    with it (whether it returned or raised). Subclasses override `observed`."""
+
+    def __init__(self, inner: DevicePort) -> None:
+        self._inner = inner
+
+    @property
+    def platform(self) -> Platform:
+        return self._inner.platform
+
+    def observed(self, command: DeviceCommand) -> None:
+        pass
+
+    def snapshot(self) -> Snapshot:
+        return self._watch("snapshot", self._inner.snapshot, {})
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        return self._watch("press", lambda: self._inner.press(pinned_ref), {"ref": pinned_ref})
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        meta = {"ref": pinned_ref, "input": value.name, "sensitive": value.sensitive}
+        return self._watch("fill", lambda: self._inner.fill(pinned_ref, value), meta)
+
+    def close(self) -> None:
+        self._watch("close", self._inner.close, {})
+
+    def _watch(self, name: str, call: Callable[[], _T], meta: dict[str, object]) -> _T:
+        t0 = time.perf_counter()
+        try:
+            result = call()
+        except BaseException as exc:
+            self.observed(DeviceCommand(name, time.perf_counter() - t0, meta, error=exc))
+            raise
+        seconds = time.perf_counter() - t0
+        shown = result if isinstance(result, Snapshot | ActionResult) else None
+        self.observed(DeviceCommand(name, seconds, meta, result=shown))
+        return result
