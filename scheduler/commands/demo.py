@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -232,10 +233,22 @@ def _summary(
             "queue_wait": _p50(waits),
         },
         "steps": len(steps),
+        "decided_by": _count(s.decision.decided_by or "?" for s in steps if s.decision),
+        "memory": {
+            **_count(s.memory.outcome for s in steps if s.memory),
+            "writes": sum(r.result.memory_writes for r in runs if r.result),
+        },
         "runs_per_device": per_device,
         "batch_s": round(batch_s, 2),
         "total_s": round(total_s, 2),
     }
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _summary_table(summary: dict[str, Any]) -> Table:
@@ -245,6 +258,12 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     t.add_row("statuses", ", ".join(f"{k}: {v}" for k, v in sorted(summary["statuses"].items())))
     for phase, v in summary["p50_ms"].items():
         t.add_row(f"p50 {phase}", f"{v:.1f} ms")
+    t.add_row("decided by", ", ".join(f"{k}: {v}" for k, v in summary["decided_by"].items()))
+    t.add_row(
+        "decision memory",
+        ", ".join(f"{k}: {v}" for k, v in summary["memory"].items())
+        + " (runs after the first of each flow decide known screens from memory)",
+    )
     t.add_row(
         "runs per device", ", ".join(f"{k}: {v}" for k, v in summary["runs_per_device"].items())
     )
