@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python -m bench.bench_scaling
 	$(BIN)/python -m bench.bench_tokens
 	$(BIN)/python -m bench.bench_memory
+	$(BIN)/python -m bench.bench_decision_memory
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -175,7 +175,7 @@ def report(phases: list[Phase], *, devices: int, scale: float, decider: str) -> 
         f"{machine()})\n"
     )
     print("| | memory off | memory on | on ÷ off |")
-    print("|---|---:|---:|---:|")
+    print("| --- | ---: | ---: | ---: |")
 
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.2f}x" if b else ""

@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
     [
         "bench.bench_loop",
         "bench.bench_tokens",
-        # these three start their own redis-server, API, scheduler and worker processes
+        # these start their own redis-server, API, scheduler and worker processes
         "bench.bench_dispatch",
         "bench.bench_scaling",
         "bench.bench_memory",
+        "bench.bench_decision_memory",
     ],
 )
 def test_benchmark_runs_in_quick_mode(module: str) -> None:
