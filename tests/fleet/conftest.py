@@ -25,6 +25,13 @@ from workers.settings import Settings
 
 TOKEN = "fleet-test-token"
 SECRET_VALUE = "s3cret-Value-9481"
+SIGN_IN = {
+    "goal": "Sign in",
+    "inputs": {"email": "ada@example.com"},
+    "secrets": {"password": {"ref": "env:FLEET_PW"}},  # the workers' GOALFLEET_SECRET_FLEET_PW
+    "done_when": "Welcome",
+}
+"""A sign-in run's body on the sim apps (add `device` or `selector`)."""
 
 WORKERS = [
     SimWorker("ios-1", "ios", "17.5", "iPhone 15", {"pool": "a"}),

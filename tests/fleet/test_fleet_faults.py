@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SIGN_IN
 
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
@@ -17,13 +18,6 @@ from workers.core.model import RunStatus
 from workers.core.processes import Child
 
 pytestmark = pytest.mark.fleet
-
-SIGN_IN = {
-    "goal": "Sign in",
-    "inputs": {"email": "ada@example.com"},
-    "secrets": {"password": {"ref": "env:FLEET_PW"}},
-    "done_when": "Welcome",
-}
 
 
 def _children(pid: int) -> list[int]:

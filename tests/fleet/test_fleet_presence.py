@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from conftest import SIGN_IN
 
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
@@ -19,13 +20,6 @@ from workers.fleet.keys import Keys
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet
-
-SIGN_IN = {
-    "goal": "Sign in",
-    "inputs": {"email": "ada@example.com"},
-    "secrets": {"password": {"ref": "env:FLEET_PW"}},
-    "done_when": "Welcome",
-}
 
 
 def test_warm_shutdown_hands_back_the_next_run(api: FleetClient, fleet: LocalFleet):

@@ -6,18 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SIGN_IN
 
 from scheduler.client import FleetClient
 from workers.core.model import RunStatus
 
 pytestmark = pytest.mark.fleet
-
-SIGN_IN = {
-    "goal": "Sign in",
-    "inputs": {"email": "ada@example.com"},
-    "secrets": {"password": {"ref": "env:FLEET_PW"}},
-    "done_when": "Welcome",
-}
 
 
 def test_run_completes_on_the_exact_device(api: FleetClient):
