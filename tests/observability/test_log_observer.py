@@ -126,3 +126,45 @@ def test_a_run_that_never_started_still_gets_its_line() -> None:
     assert entry["run_id"] == "run-9"
     assert entry["attempt"] == 4
     assert entry["status"] == "errored"
+
+
+def test_a_memory_invalidation_is_a_warning_line_and_steps_say_who_decided() -> None:
+    """A remembered press that changes nothing: one `memory.invalidated` warning naming the
+    entry and why; every step line carries `decided_by` and the memory outcome."""
+    from workers.core.memory import InMemoryMemory, Remembered, Target, memory_key  # noqa: PLC0415
+    from workers.core.model import DecideState, Decision, Kind  # noqa: PLC0415
+
+    seen: list[DecideState] = []
+
+    class Spy(RulesDecider):
+        def decide(self, state: DecideState) -> Decision:
+            seen.append(state)
+            return super().decide(state)
+
+    inputs = Inputs.of({"email": EMAIL, "code": "123456"}, {"password": SECRET})
+    run_goal(make_sim_device("sim:code-ios"), "Sign in", decider=Spy(), inputs=inputs)
+    code_screen = next(s for s in seen if s.screen.startswith("Enter the 6-digit"))
+    memory = InMemoryMemory("rules")
+    key = memory_key(code_screen, "rules")  # remember a press of a link that does nothing
+    dead = Target(kind=Kind.BUTTON, name="Resend code")
+    memory.entries[key] = Remembered(key=key, target=dead, source="model")
+    record = make_record()
+    observer = LogObserver()
+    with structlog.testing.capture_logs(
+        processors=[structlog.contextvars.merge_contextvars]
+    ) as captured:
+        run_goal(
+            make_sim_device("sim:code-ios"),
+            record.request.goal,
+            decider=RulesDecider(),
+            inputs=inputs,
+            memory=memory,
+            on_step=lambda row: observer.step(record, row),
+        )
+    steps = [e for e in captured if e["event"] == STEP_EVENT]
+    assert all(e["decided_by"] in {"rules", "memory"} for e in steps)
+    assert {e.get("memory") for e in steps} <= {"miss", "hit", "invalidated"}
+    [warning] = [e for e in captured if e["event"] == "memory.invalidated"]
+    assert warning["log_level"] == "warning"
+    assert warning["entry"] == key
+    assert warning["why"] == "its action changed nothing"

@@ -26,6 +26,7 @@ from workers.telemetry import logs
 from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
 STEP_EVENT = "step.finished"
+MEMORY_INVALIDATED_EVENT = "memory.invalidated"
 RUN_STARTED_EVENT = "run.started"
 RUN_EVENT = "run.finished"
 DEVICE_EVENT = "device.command"
@@ -53,7 +54,10 @@ def step_fields(row: StepRow) -> dict[str, object]:
         "input_tokens": 0,
         "output_tokens": 0,
     }
+    if row.memory is not None:
+        fields["memory"] = row.memory.outcome
     if d is not None:
+        fields["decided_by"] = d.decided_by or None
         fields.update(
             target=d.target,
             input=d.input,
@@ -117,6 +121,13 @@ class LogObserver:
         fields.pop("step")
         level = "warning" if row.outcome is Outcome.ERRORED else "info"
         getattr(self._log, level)(STEP_EVENT, **fields)
+        if row.memory is not None and row.memory.outcome == "invalidated":
+            self._log.warning(
+                MEMORY_INVALIDATED_EVENT,
+                entry=row.memory.entry,
+                source=row.memory.source,
+                why=row.memory.why,
+            )
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:
         # bound afresh: the run may end without having started (attempt cap), and the last
