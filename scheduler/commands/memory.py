@@ -16,15 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.client import FleetClient
-from scheduler.commands._common import (
-    EXIT_OK,
-    add_api_args,
-    load_settings,
-    make_client,
-    print_json,
-    report,
-)
-from workers.core.errors import ConfigError, GoalfleetError
+from scheduler.commands._common import EXIT_OK, add_api_args, print_json, with_client
+from workers.core.errors import ConfigError
 from workers.core.memory import Remembered
 
 MIN_PREFIX = 6
@@ -41,17 +34,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     forget.add_argument("key", nargs="?", default=None)
     forget.add_argument("--goal", default=None, help="forget every entry of this goal")
     forget.add_argument("--all", action="store_true", help="forget every entry")
-    for verb in (ls, show, forget):
+    for name, verb in (("list", ls), ("show", show), ("forget", forget)):
         add_api_args(verb)
-        verb.set_defaults(func=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        with make_client(load_settings(), args) as client:
-            return _VERBS[args.verb](client, args)
-    except GoalfleetError as exc:
-        return report(exc, f"memory {args.verb}")
+        verb.set_defaults(func=with_client(f"memory {name}")(_VERBS[name]))
 
 
 def _list(client: FleetClient, args: argparse.Namespace) -> int:
