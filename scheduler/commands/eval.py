@@ -134,6 +134,7 @@ ROWS = (
     ("input tokens p50 (ours)", "tokens_ours_p50", "{:g}"),
     ("input tokens max (ours)", "tokens_ours_max", "{:g}"),
     ("input tokens p50 (billed)", "tokens_billed_p50", "{:g}"),
+    ("below min_confidence 0.5", "low_confidence", "{}"),
     ("calls", "calls", "{}"),
     ("re-asks", "reasks", "{}"),
 )

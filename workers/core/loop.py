@@ -13,13 +13,12 @@ This module imports only the model, the parameters, the errors and the two ports
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from workers.core.chain import Tier, ask
 from workers.core.errors import (
-    DecideError,
-    DecisionInvalidError,
     DeviceError,
     StaleRefError,
     TransientDeviceError,
@@ -60,6 +59,8 @@ _SOURCES: dict[str, MemorySource] = {
 is taken for a model)."""
 
 _T = TypeVar("_T")
+
+
 StepHook = Callable[[StepRow], None]
 CancelCheck = Callable[[], bool]
 
@@ -68,7 +69,8 @@ CancelCheck = Callable[[], bool]
 class _Run:
     device: DevicePort
     goal: str
-    decider: Decider
+    tiers: tuple[Tier, ...]
+    """The decider chain: the first, then each `escalate_to` in turn on an escalation cause."""
     inputs: Inputs
     params: RunParams
     should_cancel: CancelCheck | None
@@ -131,19 +133,10 @@ class _Run:
 
     def _decide_and_act(self, row: Row, snap: Snapshot, state: DecideState) -> Step:
         row.seen = state
-        t1 = self.clock()
-        try:
-            row.decision = decision = self.decider.decide(state)
-        except DecisionInvalidError as exc:
-            row.decide_ms += (self.clock() - t1) * 1000
-            end = End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
-            return row.finish(Outcome.ESCALATED, error=str(exc)), end
-        except DecideError as exc:
-            row.decide_ms += (self.clock() - t1) * 1000
-            end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
-            return row.finish(Outcome.ERRORED, error=str(exc)), end
-        row.decide_ms += (self.clock() - t1) * 1000
-
+        asked = ask(self.tiers, state, snap, row=row, clock=self.clock, escalation=self._escalation)
+        if isinstance(asked, tuple):
+            return asked
+        decision = asked
         verdict = self._judge(decision, snap)
         if verdict is not None:
             stepped = verdict(row)
@@ -222,6 +215,20 @@ class _Run:
             )
         )
 
+    def _escalation(self, d: Decision, snap: Snapshot) -> tuple[str | None, str | None]:
+        """Why this answer must go up the chain (and the guard's problem, for the row), or
+        (None, None). Done and blocked are answers, not escalations."""
+        if d.done or d.blocked:
+            return None, None
+        if d.confidence < self.params.min_confidence:
+            low = (
+                f"confidence {d.confidence:.2f} is below min_confidence "
+                f"{self.params.min_confidence:.2f}"
+            )
+            return low, None
+        problem = self.guards.unsafe(d, snap)
+        return (problem, problem) if problem else (None, None)
+
     def _judge(self, d: Decision, snap: Snapshot) -> Callable[[Row], Step] | None:
         """The step's end when the decision says so or cannot be acted on safely, else None."""
         if d.done:
@@ -230,17 +237,11 @@ class _Run:
         if d.blocked:
             reason = d.reason or "the decider reports it cannot progress"
             return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
-        if d.confidence < self.params.min_confidence:
-            low = (
-                f"confidence {d.confidence:.2f} is below min_confidence "
-                f"{self.params.min_confidence:.2f}"
-            )
-            return lambda row: (row.finish(Outcome.ESCALATED), End(RunStatus.ESCALATED, low))
-        problem = self.guards.unsafe(d, snap)
-        if problem:
+        why, problem = self._escalation(d, snap)
+        if why is not None:
             return lambda row: (
                 row.finish(Outcome.ESCALATED, error=problem),
-                End(RunStatus.ESCALATED, problem),
+                End(RunStatus.ESCALATED, why),
             )
         return None
 
@@ -343,6 +344,8 @@ def run_goal(
     goal: str,
     *,
     decider: Decider,
+    escalate_to: Sequence[Tier] = (),
+    decider_name: str = "",
     inputs: Inputs | None = None,
     params: RunParams = DEFAULT_PARAMS,
     on_step: StepHook | None = None,
@@ -355,12 +358,17 @@ def run_goal(
     """Run `goal` on `device` until it is done, blocked, escalated, errored, cancelled or out of
     steps. Never acts on a ref that is not in the current snapshot, never types text that was
     not supplied in `inputs`, and always ends within `params.max_steps` steps, one row each.
+    On an escalation cause (low confidence, no valid answer, a guard) the same step asks the
+    next decider of `escalate_to`; only after the last one does the run end `escalated`.
     With `memory`, a screen decided before in a `done` run is decided from it (verified by
     the settle diff), and this run's decisions are remembered if it ends `done`."""
     return _Run(
         device=device,
         goal=goal,
-        decider=decider,
+        tiers=(
+            Tier(decider_name or (memory.decider if memory else "decider"), decider),
+            *escalate_to,
+        ),
         inputs=inputs or Inputs(),
         params=params,
         should_cancel=should_cancel,

@@ -272,6 +272,17 @@ class MemoryNote(_Frozen):
     """Why an entry was invalidated: its action changed nothing, or its ref was stale."""
 
 
+class Attempt(_Frozen):
+    """One decider's answer in a step's escalation chain."""
+
+    decider: str
+    decision: Decision | None = None
+    """None when it gave no valid answer."""
+    ms: float = 0.0
+    escalated: str = ""
+    """Why its answer went up the chain ("" for the answer that was used)."""
+
+
 class StepRow(_Frozen):
     """One row of a run's step table."""
 
@@ -289,6 +300,8 @@ class StepRow(_Frozen):
     decide_ms: float = 0.0
     action_ms: float = 0.0
     memory: MemoryNote | None = None
+    attempts: tuple[Attempt, ...] = ()
+    """Every decider asked in this step, when the run has a chain of them."""
     seen: DecideState | None = None
     """What the decider was asked (scrubbed: no typed or secret value); None when no decider
     was asked (done_when, a failed snapshot)."""

@@ -8,6 +8,7 @@ from workers.core.errors import DeviceError, FatalDeviceError, GoalfleetError, T
 from workers.core.model import (
     Action,
     ActionResult,
+    Attempt,
     DecideState,
     Decision,
     MemoryNote,
@@ -55,6 +56,7 @@ class Row:
     result: ActionResult | None = None
     seen: DecideState | None = None
     memory: MemoryNote | None = None
+    attempts: tuple[Attempt, ...] = ()
 
     def finish(self, outcome: Outcome, error: str | None = None) -> StepRow:
         snap = self.snap
@@ -74,6 +76,7 @@ class Row:
             action_ms=round(self.action_ms, 3),
             seen=self.seen,
             memory=self.memory,
+            attempts=self.attempts,
         )
 
 

@@ -34,6 +34,8 @@ from workers.core.memory import Target
 from workers.core.model import NONE, Candidate, DecideState, Decision, Kind
 from workers.core.ports import Decider
 
+LOW_CONFIDENCE = 0.5
+"""Answers below the loop's default `min_confidence` escalate in a run; counted apart."""
 DEFAULT_CASES = Path(__file__).parent / "corpus" / "cases.jsonl"
 
 
@@ -145,6 +147,7 @@ class CaseResult:
     billed_tokens: int = 0
     calls: int = 1
     reasks: int = 0
+    confidence: float = 0.0
 
 
 def describe(decision: Decision, state: DecideState) -> str:
@@ -215,6 +218,7 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
         billed_tokens=decision.usage.input_tokens,
         calls=calls,
         reasks=calls - 1,
+        confidence=decision.confidence,
     )
 
 
@@ -273,6 +277,9 @@ class Report:
             "tokens_ours_p50": self.tokens("counted", 50),
             "tokens_ours_max": max((r.counted_tokens for r in self.results), default=0),
             "tokens_billed_p50": self.tokens("billed", 50),
+            "low_confidence": sum(
+                1 for r in self.results if not r.error and r.confidence < LOW_CONFIDENCE
+            ),
             "calls": sum(r.calls for r in self.results),
             "reasks": sum(r.reasks for r in self.results),
         }

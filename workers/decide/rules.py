@@ -26,7 +26,8 @@ text ("Wrong password", "Too many attempts") is `blocked` with that text, instea
 pressing the submit button again (a lockout risk).
 
 Confidence reflects the match: an exact name or goal phrase ~0.95, a synonym ~0.85-0.9, a
-generic forward verb 0.8, an accepting alert button 0.75.
+generic forward verb 0.8, an accepting alert button 0.75 — and 0.4 when two controls match
+equally well ("Continue as ada" / "Continue as guest"): a guess, which escalates.
 
 Limits (honest): it reads English labels only; it knows a fixed vocabulary of field names and
 verbs, so an app that says "Proceed" or "Let's go", an icon-only button, or a field named
@@ -45,6 +46,9 @@ from dataclasses import dataclass
 from workers.core.model import Candidate, DecideState, Decision, Kind
 
 SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
+AMBIGUOUS = 0.4
+"""The confidence of a press between equally matching controls: below the default
+`min_confidence`, so the step escalates (to the next decider, then a person)."""
 SIGN_IN_GOALS = ("sign in", "log in", "login", "signin", "sign on", "log on", "continue as")
 """The goals this decider understands: the sign-in family."""
 UNDERSTOOD = '"Sign in", "Log in", "Continue as <name>", "Sign in with <method>"'
@@ -160,17 +164,28 @@ class RulesDecider:
         if toggle is not None:
             return toggle
         if presses:
-            best = presses[0]
-            return Decision(
-                target=best.candidate.ref,
-                confidence=best.score,
-                reason=f"press {best.candidate.name!r}: {best.why}",
-            )
+            return self._press(presses)
         names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
         return Decision(
             blocked=True,
             confidence=0.9,
             reason=f"no field matches an untyped input and no control matches the goal ({names})",
+        )
+
+    @staticmethod
+    def _press(presses: list[_Scored]) -> Decision:
+        best = presses[0]
+        tied = [p.candidate.name for p in presses if p.score == best.score]
+        if len(tied) > 1:  # two equally good controls: a guess, so say so
+            return Decision(
+                target=best.candidate.ref,
+                confidence=AMBIGUOUS,
+                reason=f"ambiguous: {', '.join(repr(n) for n in tied[:3])} match equally",
+            )
+        return Decision(
+            target=best.candidate.ref,
+            confidence=best.score,
+            reason=f"press {best.candidate.name!r}: {best.why}",
         )
 
     @staticmethod

@@ -257,6 +257,38 @@ def _wide() -> App:
     return App("wide", "wide", {"wide": screen, "welcome": _welcome("wide")})
 
 
+def _twins() -> App:
+    """Sign-in, then an account chooser with two equally plausible buttons: a decider that
+    cannot tell them apart escalates, and a person's answer teaches the fleet."""
+    chooser = Screen(
+        "chooser",
+        (
+            Element("text", "Choose how to continue", "title"),
+            Element("button", "Continue as ada", "as_ada", goto="welcome"),
+            Element("button", "Continue as guest", "as_guest", goto="guest"),
+        ),
+    )
+    guest = Screen(
+        "guest",
+        (
+            Element("text", "Browsing as a guest", "title"),
+            Element("button", "Sign in", "sign_in_again", goto="email"),
+        ),
+    )
+    return App(
+        "twins",
+        "email",
+        {
+            "email": _email(),
+            "password": _password("chooser"),
+            "chooser": chooser,
+            "guest": guest,
+            "welcome": _welcome(),
+            **_DEAD_ENDS,
+        },
+    )
+
+
 def _renamed(e: Element, element_id: str, label: str) -> Element:
     return dataclasses.replace(e, label=label) if e.id == element_id else e
 
@@ -287,6 +319,7 @@ APPS = {
     "inject": _inject,
     "wide": _wide,
     "relabel": _relabel,
+    "twins": _twins,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""

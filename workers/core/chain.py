@@ -1,0 +1,73 @@
+"""A chain of deciders: on an escalation cause (low confidence, no valid answer, a guard),
+the same step asks the next one; only after the last does the step escalate (to a person,
+where the fleet parks the run with its question)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from workers.core.errors import DecideError, DecisionInvalidError
+from workers.core.model import Attempt, DecideState, Decision, Outcome, RunStatus, Snapshot
+from workers.core.ports import Decider
+from workers.core.rows import End, Row, Step
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One decider of a chain, with the name its attempts are recorded under."""
+
+    name: str
+    decider: Decider
+
+
+def ask(
+    tiers: tuple[Tier, ...],
+    state: DecideState,
+    snap: Snapshot,
+    *,
+    row: Row,
+    clock: Callable[[], float],
+    escalation: Callable[[Decision, Snapshot], tuple[str | None, str | None]],
+) -> Decision | Step:
+    """The first answer along the chain that needs no escalation (every guard applies to
+    each); when the last one escalates too, the step's escalated end. Every attempt is on
+    the row when the chain has more than one decider."""
+    attempts: list[Attempt] = []
+    escalated: Step | None = None
+    for tier in tiers:
+        t0 = clock()
+        try:
+            decision = tier.decider.decide(state)
+        except DecisionInvalidError as exc:
+            ms = (clock() - t0) * 1000
+            row.decide_ms += ms
+            invalid = f"no valid decision: {exc}"
+            attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=invalid))
+            escalated = (
+                row.finish(Outcome.ESCALATED, error=str(exc)),
+                End(RunStatus.ESCALATED, invalid, exc),
+            )
+            continue
+        except DecideError as exc:  # infrastructure: the chain does not paper over it
+            ms = (clock() - t0) * 1000
+            row.decide_ms += ms
+            attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=str(exc)))
+            row.attempts = tuple(attempts) if len(tiers) > 1 else ()
+            end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
+            return row.finish(Outcome.ERRORED, error=str(exc)), end
+        ms = (clock() - t0) * 1000
+        row.decide_ms += ms
+        row.decision = decision
+        why, problem = escalation(decision, snap)
+        attempts.append(
+            Attempt(decider=tier.name, decision=decision, ms=round(ms, 3), escalated=why or "")
+        )
+        if why is None:
+            row.attempts = tuple(attempts) if len(tiers) > 1 else ()
+            return decision
+        escalated = row.finish(Outcome.ESCALATED, error=problem), End(RunStatus.ESCALATED, why)
+    row.attempts = tuple(attempts) if len(tiers) > 1 else ()
+    if escalated is None:  # pragma: no cover - a chain has at least one decider
+        raise AssertionError("empty decider chain")
+    return escalated[0].model_copy(update={"attempts": row.attempts}), escalated[1]
