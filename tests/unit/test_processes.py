@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -111,6 +112,22 @@ def test_a_child_dies_with_its_parent(tmp_path: Path) -> None:
     parent.wait(timeout=5)
     assert _until(lambda: not pid_alive(orphan)), parent.tail()
     stop_all([parent], grace_s=1)
+
+
+def test_a_child_spawned_from_another_thread_outlives_that_thread(tmp_path: Path) -> None:
+    """PR_SET_PDEATHSIG fires when the spawning *thread* ends: a child spawned from a thread
+    that has since finished is still running (and still stops with its group)."""
+    spawned: list[Child] = []
+    t = threading.Thread(
+        target=lambda: spawned.append(spawn(["sleep", "300"], env=ENV, log=tmp_path / "s.log"))
+    )
+    t.start()
+    t.join()
+    (child,) = spawned
+    time.sleep(0.3)
+    assert child.alive()
+    child.stop(grace_s=5)
+    assert child.returncode == -signal.SIGTERM
 
 
 def test_output_goes_to_the_log_or_a_pipe(tmp_path: Path) -> None:

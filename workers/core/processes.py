@@ -11,8 +11,9 @@ scheduler, the agent-device daemon, the Linux desktop stack, test and bench flee
   whatever the leader left behind goes too.
 - With `die_with_parent` (the default) the child gets SIGTERM when its parent dies (Linux
   `PR_SET_PDEATHSIG`), so a killed test or demo leaves nothing behind. The kernel's "parent" is
-  the spawning *thread*: a child spawned from a short-lived thread is signalled when that thread
-  ends, so spawn long-lived children from a thread that outlives them.
+  the spawning *thread*, so this applies only to a child spawned from the main thread: one
+  spawned from another thread (a chaos thread restarting a worker) would otherwise be
+  signalled when that thread ends. `stop` still reaches it.
 - `pause` and `resume` (SIGSTOP, SIGCONT to the group) freeze a child for chaos tests.
 """
 
@@ -25,6 +26,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -113,7 +115,11 @@ def spawn(
     output appended to `log` (stdout to a pipe instead with `pipe_stdout`). `name` defaults to
     the program's file name. A missing program raises `FileNotFoundError`."""
     preexec: Callable[[], None] | None = None
-    if die_with_parent and sys.platform.startswith("linux"):
+    if (
+        die_with_parent
+        and sys.platform.startswith("linux")
+        and threading.current_thread() is threading.main_thread()
+    ):
         preexec = functools.partial(_die_with, _prctl(), os.getpid())
     with log.open("ab") as out:
         proc = subprocess.Popen(  # noqa: S603 - argv from our own callers, no shell
