@@ -194,7 +194,7 @@ class BenchFleet:
         deadline = time.monotonic() + timeout_s
         want = {w.device for w in workers}
         while time.monotonic() < deadline:
-            alive = {d.info.id for d in self.store().devices() if d.alive}
+            alive = {d.info.id for d in self.store().registry.devices() if d.alive}
             if want <= alive:
                 return
             for w in workers:

@@ -46,7 +46,7 @@ class Dispatcher:
         fixed = 0
         if self.orphan_after_s is not None:
             fixed += self._release_strays(now - self.orphan_after_s)
-        busy = [d for d in self.store.devices() if d.run]
+        busy = [d for d in self.store.registry.devices() if d.run]
         for run in self.store.load_many([d.run for d in busy if d.run]):
             dev = next(d for d in busy if d.run == run.id)
             if (
@@ -99,7 +99,7 @@ class Dispatcher:
 
     def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:
         """Dispatch what can go now; return how many runs were sent."""
-        devices = {d.info.id: d for d in self.store.devices()}
+        devices = {d.info.id: d for d in self.store.registry.devices()}
         if not any(d.idle for d in devices.values()):
             return 0
         ids = run_ids if run_ids is not None else self.store.pending_ids(limit)

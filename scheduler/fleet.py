@@ -56,7 +56,7 @@ class Fleet:
     ) -> tuple[RunRecord, bool]:
         """Returns (the run, whether it was created now). A repeated idempotency key with the
         same body returns the first run; with a different body it is a 409."""
-        devices = self.store.devices()
+        devices = self.store.registry.devices()
         self._check_target(devices, sub.device, sub.selector)
         self._check_backlog(1)
         run = RunRecord(
@@ -78,7 +78,7 @@ class Fleet:
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
     ) -> tuple[BatchRecord, bool]:
-        devices = self.store.devices()
+        devices = self.store.registry.devices()
         targets = matching(devices, None, sub.selector)
         if not targets:
             raise InvalidRequestError(
@@ -228,4 +228,4 @@ class Fleet:
         return self.run(run_id)
 
     def devices(self) -> list[DeviceState]:
-        return self.store.devices()
+        return self.store.registry.devices()

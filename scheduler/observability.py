@@ -148,7 +148,7 @@ class FleetCollector(Collector):
             "1 when the API could read the fleet's state from Redis at this scrape.",
         )
         try:
-            devices = self.store.devices()
+            devices = self.store.registry.devices()
             depths = self._queue_depths([d.info.id for d in devices])
             pending_count = self.store.pending_count()
         except (redis.ConnectionError, redis.TimeoutError):

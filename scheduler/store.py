@@ -1,9 +1,13 @@
 """The scheduler's side of the store: submit runs and batches (with idempotency), reserve a
-device for a pending run, cancel, and read runs, steps, batches and devices.
+device for a pending run, cancel, and read runs, steps and batches.
 
 The key layout is `workers.fleet.keys`; the worker's side (claim, steps, finish) is
-`workers.fleet.runstore`. Every write that must be all-or-nothing is one MULTI/EXEC or one Lua
-script, so a crash at any point leaves nothing half-written.
+`workers.fleet.runstore`; devices (registration, leases, quarantine, their state) are
+`workers.fleet.registry`, reached here as `FleetStore.registry`. Reserve, unreserve, cancel and
+stray release also set or clear a device's `run` field, in the same script as the run's write.
+
+Every write that must be all-or-nothing is one MULTI/EXEC or one Lua script, so a crash at any
+point leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import redis
 from redis.client import Pipeline
 
 from workers.core.model import RunResult, RunStatus, StepRow
-from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
+from workers.fleet.registry import DeviceRegistry
 from workers.fleet.runstore import Failure, RunStore, pending_score
 
 # KEYS: run, device, lease, pending, reserved   ARGV: run_id, device_id, now
@@ -114,6 +119,8 @@ class FleetStore:
         self.r = client
         self.k = keys
         self.retention_s = retention_s
+        self.registry = DeviceRegistry(client, keys)
+        """Device registration and state: the one owner of those keys."""
         self._reserve = client.register_script(_RESERVE)
         self._unreserve = client.register_script(_UNRESERVE)
         self._cancel = client.register_script(_CANCEL)
@@ -335,21 +342,9 @@ class FleetStore:
         return sorted(rows, key=lambda r: r.index)
 
     def device_ids(self) -> list[str]:
-        return sorted(cast("set[str]", self.r.smembers(self.k.devices)))
-
-    def devices(self) -> list[DeviceState]:
-        ids = self.device_ids()
-        with self.r.pipeline(transaction=False) as p:
-            for did in ids:
-                p.hgetall(self.k.device(did))
-                p.exists(self.k.lease(did))
-            out = p.execute()
-        states = []
-        for i in range(len(ids)):
-            raw = cast("dict[str, str]", out[2 * i])
-            if raw.get("info"):
-                states.append(DeviceState.from_hash(raw, alive=bool(out[2 * i + 1])))
-        return states
+        """`registry.device_ids()`, kept for `scheduler.api`'s health check until it reads the
+        registry itself."""
+        return self.registry.device_ids()
 
     def batch(self, batch_id: str) -> BatchRecord | None:
         with self.r.pipeline(transaction=False) as p:

@@ -15,7 +15,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
-from workers.fleet.runstore import RunStore
+from workers.fleet.registry import DeviceRegistry
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet
@@ -156,7 +156,7 @@ def test_503_when_redis_is_down(serve):
     """With its Redis stopped the API answers 503 with a clear message; /health too."""
     with LocalRedis() as own:
         s = Settings(redis_url=own.url, key_prefix="down", api_tokens=[TOKEN])
-        RunStore(redis_client(own.url), Keys("down")).register(
+        DeviceRegistry(redis_client(own.url), Keys("down")).register(
             DeviceInfo(id="d1", platform=Platform.IOS), "w@d1", lease_s=60
         )
         srv = serve(create(s, enqueuer=RecordingEnqueuer()))

@@ -19,7 +19,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, device_queue
-from workers.fleet.runstore import RunStore
+from workers.fleet.registry import DeviceRegistry
 from workers.settings import Settings
 
 TOKEN = "obs-token"
@@ -48,10 +48,10 @@ def test_request_metrics_and_fleet_gauges(redis_url: str) -> None:
     settings = Settings(redis_url=redis_url, key_prefix="obs", api_tokens=[SecretStr(TOKEN)])
     client = redis_client(redis_url)
     keys = Keys("obs")
-    runstore = RunStore(client, keys)
-    runstore.register(DeviceInfo(id="ios-1", platform=Platform.IOS), "w@ios-1", lease_s=30)
-    runstore.register(DeviceInfo(id="and-1", platform=Platform.ANDROID), "w@and-1", lease_s=30)
-    runstore.register(DeviceInfo(id="and-2", platform=Platform.ANDROID), "w@and-2", lease_s=30)
+    devices = DeviceRegistry(client, keys)
+    devices.register(DeviceInfo(id="ios-1", platform=Platform.IOS), "w@ios-1", lease_s=30)
+    devices.register(DeviceInfo(id="and-1", platform=Platform.ANDROID), "w@and-1", lease_s=30)
+    devices.register(DeviceInfo(id="and-2", platform=Platform.ANDROID), "w@and-2", lease_s=30)
     client.hset(keys.device("and-1"), "quarantined", "1")
     client.delete(keys.lease("and-2"))  # its worker died without deregistering
     client.rpush(device_queue("ios-1"), "m1", "m2")

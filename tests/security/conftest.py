@@ -19,7 +19,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
-from workers.fleet.runstore import RunStore
+from workers.fleet.registry import DeviceRegistry
 from workers.settings import Settings
 
 TOKEN = "security-test-token"
@@ -65,8 +65,7 @@ def api(sec_redis: LocalRedis) -> Iterator[Api]:
         retention_s=3600,
     )
     db = redis_client(settings.redis_url)
-    store = RunStore(db, Keys(settings.key_prefix))
-    store.register(
+    DeviceRegistry(db, Keys(settings.key_prefix)).register(
         DeviceInfo(id=DEVICE, platform=Platform.IOS, os_version="17.5", labels={"pool": "a"}),
         "w@" + DEVICE,
         lease_s=3600,

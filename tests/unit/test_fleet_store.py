@@ -28,7 +28,8 @@ from workers.devices.sim import make_sim_device
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
-from workers.fleet.runstore import ClaimKind, ClaimLostError, DeviceTakenError, Failure, RunStore
+from workers.fleet.registry import DeviceTakenError
+from workers.fleet.runstore import ClaimKind, ClaimLostError, Failure, RunStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
@@ -61,11 +62,11 @@ def parts(client: redis.Redis):
     return store, RunStore(client, keys), enq, fleet
 
 
-def register(rs: RunStore, did: str, platform: str = "ios", **labels: str) -> str:
+def register(store: FleetStore, did: str, platform: str = "ios", **labels: str) -> str:
     """Register `did` as a worker process would; returns its lease holder token."""
     info = DeviceInfo(id=did, platform=Platform(platform), os_version="17.5", labels=labels)
     holder = lease_holder(worker_name(did))
-    rs.register(info, holder, lease_s=30)
+    store.registry.register(info, holder, lease_s=30)
     return holder
 
 
@@ -73,7 +74,7 @@ def test_submit_dispatches_to_idle_device_and_queues_the_rest(parts):
     """One device: the first run is reserved and enqueued at once, the second stays pending
     until the device frees, then the dispatcher sends it."""
     store, rs, enq, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     a, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
     b, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
     assert enq.sent == [(a.id, "d1")]
@@ -93,8 +94,8 @@ def test_submit_dispatches_to_idle_device_and_queues_the_rest(parts):
 
 def test_priority_orders_pending_runs(parts):
     """Pending runs go out by priority (0 first), then by submit time."""
-    store, rs, enq, fleet = parts
-    register(rs, "d1")
+    store, _, enq, fleet = parts
+    register(store, "d1")
     first, _ = fleet.submit_run(RunSubmit(goal="busy the device"))
     low, _ = fleet.submit_run(RunSubmit(goal="low", priority=5))
     high, _ = fleet.submit_run(RunSubmit(goal="high", priority=0))
@@ -104,8 +105,8 @@ def test_priority_orders_pending_runs(parts):
 
 def test_idempotency_replays_and_conflicts(parts):
     """The same key and body return the first run without writing; another body is a 409."""
-    store, rs, _, fleet = parts
-    register(rs, "d1")
+    store, _, _, fleet = parts
+    register(store, "d1")
     a, created = fleet.submit_run(RunSubmit(goal="Sign in"), idempotency_key="k1")
     assert created
     keys_before = store.key_count()
@@ -119,8 +120,8 @@ def test_idempotency_replays_and_conflicts(parts):
 
 def test_unknown_device_and_empty_selector_write_nothing(parts, client):
     """Validation that needs the store fails before any write."""
-    _, rs, enq, fleet = parts
-    register(rs, "d1")
+    store, _, enq, fleet = parts
+    register(store, "d1")
     before = client.dbsize()
     with pytest.raises(InvalidRequestError) as e:
         fleet.submit_run(RunSubmit(goal="x", device="nope"))
@@ -137,11 +138,11 @@ def test_batch_fans_out_to_live_healthy_devices_only(parts, client):
     a run pinned to a dead device would stay pending and the batch never finish. With no such
     device it is the selector 422 (naming the down/quarantined ones and the fix), nothing
     written. A `count` batch still waits for any matching device."""
-    store, rs, _, fleet = parts
+    store, _, _, fleet = parts
     k = Keys("t")
     for did in ("d1", "d2", "d3"):
-        register(rs, did)
-    register(rs, "a1", "android")
+        register(store, did)
+    register(store, "a1", "android")
     client.delete(k.lease("d2"))  # d2's worker died
     client.hset(k.device("d3"), "quarantined", "1")
     batch, _ = fleet.submit_batch(BatchSubmit(goal="g", selector={"platform": "ios"}))
@@ -167,7 +168,7 @@ def test_redelivery_counts_attempts_up_to_the_cap(parts):
     """A redelivered run restarts with attempt + 1 and its steps wiped; past the cap the claim
     says exhausted; a stale token can no longer write."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     run, _ = fleet.submit_run(RunSubmit(goal="Sign in"))
     c1 = rs.claim(run.id, "d1", "w@d1", cap=2)
     c2 = rs.claim(run.id, "d1", "w@d1", cap=2)
@@ -188,7 +189,7 @@ def test_quarantine_after_consecutive_infra_failures_and_recovery(parts):
     """N errored runs in a row quarantine the device (no dispatch); decision failures do not;
     a recovery lifts it."""
     store, rs, enq, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     errored = RunResult(status=RunStatus.ERRORED, goal="g")
     blocked = RunResult(status=RunStatus.BLOCKED, goal="g")
     for i, (res, failure) in enumerate(
@@ -200,14 +201,14 @@ def test_quarantine_after_consecutive_infra_failures_and_recovery(parts):
         rs.finish(
             store.load(run.id), c.token, res, failure=failure, quarantine_after=2, retention_s=60
         )
-    [state] = store.devices()
+    [state] = store.registry.devices()
     assert state.quarantined
     assert state.infra_failures == 2
     assert "infrastructure failures" in state.quarantine_reason
     sent = len(enq.sent)
     fleet.submit_run(RunSubmit(goal="waits"))
     assert len(enq.sent) == sent
-    rs.recover("d1")
+    store.registry.recover("d1")
     assert fleet.dispatcher.dispatch() == 1
 
 
@@ -215,7 +216,7 @@ def test_cancel_queued_and_running(parts):
     """A queued run is cancelled at once (device freed, batch counted); a running one gets the
     flag the loop checks between steps; an ended one is a conflict."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     batch, _ = fleet.submit_batch(BatchSubmit(goal="g", count=2))
     r1, r2 = batch.runs
     running = r1 if store.load(r1).device else r2
@@ -235,54 +236,55 @@ def test_device_lease_is_exclusive(parts):
     """A second worker for the same device (same worker name `w@d1`, another process or host)
     cannot register while the first holds the lease; its renew and deregister do nothing (the
     first keeps the device); once the first deregisters, the second registers."""
-    store, rs, _, _ = parts
-    first = register(rs, "d1")
+    store, _, _, _ = parts
+    reg = store.registry
+    first = register(store, "d1")
     second = lease_holder(worker_name("d1"))
     assert first != second
     assert first.startswith("w@d1:")
     info = DeviceInfo(id="d1", platform=Platform.IOS)
     with pytest.raises(DeviceTakenError, match="held by another live worker"):
-        rs.register(info, second, lease_s=30)
-    assert not rs.renew("d1", second, lease_s=30)
-    assert not rs.deregister("d1", second, keep_s=60)
-    assert [d.info.id for d in store.devices() if d.alive] == ["d1"]
-    assert rs.renew("d1", first, lease_s=30)
-    assert rs.deregister("d1", first, keep_s=60)
-    rs.register(info, second, lease_s=30)
-    assert not rs.renew("d1", first, lease_s=30)  # a lapsed holder cannot take it back
+        reg.register(info, second, lease_s=30)
+    assert not reg.renew("d1", second, lease_s=30)
+    assert not reg.deregister("d1", second, keep_s=60)
+    assert [d.info.id for d in reg.devices() if d.alive] == ["d1"]
+    assert reg.renew("d1", first, lease_s=30)
+    assert reg.deregister("d1", first, keep_s=60)
+    reg.register(info, second, lease_s=30)
+    assert not reg.renew("d1", first, lease_s=30)  # a lapsed holder cannot take it back
 
 
 def test_presence_refuses_a_second_worker_and_keeps_the_first_lease(parts, client):
     """Two worker processes for one device: each `Presence` makes its own holder token, so
     the second refuses to start (DeviceTakenError) and stopping it does not drop the lease of
     the one still running; a lapsed lease is taken back by its own holder only."""
-    store, rs, _, _ = parts
+    store, _, _, _ = parts
     settings = Settings(redis_url="redis://unused", key_prefix="t", lease_s=30)
     spec = WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="x")
-    a, b = Presence(rs, spec, settings), Presence(rs, spec, settings)
+    a, b = Presence(store.registry, spec, settings), Presence(store.registry, spec, settings)
     assert a.holder != b.holder
     a.register()
     with pytest.raises(DeviceTakenError):
         b.register(wait_s=0)
     b.stop()
     assert client.get(Keys("t").lease("d1")) == a.holder
-    assert store.device_ids() == ["d1"]
+    assert store.registry.device_ids() == ["d1"]
     client.delete(Keys("t").lease("d1"))  # a long pause: a's lease lapsed
     b.beat_once()
     assert not client.exists(Keys("t").lease("d1"))
     a.beat_once()
     assert client.get(Keys("t").lease("d1")) == a.holder
     a.stop()
-    assert store.device_ids() == []
+    assert store.registry.device_ids() == []
     b.register(wait_s=0)
 
 
 def test_schedule_fires_once_per_period(parts, client):
     """A due schedule submits one batch and moves to its next time; a second tick in the same
     period fires nothing."""
-    _, rs, enq, fleet = parts
-    register(rs, "d1")
-    register(rs, "d2", "android")
+    store, _, enq, fleet = parts
+    register(store, "d1")
+    register(store, "d2", "android")
     sched = Schedules(client, Keys("t"))
     s = sched.add(ScheduleSubmit(goal="smoke", name="smoke", every_s=60), now=1000.0)
     assert sched.tick(fleet, now=1001.0) == 1
@@ -298,7 +300,7 @@ def test_execute_run_writes_steps_and_result(parts, client):
     steps written as they happen, the final result, the device freed; a missing secret ends
     `errored` naming the variable, without counting as an infrastructure failure."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     settings = Settings(redis_url="redis://unused", key_prefix="t")
     spec = WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="sim:signin-ios")
     rt = WorkerRuntime(
@@ -333,7 +335,7 @@ def test_execute_run_writes_steps_and_result(parts, client):
     assert execute_run(rt, run2.id) == "errored"
     r2 = store.load(run2.id)
     assert "GOALFLEET_SECRET_MISSING" in r2.reason
-    assert store.devices()[0].infra_failures == 0
+    assert store.registry.devices()[0].infra_failures == 0
     assert time.time() - r2.finished_at < 60
 
 
@@ -341,8 +343,8 @@ def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
     """The scheduler's sweep ends a run still running past the hard limit (device freed) and
     sends a selector run reserved for a dead device back to pending."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
-    register(rs, "d2")
+    register(store, "d1")
+    register(store, "d2")
     run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
     claim = rs.claim(run.id, "d1", "w@d1", cap=3)
     row = StepRow(index=1, screen="s", refs_generation="1", candidates=0, outcome=Outcome.ACTED)
@@ -357,14 +359,14 @@ def test_sweep_ends_overdue_runs_and_reroutes_orphans(parts, client):
     assert store.load(run.id).result.steps == (row,)  # the rows written before it was lost
     assert store.load(orphan.id).device is None
     assert store.pending_ids() == [orphan.id]
-    assert not [x for x in store.devices() if x.run]
+    assert not [x for x in store.registry.devices() if x.run]
 
 
 def test_sweep_resends_a_reservation_whose_message_was_lost(parts):
     """A run reserved on a live device that never started (crash between reserve and send) is
     sent again after `orphan_after_s`."""
     store, rs, enq, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
     assert enq.sent == [(run.id, "d1")]
     d = Dispatcher(store, enq, overdue_after_s=1000, orphan_after_s=50)
@@ -389,7 +391,7 @@ def test_graceful_shutdown_hands_back_the_run_reserved_after_the_last_finish(par
     goes back to pending with its own score (in the same script) and is dispatched to another
     matching device; the stale message on the old device's queue is skipped by the claim."""
     store, rs, enq, fleet = parts
-    holder = register(rs, "d1")
+    holder = register(store, "d1")
     first, _ = fleet.submit_run(RunSubmit(goal="last run", selector={"platform": "ios"}))
     nxt, _ = fleet.submit_run(RunSubmit(goal="next", selector={"platform": "ios"}, priority=3))
     _finish(store, rs, first.id, "d1")
@@ -397,15 +399,15 @@ def test_graceful_shutdown_hands_back_the_run_reserved_after_the_last_finish(par
     assert enq.sent[-1] == (nxt.id, "d1")
     assert store.pending_ids() == []
 
-    assert rs.deregister("d1", holder, keep_s=60)
+    assert store.registry.deregister("d1", holder, keep_s=60)
     back = store.load(nxt.id)
     assert back.status is RunStatus.QUEUED
     assert back.device is None
     assert client.zscore(Keys("t").pending, nxt.id) == pending_score(3, back.submitted_at)
     assert client.hget(Keys("t").device("d1"), "run") == ""
-    assert store.device_ids() == []
+    assert store.registry.device_ids() == []
 
-    register(rs, "d2")
+    register(store, "d2")
     assert fleet.dispatcher.dispatch() == 1
     assert enq.sent[-1] == (nxt.id, "d2")
     assert rs.claim(nxt.id, "d1", "w@d1", cap=3).kind is ClaimKind.ELSEWHERE
@@ -417,19 +419,19 @@ def test_deregister_keeps_an_exact_run_pending_for_its_device(parts):
     (another idle device does not take it) and is dispatched when the device returns. A run
     already claimed is left alone (its worker finishes it in warm shutdown)."""
     store, rs, enq, fleet = parts
-    holder = register(rs, "d1")
+    holder = register(store, "d1")
     run, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
     assert enq.sent == [(run.id, "d1")]
-    assert rs.deregister("d1", holder, keep_s=60)
+    assert store.registry.deregister("d1", holder, keep_s=60)
     assert store.pending_ids() == [run.id]
-    register(rs, "d2")
+    register(store, "d2")
     assert fleet.dispatcher.dispatch() == 0
-    holder = register(rs, "d1")
+    holder = register(store, "d1")
     assert fleet.dispatcher.dispatch() == 1
     assert enq.sent[-1] == (run.id, "d1")
 
     rs.claim(run.id, "d1", "w@d1", cap=3)
-    assert rs.deregister("d1", holder, keep_s=60)
+    assert store.registry.deregister("d1", holder, keep_s=60)
     assert store.load(run.id).status is RunStatus.RUNNING
     assert store.pending_ids() == []
 
@@ -441,8 +443,8 @@ def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
     leave the index."""
     store, rs, enq, fleet = parts
     k = Keys("t")
-    register(rs, "d1")
-    register(rs, "d2")
+    register(store, "d1")
+    register(store, "d2")
     a, _ = fleet.submit_run(RunSubmit(goal="a", device="d1"))
     b, _ = fleet.submit_run(RunSubmit(goal="b", device="d2"))
     c, _ = fleet.submit_run(RunSubmit(goal="c", selector={"platform": "ios"}))
@@ -458,7 +460,7 @@ def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
     assert set(store.pending_ids()) == {a.id, c.id}
     assert client.zcard(k.reserved) == 0
     _finish(store, rs, b.id, "d2")
-    register(rs, "d3")
+    register(store, "d3")
     assert d.dispatch() == 1  # a waits for d1; c goes to an idle ios device
     assert enq.sent[-1][0] == c.id
     assert store.pending_ids() == [a.id]
@@ -467,8 +469,8 @@ def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
 def test_submit_survives_a_failing_broker(parts, client):
     """When sending fails right after the write, the run stays pending (not half-placed) and
     the submit still succeeds; the scheduler places it later."""
-    store, rs, _, _ = parts
-    register(rs, "d1")
+    store, _, _, _ = parts
+    register(store, "d1")
     broken = RecordingEnqueuer(fail=True)
     fleet = Fleet(store, Dispatcher(store, broken), max_pending=100)
     run, created = fleet.submit_run(RunSubmit(goal="g"))
@@ -482,7 +484,7 @@ def test_soft_time_limit_ends_errored_with_the_rows_so_far(parts, client):
     """A soft time limit mid-run ends it `errored` (infrastructure), keeps the step rows
     written so far in the result, and closes the device."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     device = make_sim_device("sim:signin-ios")
     real_snapshot = device.snapshot
     calls = {"n": 0}
@@ -515,4 +517,4 @@ def test_soft_time_limit_ends_errored_with_the_rows_so_far(parts, client):
     assert "soft time limit" in final.reason
     assert len(final.result.steps) == 2
     assert device.closed
-    assert store.devices()[0].infra_failures == 1
+    assert store.registry.devices()[0].infra_failures == 1

@@ -49,18 +49,18 @@ def test_model_outage_does_not_count_against_the_device(parts, client):
     """A model that cannot be reached ends the run errored, but the device stays healthy:
     an outage of the provider must not quarantine the whole fleet."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     rt = runtime(client, rs, decider=Raising(ModelUnavailableError("connection refused")))
     for _ in range(4):
         assert execute_run(rt, submit(fleet)) == "errored"
-    device = store.devices()[0]
+    device = store.registry.devices()[0]
     assert device.infra_failures == 0
     assert not device.quarantined
 
 
 def test_device_failure_counts_against_the_device(parts, client):
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
 
     def gone(_rid: str):
         raise DeviceNotFoundError("simulator is gone")
@@ -69,14 +69,14 @@ def test_device_failure_counts_against_the_device(parts, client):
     run_id = submit(fleet)
     assert execute_run(rt, run_id) == "errored"
     assert "device could not be opened" in store.load(run_id).reason
-    assert store.devices()[0].infra_failures == 1
+    assert store.registry.devices()[0].infra_failures == 1
 
 
 def test_a_bug_ends_the_run_errored_without_its_message(parts, client):
     """An unexpected exception is recorded (never left `running`), by type only: its message
     could carry anything, here the secret, and must not reach the stored result."""
     store, rs, _, fleet = parts
-    register(rs, "d1")
+    register(store, "d1")
     rt = runtime(client, rs, decider=Raising(RuntimeError(f"oops {SECRET}")))
     run_id = submit(fleet)
     assert execute_run(rt, run_id) == "errored"
@@ -86,4 +86,4 @@ def test_a_bug_ends_the_run_errored_without_its_message(parts, client):
     assert final.result.error.code == "INTERNAL"
     for key in client.scan_iter("*"):
         assert SECRET.encode() not in (client.dump(key) or b"")
-    assert store.devices()[0].infra_failures == 0
+    assert store.registry.devices()[0].infra_failures == 0

@@ -16,7 +16,7 @@
     │   ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
     │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
     ├── ClaimLostError              (workers.fleet.runstore) another delivery took this run over
-    ├── DeviceTakenError            (workers.fleet.runstore) the device is registered elsewhere
+    ├── DeviceTakenError            (workers.fleet.registry) the device is registered elsewhere
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
     │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
     │                               TooManyPending 429, Unavailable 503

@@ -1,6 +1,7 @@
 """A worker's presence: register its device with capabilities and a heartbeat lease, renew
 the lease from a thread in the worker's main process, probe a quarantined device until it
-recovers, and deregister on shutdown.
+recovers, and deregister on shutdown. Every Redis read and write it makes goes through the
+`DeviceRegistry` (`workers.fleet.registry`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import structlog
 from workers.core.errors import GoalfleetError
 from workers.core.ports import DevicePort
 from workers.fleet.keys import lease_holder
-from workers.fleet.runstore import DeviceTakenError, RunStore
+from workers.fleet.registry import DeviceRegistry, DeviceTakenError
 from workers.fleet.runtime import WorkerSpec
 from workers.settings import Settings
 
@@ -25,13 +26,13 @@ log = structlog.stdlib.get_logger("goalfleet.worker")
 class Presence:
     def __init__(
         self,
-        store: RunStore,
+        registry: DeviceRegistry,
         spec: WorkerSpec,
         settings: Settings,
         *,
         probe: Callable[[], DevicePort] | None = None,
     ) -> None:
-        self.store = store
+        self.registry = registry
         self.spec = spec
         self.settings = settings
         self.probe = probe
@@ -47,7 +48,7 @@ class Presence:
         deadline = time.monotonic() + (self.settings.lease_s + 1 if wait_s is None else wait_s)
         while True:
             try:
-                self.store.register(self.spec.info, self.holder, lease_s=self.settings.lease_s)
+                self.registry.register(self.spec.info, self.holder, lease_s=self.settings.lease_s)
             except DeviceTakenError:
                 if time.monotonic() > deadline:
                     raise
@@ -64,15 +65,17 @@ class Presence:
         if self._thread is not None:
             self._thread.join(timeout=5)
         with contextlib.suppress(Exception):  # shutdown must go on with Redis down
-            self.store.deregister(self.spec.info.id, self.holder, keep_s=self.settings.retention_s)
+            self.registry.deregister(
+                self.spec.info.id, self.holder, keep_s=self.settings.retention_s
+            )
 
     def beat_once(self) -> None:
-        ok = self.store.renew(self.spec.info.id, self.holder, lease_s=self.settings.lease_s)
+        ok = self.registry.renew(self.spec.info.id, self.holder, lease_s=self.settings.lease_s)
         if not ok:
             log.error(
                 "lease_lost", device_id=self.spec.info.id, hint="another worker took the lease"
             )
-        if self.probe is not None and self.store.quarantined(self.spec.info.id):
+        if self.probe is not None and self.registry.quarantined(self.spec.info.id):
             now = time.monotonic()
             if now - self._last_probe >= self.settings.probe_interval_s:
                 self._last_probe = now
@@ -91,7 +94,7 @@ class Presence:
             log.warning("quarantine_probe_failed", device_id=self.spec.info.id, error=str(exc))
             return
         log.info("quarantine_lifted", device_id=self.spec.info.id)
-        self.store.recover(self.spec.info.id)
+        self.registry.recover(self.spec.info.id)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.settings.heartbeat_interval_s):

@@ -20,7 +20,7 @@ from workers.fleet.celery_app import make_celery
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, device_queue
 from workers.fleet.presence import Presence
-from workers.fleet.runstore import RunStore
+from workers.fleet.registry import DeviceRegistry
 from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_opener
 from workers.fleet.tasks import register_tasks
 from workers.settings import Settings
@@ -82,8 +82,8 @@ def start_worker(
     runtime_mod.configure(
         lambda: build_runtime(settings, spec, secrets, observers=all_observers, open_device=opener)
     )
-    store = RunStore(redis_client(settings.redis_url), Keys(settings.key_prefix))
-    presence = Presence(store, spec, settings, probe=_probe(spec))
+    registry = DeviceRegistry(redis_client(settings.redis_url), Keys(settings.key_prefix))
+    presence = Presence(registry, spec, settings, probe=_probe(spec))
     presence.register()
     presence.start()
 

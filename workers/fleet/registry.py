@@ -1,0 +1,188 @@
+"""Device registration, in one place: who is registered, who holds each device's heartbeat
+lease, which devices are quarantined, and every device's state as the scheduler reads it.
+
+Writers: the worker's presence (`workers.fleet.presence`) registers, renews, deregisters and
+lifts a quarantine. Readers: the scheduler (dispatch, sweeps, submit validation, metrics) and
+the presence's own quarantine check. Keys: `{p}:devices`, `{p}:device:{id}`,
+`{p}:device:{id}:lease` (see `workers.fleet.keys`).
+
+Run transitions that also move a device's `run` field or failure counters stay with the run
+they change, because each must be one script with the run's own write: claim and finish
+(`workers.fleet.runstore`: finish frees the device, counts failures and quarantines);
+reserve, unreserve, cancel and stray release (`scheduler.store`).
+
+The lease holds a per-process token (`workers.fleet.keys.lease_holder`), never the worker
+name, which every worker of a device shares: register refuses a live lease with another
+holder; renew and deregister act only for the holder. Each write is one Lua script (or one
+MULTI/EXEC), so a worker killed at any point leaves the old registration or the new one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import cast
+
+import redis
+
+from workers.core.errors import GoalfleetError
+from workers.core.records import DeviceInfo, DeviceState
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import pending_score
+
+
+class DeviceTakenError(GoalfleetError):
+    """Another live worker holds this device's lease."""
+
+    code = "DEVICE_TAKEN"
+
+
+# KEYS: lease, device, devices, wake   ARGV: holder, lease_ms, info, now, device_id
+_REGISTER = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[2], 'info', ARGV[3], 'worker', ARGV[1], 'registered_at', ARGV[4])
+redis.call('PERSIST', KEYS[2])
+redis.call('SADD', KEYS[3], ARGV[5])
+redis.call('RPUSH', KEYS[4], ARGV[5])
+return ''
+"""
+
+# KEYS: lease, wake, device   ARGV: holder, lease_ms
+# A lapsed lease (a long pause) is taken back only if no other worker registered since.
+_RENEW = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+if not holder and redis.call('HGET', KEYS[3], 'worker') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if not holder then redis.call('RPUSH', KEYS[2], 'lease') end
+return 1
+"""
+
+# KEYS: lease, device, devices, run, pending, reserved, wake
+# ARGV: holder, device_id, keep, run_id ('' when the device is free), pending score
+# A run reserved for this device but not claimed yet (its message may sit in the device's
+# queue, or was never taken because the worker was shutting down) goes back to pending with
+# its own score, so it is dispatched elsewhere (or to this device when it returns); the stale
+# message is skipped by the claim (the run moved). -1: the device's run changed, read again.
+_DEREGISTER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local r = redis.call('HGET', KEYS[2], 'run') or ''
+if r ~= ARGV[4] then return -1 end
+if r ~= '' and redis.call('HGET', KEYS[4], 'status') == 'queued'
+   and redis.call('HGET', KEYS[4], 'device') == ARGV[2] then
+  redis.call('HSET', KEYS[4], 'device', '', 'dispatched_at', '')
+  redis.call('HSET', KEYS[2], 'run', '')
+  redis.call('ZADD', KEYS[5], ARGV[5], r)
+  redis.call('ZREM', KEYS[6], r)
+  redis.call('RPUSH', KEYS[7], r)
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[2])
+local keep = tonumber(ARGV[3])
+if keep > 0 then redis.call('EXPIRE', KEYS[2], keep) end
+return 1
+"""
+
+
+class DeviceRegistry:
+    """Every read and write of device registration. Thread-safe (redis-py pools connections):
+    the worker's heartbeat thread and its main process share one."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.r = client
+        self.k = keys
+        self._register = client.register_script(_REGISTER)
+        self._renew = client.register_script(_RENEW)
+        self._deregister = client.register_script(_DEREGISTER)
+
+    # -- writes (the worker's presence) -----------------------------------------------------
+
+    def register(self, info: DeviceInfo, holder: str, *, lease_s: float) -> None:
+        """Take the device's lease for `holder` (a `lease_holder` token); DeviceTakenError when
+        another live holder has it."""
+        other = self._register(
+            keys=[self.k.lease(info.id), self.k.device(info.id), self.k.devices, self.k.wake],
+            args=[holder, int(lease_s * 1000), info.model_dump_json(), repr(time.time()), info.id],
+        )
+        if other:
+            raise DeviceTakenError(
+                f"device {info.id!r} is held by another live worker ({other}); stop it first, "
+                "or wait for its lease to expire"
+            )
+
+    def renew(self, device_id: str, holder: str, *, lease_s: float) -> bool:
+        """Extend the lease; False when another holder has it (or registered since it lapsed)."""
+        return bool(
+            self._renew(
+                keys=[self.k.lease(device_id), self.k.wake, self.k.device(device_id)],
+                args=[holder, int(lease_s * 1000)],
+            )
+        )
+
+    def deregister(self, device_id: str, holder: str, *, keep_s: int) -> bool:
+        """Give the device up (only if `holder` holds its lease); a run reserved for it and not
+        yet claimed goes back to pending, in the same script."""
+        for _ in range(20):
+            run_id = cast("str | None", self.r.hget(self.k.device(device_id), "run")) or ""
+            score = 0.0
+            if run_id:
+                prio, submitted = cast(
+                    "list[str | None]",
+                    self.r.hmget(self.k.run(run_id), ["priority", "submitted_at"]),
+                )
+                score = pending_score(int(prio or 0), float(submitted or 0))
+            out = int(
+                cast(
+                    "int",
+                    self._deregister(
+                        keys=[
+                            self.k.lease(device_id),
+                            self.k.device(device_id),
+                            self.k.devices,
+                            self.k.run(run_id or "-"),
+                            self.k.pending,
+                            self.k.reserved,
+                            self.k.wake,
+                        ],
+                        args=[holder, device_id, keep_s, run_id, score],
+                    ),
+                )
+            )
+            if out >= 0:
+                return bool(out)
+        return False
+
+    def recover(self, device_id: str) -> None:
+        """Lift a quarantine after a successful probe; the scheduler is woken to dispatch."""
+        with self.r.pipeline(transaction=True) as p:
+            p.hset(
+                self.k.device(device_id),
+                mapping={"quarantined": "0", "quarantine_reason": "", "infra_failures": "0"},
+            )
+            p.rpush(self.k.wake, device_id)
+            p.execute()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def quarantined(self, device_id: str) -> bool:
+        return self.r.hget(self.k.device(device_id), "quarantined") == "1"
+
+    def device_ids(self) -> list[str]:
+        """Registered devices, sorted (a device leaves the set when it deregisters)."""
+        return sorted(cast("set[str]", self.r.smembers(self.k.devices)))
+
+    def devices(self) -> list[DeviceState]:
+        """Every registered device's state; `alive` while its worker holds the lease."""
+        ids = self.device_ids()
+        with self.r.pipeline(transaction=False) as p:
+            for did in ids:
+                p.hgetall(self.k.device(did))
+                p.exists(self.k.lease(did))
+            out = p.execute()
+        states = []
+        for i in range(len(ids)):
+            raw = cast("dict[str, str]", out[2 * i])
+            if raw.get("info"):
+                states.append(DeviceState.from_hash(raw, alive=bool(out[2 * i + 1])))
+        return states
