@@ -69,6 +69,15 @@ class Settings(BaseSettings):
     memory_ttl_s: Annotated[int, Field(ge=60)] = 30 * 24 * 3600
     """An entry unused this long expires (each hit starts the clock again)."""
 
+    escalate_to: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Deciders asked in turn when a run's own decider escalates (comma-separated in the
+    environment, e.g. `openai/gpt-4o-mini,openai/gpt-4o`); a request's `escalate_to` wins."""
+    questions: bool = True
+    """Park a run whose last decider escalated as `awaiting_answer`, with its question for a
+    person (`goalfleet questions` / `answer`); false ends it `escalated` at once."""
+    question_timeout_s: Annotated[int, Field(ge=10)] = 3600
+    """An unanswered question ends its run `escalated` after this long."""
+
     model_api_key: SecretStr | None = None
     """API key for `<provider>/<model>` deciders (else the provider SDK's own variable)."""
     model_base_url: str | None = None
@@ -105,7 +114,7 @@ class Settings(BaseSettings):
     def _model_mode(cls, v: str) -> object:
         return check_mode(v)
 
-    @field_validator("api_tokens", "dangerous_controls", mode="before")
+    @field_validator("api_tokens", "dangerous_controls", "escalate_to", mode="before")
     @classmethod
     def _split_tokens(cls, v: object) -> object:
         if isinstance(v, str):

@@ -229,10 +229,11 @@ class RunStatus(StrEnum):
     MAX_STEPS = "max-steps"  # the step budget ran out
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
+    AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
 
     @property
     def terminal(self) -> bool:
-        return self not in {RunStatus.QUEUED, RunStatus.RUNNING}
+        return self not in {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_ANSWER}
 
 
 class Outcome(StrEnum):
@@ -349,6 +350,15 @@ class SecretRef(_Frozen):
     ref: Annotated[str, Field(pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]{0,100})$")]
 
 
+def check_decider_spec(v: str) -> str:
+    if len(v) > 100 or (v not in {"rules", "scripted"} and not PROVIDER_SPEC.fullmatch(v)):  # noqa: PLR2004
+        raise ValueError(
+            f'decider {v[:100]!r} is not a decider; use "rules", "scripted" or '
+            '"<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
+        )
+    return v
+
+
 class GoalRunRequest(RunParams):
     """A request to run one goal; what the API accepts and the task message points at. The
     run parameters (`max_steps`, `min_confidence`, …) come from `RunParams`, flat."""
@@ -359,16 +369,21 @@ class GoalRunRequest(RunParams):
     decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
     memory: bool = True
     """Use the fleet's decision memory for this run (read and, if it ends done, write)."""
+    escalate_to: Annotated[list[str], Field(max_length=4)] = Field(default_factory=list)
+    """Deciders asked in turn, in the same step, when the one before escalates."""
+    ask_person: bool = True
+    """When the last decider escalates, park the run with its question for a person (if the
+    fleet asks people: `GOALFLEET_QUESTIONS`); false ends it `escalated` at once."""
 
     @field_validator("decider")
     @classmethod
     def _decider_spec(cls, v: str) -> str:
-        if v not in {"rules", "scripted"} and not PROVIDER_SPEC.fullmatch(v):
-            raise ValueError(
-                f'decider {v!r} is not a decider; use "rules", "scripted" or '
-                '"<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
-            )
-        return v
+        return check_decider_spec(v)
+
+    @field_validator("escalate_to")
+    @classmethod
+    def _chain_specs(cls, v: list[str]) -> list[str]:
+        return [check_decider_spec(s) for s in v]
 
     def run_params(self) -> RunParams:
         """The parameters alone, as `run_goal` takes them."""

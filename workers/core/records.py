@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from workers.core.model import GoalRunRequest, Platform, RunResult, RunStatus
+from workers.core.model import (
+    Attempt,
+    DecideState,
+    GoalRunRequest,
+    Platform,
+    RunResult,
+    RunStatus,
+)
 
 DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
@@ -221,3 +228,42 @@ class BatchRecord(BaseModel):
 
 def dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+class Question(BaseModel):
+    """What a person is asked about a parked run: the screen as the deciders saw it (names and
+    texts only: never a typed or secret value), the goal, the history and what each decider
+    said. Answered by naming a candidate (or done / blocked)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    goal: str
+    step: int
+    screen: DecideState
+    attempts: tuple[Attempt, ...] = ()
+    reason: str
+    decider: str
+    """The run's decider spec: the decision memory keys the answer by it."""
+    platform: Platform | None = None
+    device: str = ""
+    asked_at: float
+    deadline: float
+
+
+class Answer(BaseModel):
+    """A person's answer: a candidate by its name, or by its ref, or done, or blocked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    ref: Annotated[str, Field(pattern=r"^e[0-9]{1,6}$")] | None = None
+    done: bool = False
+    blocked: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        given = (self.target is not None) + (self.ref is not None) + self.done + self.blocked
+        if given != 1:
+            raise ValueError("answer with exactly one of target, ref, done or blocked")
+        return self

@@ -16,6 +16,8 @@
 {p}:schedule:{id}       hash   one recurring schedule
 {p}:mem:{key}           hash   one decision-memory entry (entry JSON, hits, created/last used)
 {p}:mem:index           set    keys of memory entries (expired ones are pruned on listing)
+{p}:question:{id}       string a parked run's question (JSON), while it awaits an answer
+{p}:questions           zset   parked run ids by the time their question expires
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Keys:
     prefix: str = "gf"
+
+    def question(self, run_id: str) -> str:
+        return f"{self.prefix}:question:{run_id}"
+
+    @property
+    def questions(self) -> str:
+        return f"{self.prefix}:questions"
 
     def memory(self, key: str) -> str:
         return f"{self.prefix}:mem:{key}"

@@ -76,6 +76,19 @@ class RedisMemory:
         replies = pipe.execute()
         return sum(1 for r in replies[::6] if r)
 
+    def overwrite(self, entry: Remembered) -> None:
+        """Write `entry` over whatever is there: a person's answer outranks what a decider
+        may have remembered for that screen."""
+        name = self.keys.memory(entry.key)
+        now = repr(self.clock())
+        body = entry.model_dump_json(exclude={"hits", "created_at", "last_used_at"})
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(name)
+        pipe.hset(name, mapping={_ENTRY: body, _CREATED: now, _USED: now, _HITS: 0})
+        pipe.expire(name, self.ttl_s)
+        pipe.sadd(self.keys.memory_index(), entry.key)
+        pipe.execute()
+
     def invalidate(self, key: str, why: str) -> None:  # noqa: ARG002 - the step row keeps why
         self.forget(key)
 

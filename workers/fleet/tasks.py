@@ -16,6 +16,7 @@ import redis
 import structlog
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
+from workers.core.chain import Tier
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.core.loop import run_goal
 from workers.core.model import ErrorInfo, GoalRunRequest, RunResult, RunStatus, StepRow
@@ -26,6 +27,7 @@ from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
+from workers.fleet.questions import QuestionStore, question_for
 from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
 from workers.fleet.runtime import WorkerRuntime
 from workers.telemetry.observers import RunObserver
@@ -120,6 +122,9 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
     result = result.model_copy(
         update={"run_id": run_id, "device_id": rt.device_id, "attempt": claim.attempt}
     )
+    parked = _park(rt, record, claim, result)
+    if parked is not None:
+        return parked
     ok = rt.store.finish(
         record,
         claim.token,
@@ -133,6 +138,36 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
         return "skipped:claim-lost"
     _each(rt, lambda o: o.run_finished(record, result), "run_finished")
     return result.status.value
+
+
+def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult) -> str | None:
+    """Park an escalated run for a person (its device is released at once); None when it
+    is not to be parked (not escalated, questions off, or nothing a person could answer)."""
+    if not (
+        result.status is RunStatus.ESCALATED and rt.settings.questions and record.request.ask_person
+    ):
+        return None
+    question = question_for(
+        record,
+        result,
+        asked_at=time.time(),
+        timeout_s=rt.settings.question_timeout_s,
+        platform=rt.spec.info.platform,
+    )
+    if question is None:
+        return None
+    waiting = result.model_copy(update={"status": RunStatus.AWAITING_ANSWER})
+    store = QuestionStore(
+        rt.redis,
+        rt.store.k,
+        retention_s=rt.settings.retention_s,
+        memory_ttl_s=rt.settings.memory_ttl_s,
+    )
+    if not store.park(record, claim.token, waiting, question):
+        log.warning("claim_lost_before_park", run_id=record.id)
+        return "skipped:claim-lost"
+    _each(rt, lambda o: o.run_parked(record, waiting, question), "run_parked")
+    return RunStatus.AWAITING_ANSWER.value
 
 
 def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
@@ -161,6 +196,11 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             inputs=inputs,
             params=req.run_params(),
             memory=_memory(rt, req),
+            decider_name=req.decider,
+            escalate_to=tuple(
+                Tier(spec, rt.make_decider(spec))
+                for spec in (req.escalate_to or rt.settings.escalate_to)
+            ),
             on_step=on_step,
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),

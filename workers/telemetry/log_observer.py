@@ -21,12 +21,13 @@ from typing import Any
 from workers.core.errors import DeviceError
 from workers.core.model import Outcome, RunResult, RunStatus, Snapshot, StepRow
 from workers.core.ports import DevicePort
-from workers.core.records import RunRecord
+from workers.core.records import Question, RunRecord
 from workers.telemetry import logs
 from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
 STEP_EVENT = "step.finished"
 MEMORY_INVALIDATED_EVENT = "memory.invalidated"
+PARKED_EVENT = "run.parked"
 RUN_STARTED_EVENT = "run.started"
 RUN_EVENT = "run.finished"
 DEVICE_EVENT = "device.command"
@@ -141,6 +142,24 @@ class LogObserver:
         level = "info" if result.status in {RunStatus.DONE, RunStatus.CANCELLED} else "warning"
         try:
             getattr(self._log, level)(RUN_EVENT, **run_fields(result))
+        finally:
+            logs.clear_run()
+
+    def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:
+        logs.bind_run(
+            run_id=record.id,
+            device_id=result.device_id or record.device,
+            attempt=result.attempt,
+            batch_id=record.batch,
+        )
+        try:
+            self._log.warning(
+                PARKED_EVENT,
+                step=question.step,
+                reason=question.reason,
+                deciders=[a.decider for a in question.attempts],
+                deadline=question.deadline,
+            )
         finally:
             logs.clear_run()
 

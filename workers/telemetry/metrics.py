@@ -80,6 +80,8 @@ class WorkerMetrics:
     worker_info: Gauge
     decide_seconds: Histogram
     memory_events: Counter
+    escalations: Counter
+    questions: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> WorkerMetrics:
@@ -180,6 +182,21 @@ class WorkerMetrics:
                 "Decision memory: hit, miss, invalidated (a remembered action moved nothing), "
                 "write (a done run's new entry).",
                 ["platform", "event"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            escalations=Counter(
+                "escalations",
+                "Decisions that went up the chain (or to a person), by cause (low_confidence, "
+                "invalid, guard) and by the decider that escalated.",
+                ["platform", "cause", "decider"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            questions=Counter(
+                "questions",
+                "Runs parked for a person after their last decider escalated.",
+                ["platform"],
                 namespace=NAMESPACE,
                 registry=registry,
             ),

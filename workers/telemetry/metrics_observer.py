@@ -13,7 +13,7 @@ from collections.abc import Callable
 from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
-from workers.core.records import RunRecord
+from workers.core.records import Question, RunRecord
 from workers.telemetry.metrics import WorkerMetrics, worker_metrics
 from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
@@ -21,6 +21,27 @@ PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
 MEMORY_EVENTS = ("hit", "miss", "invalidated", "write")
 DECIDED_BY = ("memory", "rules", "model", "scripted", "human")
+
+
+def escalations(row: StepRow) -> list[tuple[str, str]]:
+    """(decider, cause) for every escalation in the row: a chain's attempts, or the one
+    decider's. Causes: low_confidence, invalid (no valid answer), guard."""
+    if row.attempts:
+        return [(a.decider, _cause(a.escalated)) for a in row.attempts if a.escalated]
+    if row.outcome is not Outcome.ESCALATED:
+        return []
+    who = (row.decision.decided_by if row.decision else "") or "decider"
+    if row.decision is None:
+        return [(who, "invalid")]
+    return [(who, "guard" if row.error else "low_confidence")]
+
+
+def _cause(text: str) -> str:
+    if text.startswith("confidence"):
+        return "low_confidence"
+    if text.startswith("no valid decision"):
+        return "invalid"
+    return "guard"
 
 
 class MetricsObserver:
@@ -95,6 +116,8 @@ class MetricsObserver:
             m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
         if row.outcome is Outcome.STALE:
             m.stale_ref_resnapshots.labels(self.platform).inc()
+        for decider, cause in escalations(row):
+            m.escalations.labels(self.platform, cause, decider).inc()
         if row.memory is not None:
             m.memory_events.labels(self.platform, row.memory.outcome).inc()
         if row.decision is not None and row.decision.decided_by:
@@ -111,6 +134,11 @@ class MetricsObserver:
         m.worker_busy.labels(self.platform).set(0)
         if result.memory_writes:
             m.memory_events.labels(self.platform, "write").inc(result.memory_writes)
+
+    def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:  # noqa: ARG002 - the hook's shape
+        m = self.m
+        m.questions.labels(self.platform).inc()
+        m.worker_busy.labels(self.platform).set(0)
 
 
 class MeteredDevice(WatchedDevice):

@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 
 from workers.core.model import ActionResult, InputValue, Platform, RunResult, Snapshot, StepRow
 from workers.core.ports import DevicePort
-from workers.core.records import RunRecord
+from workers.core.records import Question, RunRecord
 
 _T = TypeVar("_T")
 
@@ -27,6 +27,10 @@ class RunObserver(Protocol):
     def step(self, record: RunRecord, row: StepRow) -> None: ...
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None: ...
+
+    def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:
+        """The run escalated past its last decider and waits for a person (not finished)."""
+        ...
 
 
 class NullObserver:
@@ -39,6 +43,9 @@ class NullObserver:
         pass
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:
+        pass
+
+    def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:
         pass
 
 
@@ -56,6 +63,9 @@ class RecordingObserver(NullObserver):
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:
         self.events.append(("finished", record.id, result.status))
+
+    def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:
+        self.events.append(("parked", record.id, (result.status, question.step)))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,300 @@
+"""Questions: runs whose last decider escalated, parked for a person.
+
+    worker     park(record, token, result, question)   running → awaiting_answer, device freed
+    API        answer(run_id, answer, who)              awaiting_answer → queued (re-dispatched)
+                                                        or → done / blocked
+    scheduler  expire()                                 awaiting_answer → escalated, past deadline
+    API        cancel(run_id)                           awaiting_answer → cancelled
+
+A target answer is written to the decision memory first (source `human`, keyed exactly as the
+run's next attempt will look the screen up), then the run is queued again: it passes that
+screen from memory and carries on, and so does every later run on every device. Every
+transition is one Lua script, so a run is never half-parked or answered twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import cast
+
+import redis
+
+from workers.core.errors import ConfigError
+from workers.core.memory import Remembered, Target, memory_key, normalise_goal
+from workers.core.model import Attempt, Platform, RunResult, RunStatus
+from workers.core.records import Answer, Question, RunRecord
+from workers.fleet.keys import Keys
+from workers.fleet.memory_store import RedisMemory
+from workers.fleet.runstore import pending_score
+
+# KEYS: run, device, question, questions, wake   ARGV: token, result, reason, now, run_id,
+# question json, deadline
+_PARK = """
+if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'awaiting_answer', 'result', ARGV[2], 'reason', ARGV[3],
+           'claim', '', 'worker', '')
+if redis.call('HGET', KEYS[2], 'run') == ARGV[5] then redis.call('HSET', KEYS[2], 'run', '') end
+redis.call('SET', KEYS[3], ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
+redis.call('RPUSH', KEYS[5], ARGV[5])
+return 1
+"""
+
+# KEYS: run, question, questions, pending, wake   ARGV: run_id, score
+_REQUEUE = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'awaiting_answer' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'device', '', 'dispatched_at', '',
+           'attempt', 0, 'result', '', 'reason', 'answered by a person; queued again')
+redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+redis.call('RPUSH', KEYS[5], ARGV[1])
+return 1
+"""
+
+# KEYS: run, question, questions, batch, steps   ARGV: run_id, status, result, reason, now,
+# retention
+_END = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'awaiting_answer' then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
+           'finished_at', ARGV[5])
+redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if KEYS[4] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('HINCRBY', KEYS[4], 'n:' .. ARGV[2], 1)
+  redis.call('HINCRBY', KEYS[4], 'finished', 1)
+end
+local keep = tonumber(ARGV[6])
+if keep > 0 then
+  redis.call('EXPIRE', KEYS[1], keep)
+  redis.call('EXPIRE', KEYS[5], keep)
+end
+return 1
+"""
+
+
+class NotAwaitingError(ConfigError):
+    """The run is not (or no longer) waiting for an answer."""
+
+
+class QuestionStore:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        retention_s: int,
+        memory_ttl_s: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.r = client
+        self.k = keys
+        self.retention_s = retention_s
+        self.memory_ttl_s = memory_ttl_s
+        self.clock = clock
+        self._park = client.register_script(_PARK)
+        self._requeue = client.register_script(_REQUEUE)
+        self._end = client.register_script(_END)
+
+    # -- the worker -------------------------------------------------------------------------
+
+    def park(self, record: RunRecord, token: str, result: RunResult, question: Question) -> bool:
+        return bool(
+            self._park(
+                keys=[
+                    self.k.run(record.id),
+                    self.k.device(record.device or ""),
+                    self.k.question(record.id),
+                    self.k.questions,
+                    self.k.wake,
+                ],
+                args=[
+                    token,
+                    result.model_dump_json(),
+                    result.reason[:500],
+                    repr(self.clock()),
+                    record.id,
+                    question.model_dump_json(),
+                    repr(question.deadline),
+                ],
+            )
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> Question | None:
+        raw = cast("str | None", self.r.get(self.k.question(run_id)))
+        return Question.model_validate_json(raw) if raw else None
+
+    def open(self) -> list[Question]:
+        """Open questions, the one expiring first first."""
+        ids = cast("list[str]", self.r.zrange(self.k.questions, 0, -1))
+        if not ids:
+            return []
+        raws = cast("list[str | None]", self.r.mget([self.k.question(i) for i in ids]))
+        return [Question.model_validate_json(raw) for raw in raws if raw]
+
+    # -- answering --------------------------------------------------------------------------
+
+    def answer(self, run_id: str, answer: Answer, *, who: str) -> str:
+        """Apply a person's answer; returns the run's new status. Raises `NotAwaitingError`
+        when there is no open question, `ConfigError` naming the valid candidates when the
+        answer names none of this screen's."""
+        question = self.get(run_id)
+        record = self._record(run_id)
+        if question is None or record is None or record.status is not RunStatus.AWAITING_ANSWER:
+            raise NotAwaitingError(f"run {run_id!r} is not waiting for an answer")
+        if answer.blocked:
+            return self._finish(record, RunStatus.BLOCKED, f"a person ({who}) answered blocked")
+        entry = self._entry(question, answer, who)
+        RedisMemory(self.r, self.k, decider=question.decider, ttl_s=self.memory_ttl_s).overwrite(
+            entry
+        )
+        if answer.done:
+            return self._finish(record, RunStatus.DONE, f"a person ({who}) answered done")
+        score = pending_score(record.priority, record.submitted_at)
+        ok = self._requeue(
+            keys=[
+                self.k.run(run_id),
+                self.k.question(run_id),
+                self.k.questions,
+                self.k.pending,
+                self.k.wake,
+            ],
+            args=[run_id, score],
+        )
+        if not ok:
+            raise NotAwaitingError(f"run {run_id!r} is not waiting for an answer")
+        return RunStatus.QUEUED.value
+
+    def _entry(self, q: Question, answer: Answer, who: str) -> Remembered:
+        base = {
+            "key": memory_key(q.screen, q.decider),
+            "source": "human",
+            "origin": who,
+            "goal": normalise_goal(q.goal),
+            "screen": q.screen.screen,
+        }
+        if answer.done:
+            return Remembered(done=True, **base)
+        cands = q.screen.candidates
+        if answer.ref is not None:
+            chosen = [c for c in cands if c.ref == answer.ref]
+        else:
+            chosen = [c for c in cands if c.name.casefold() == (answer.target or "").casefold()]
+        valid = ", ".join(f"{c.ref} {c.name!r}" for c in cands) or "none"
+        if not chosen:
+            raise ConfigError(
+                f"the answer names no candidate of this screen; valid: {valid}",
+                hint="answer with --target NAME or --ref REF from that list",
+            )
+        if len(chosen) > 1:
+            refs = ", ".join(c.ref for c in chosen)
+            raise ConfigError(f"{len(chosen)} candidates are named so ({refs}); answer by --ref")
+        c = chosen[0]
+        if c.kind.fillable:
+            raise ConfigError(
+                f"{c.name!r} is a text field: a person answers with a control to press "
+                "(the run types its inputs itself)"
+            )
+        target = Target.of(cands, c.ref)
+        if target is None:  # pragma: no cover - c is one of cands
+            raise AssertionError("chosen candidate not on screen")
+        return Remembered(target=target, **base)
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def expire(self) -> int:
+        """End every question past its deadline `escalated` (as without a person)."""
+        now = self.clock()
+        ended = 0
+        for run_id in cast("list[str]", self.r.zrangebyscore(self.k.questions, 0, now)):
+            record = self._record(run_id)
+            if record is None:
+                self.r.zrem(self.k.questions, run_id)
+                continue
+            ended += (
+                self._finish(record, RunStatus.ESCALATED, "no answer before the question expired")
+                == RunStatus.ESCALATED.value
+            )
+        return ended
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a parked run (True), or False when it is not parked."""
+        record = self._record(run_id)
+        if record is None or record.status is not RunStatus.AWAITING_ANSWER:
+            return False
+        return self._finish(record, RunStatus.CANCELLED, "cancelled by the caller") == "cancelled"
+
+    def _finish(self, record: RunRecord, status: RunStatus, reason: str) -> str:
+        before = record.result
+        result = RunResult(
+            status=status,
+            reason=reason,
+            goal=record.request.goal,
+            steps=before.steps if before else (),
+            totals=before.totals if before else RunResult(status=status, goal="").totals,
+            duration_ms=before.duration_ms if before else 0.0,
+            run_id=record.id,
+            device_id=before.device_id if before else record.device,
+            attempt=record.attempt,
+        )
+        ok = self._end(
+            keys=[
+                self.k.run(record.id),
+                self.k.question(record.id),
+                self.k.questions,
+                self.k.batch(record.batch) if record.batch else "",
+                self.k.steps(record.id),
+            ],
+            args=[
+                record.id,
+                status.value,
+                result.model_dump_json(),
+                reason,
+                repr(self.clock()),
+                self.retention_s,
+            ],
+        )
+        if not ok:
+            raise NotAwaitingError(f"run {record.id!r} is not waiting for an answer")
+        return status.value
+
+    def _record(self, run_id: str) -> RunRecord | None:
+        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
+        return RunRecord.from_hash(raw) if raw else None
+
+
+def question_for(
+    record: RunRecord,
+    result: RunResult,
+    *,
+    asked_at: float,
+    timeout_s: float,
+    platform: Platform | None,
+) -> Question | None:
+    """The question for an escalated result, from its last step row (None when that step
+    never reached a decider: nothing a person could answer)."""
+    last = result.steps[-1] if result.steps else None
+    if last is None or last.seen is None:
+        return None
+    attempts = last.attempts or (
+        (Attempt(decider=record.request.decider, decision=last.decision, escalated=result.reason),)
+        if last.decision
+        else ()
+    )
+    return Question(
+        run_id=record.id,
+        goal=record.request.goal,
+        step=last.index,
+        screen=last.seen,
+        attempts=attempts,
+        reason=result.reason,
+        decider=record.request.decider,
+        platform=platform,
+        device=record.device or "",
+        asked_at=asked_at,
+        deadline=asked_at + timeout_s,
+    )
