@@ -92,6 +92,7 @@ class Harness:
                 "inputs": {"email": "ada@example.com"},
                 "secrets": {"password": SecretRef(ref="env:MODEL_PW")},
                 "decider": "openai/fake-model",
+                "ask_person": False,  # a decision failure ends `escalated`, not parked
                 **request,
             }
         )

@@ -14,9 +14,10 @@
 `tools`, otherwise the JSON as message content (JSON mode). When the request asks for
 `logprobs` and the answer has a `p`, the reply carries OpenAI-style `logprobs.content` for the
 answer's JSON (as llama.cpp sends them for tool-call arguments too): the `action` value is one
-token of probability `p`, listed beside one alternative ("done", or "blocked") of probability
-`1 - p`, so a decider that renormalises over the alternatives gets exactly `p`; every other
-token has probability 1. With nothing queued the server answers 500 and says so, so a test
+token of probability `p`, listed beside the other two first branches of an answer ("e" of a
+ref, "done", "blocked"; those that differ from the value's first letter) sharing `1 - p`, so a
+decider that renormalises over the alternatives gets exactly `p`; every other token has
+probability 1. With nothing queued the server answers 500 and says so, so a test
 that asks more than it queued fails loudly.
 """
 
@@ -56,10 +57,12 @@ def _logprobs(arguments: str, p: float, key: str = "action") -> Body | None:
         return None
     marker = f'"{value}"'
     start = arguments.find(marker, arguments.find(f'"{key}"') + len(key) + 2) + 1
-    other = "blocked" if value == "done" else "done"
+    # the other first branches of an answer (a ref, done, blocked), sharing 1 - p
+    others = [o for o in ("e", "done", "blocked") if o[0] != value[:1]][:2]
+    rest = math.log((1 - p) / len(others)) if p < 1 else -100.0
     pieces = [
         (arguments[:start], 0.0, []),
-        (value, math.log(p), [(other, math.log1p(-p) if p < 1 else -100.0)]),
+        (value, math.log(p), [(o, rest) for o in others]),
         (arguments[start + len(value) :], 0.0, []),
     ]
     return {

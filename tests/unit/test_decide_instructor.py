@@ -223,7 +223,8 @@ def _tok(token: str, lp: float, *alts: tuple[str, float]) -> SimpleNamespace:
 def test_confidence_renormalises_each_value_token_over_allowed_alternatives():
     """Raw logprobs under a constraining grammar are tiny for forced tokens; the confidence
     only weighs the chosen token against listed alternatives that could spell an allowed
-    answer (e3 vs e2=...: "3" vs "2"; e3 vs e3x is not allowed, so "x" does not count)."""
+    answer (e3 vs e2=...: "3" vs "2"; "x" and "9" spell none), and counts an allowed branch
+    no token lists ("b" of blocked, "4" of e4) at the least listed probability."""
     allowed = ("e2=email", "e3", "e4", "done", "blocked")
     tokens = [
         _tok('{"', -12.0, ("\n", -0.5)),  # forced by the grammar: not part of the value
@@ -234,8 +235,8 @@ def test_confidence_renormalises_each_value_token_over_allowed_alternatives():
         _tok("3", math.log(0.3), ("2", math.log(0.6)), ("9", math.log(0.05))),
         _tok('"}', -0.1, ("x", -0.5)),
     ]
-    p_e = math.exp(-0.2) / (math.exp(-0.2) + 0.1)
-    p_3 = 0.3 / (0.3 + 0.6)
+    p_e = math.exp(-0.2) / (math.exp(-0.2) + 0.1 + 0.1)  # "b" unlisted: at most 0.1
+    p_3 = 0.3 / (0.3 + 0.6 + 0.05)  # "4" unlisted: at most 0.05
     got = answer_confidence(tokens, "e3", allowed)
     assert got == pytest.approx(p_e * p_3)
 
@@ -245,15 +246,53 @@ def test_confidence_counts_the_closing_quote_and_tokens_straddling_the_value():
     the opening quote and the value's first letter is compared with alternatives that do."""
     allowed = ("e2", "e2=email", "done", "blocked")
     tokens = [
-        _tok('{"action": "e', -0.1, ('{"action": "d', math.log(0.25))),
+        _tok('{"action": "e', -0.1, ('{"action": "d', math.log(0.25)), ('{"action": "b', -9.0)),
         _tok("2", -0.05),
         _tok("=", math.log(0.2), ('"', math.log(0.8))),
         _tok("email", -0.01, ("password", -5.0)),  # password is not allowed here
         _tok('"}', 0.0),
     ]
     got = answer_confidence(tokens, "e2=email", allowed)
-    p_first = math.exp(-0.1) / (math.exp(-0.1) + 0.25)
+    p_first = math.exp(-0.1) / (math.exp(-0.1) + 0.25 + math.exp(-9.0))
     assert got == pytest.approx(p_first * 0.2 / (0.2 + 0.8))
+
+
+def test_confidence_counts_other_spellings_of_the_same_answer_as_the_answer():
+    """After "e2=email", `"` and `",` both end the value (the same answer), so the closing
+    token costs nothing; an alternative that spells nothing (a control token) is ignored.
+    Observed on llama.cpp with Gemma 3 270M: `"` at -4.3 beside `",` at -1.6."""
+    allowed = ("e2=email", "e2=password", "e3", "done", "blocked")
+    tokens = [
+        _tok('{ "action": "', 0.0),
+        _tok("e", -2.54, ("sign", -1.75), ("d", -9.0), ("b", -9.5)),
+        _tok("2", -0.57, ("3", -2.08), ("4", -2.72), ('",', -2.92)),
+        _tok("=", -9.6, ('",', -0.23), ('"', -3.19)),
+        _tok("e", -1.29, ("1", -2.08), ("", -0.5), ("pass", -6.0)),
+        _tok("mail", -13.05, ("3", -0.46)),
+        _tok('"', -4.3, ('",', -1.6), (",", -2.66)),
+        _tok("}", -10.52, (" ,", -0.9)),
+    ]
+    p_e = math.exp(-2.54) / (math.exp(-2.54) + math.exp(-9.0) + math.exp(-9.5))
+    p_2 = math.exp(-0.57) / (math.exp(-0.57) + math.exp(-2.08))  # "e4" is not an answer here
+    p_email = math.exp(-1.29) / (math.exp(-1.29) + math.exp(-6.0))
+    assert answer_confidence(tokens, "e2=email", allowed) == pytest.approx(p_e * p_2 * p_email)
+
+
+def test_confidence_is_cautious_about_allowed_answers_no_token_lists():
+    """Observed: on the welcome screen the listed alternatives of the first letter spell no
+    other answer ("d" of done and "b" of blocked are not among them), which made pressing
+    "Sign out" look certain (1.0). Each unlisted branch now counts at the least listed
+    probability, so the answer is only as sure as the listing can show."""
+    allowed = ("e4", "done", "blocked")
+    tokens = [
+        _tok('{"action": "', 0.0),
+        _tok("e", -2.5, ("sign", -1.0), ("Sign", -2.0), ("next", -3.0)),
+        _tok("4", -0.3, ("2", -1.0)),
+        _tok('"}', 0.0),
+    ]
+    got = answer_confidence(tokens, "e4", allowed)
+    assert got == pytest.approx(math.exp(-2.5) / (math.exp(-2.5) + 2 * math.exp(-3.0)))
+    assert got < 0.5
 
 
 def test_confidence_without_alternatives_is_the_raw_probability_and_none_when_absent():

@@ -163,12 +163,16 @@ def answer_confidence(
 ) -> float | None:
     """The probability the model gave `value` as the answer's `key`, from its token logprobs.
 
-    The tokens spell the answer's JSON; the ones that spell `"<value>"` (its closing quote too:
-    `"e2"` and `"e2=email"` part there) each contribute the chosen token's probability divided
-    by the probability of every listed alternative that could still spell one of `allowed`.
-    A token with no alternative that fits contributes 1: the grammar forced it. Without any
-    alternatives listed, the raw product of the chosen tokens' probabilities. None when the
-    tokens do not spell the answer (the caller falls back to the self-report)."""
+    The tokens spell the answer's JSON; each one that spells part of `"<value>"` (its closing
+    quote too: `"e2"` and `"e2=email"` part there) contributes the probability of the listed
+    alternatives that still spell `value` (the chosen token, or another spelling of the same
+    answer: `"` and `",` both end it) divided by that of every listed alternative that could
+    still spell one of `allowed`, plus, for each allowed next character no listed token
+    starts, the least listed alternative's probability (an unlisted token had at most that).
+    A server that constrains decoding reports the model's raw log-probabilities, so a token
+    the grammar forced contributes 1, whatever its raw value.
+    Without any alternatives listed, the raw product of the chosen tokens' probabilities.
+    None when the tokens do not spell the answer (the caller falls back to the self-report)."""
     text = "".join(t.token for t in tokens)
     found = re.search(rf'"{re.escape(key)}"\s*:\s*"({re.escape(value)})"', text)
     if found is None:
@@ -176,27 +180,39 @@ def answer_confidence(
     start, end = found.start(1), found.end(1) + 1
     chosen = value + '"'
     endings = [a + '"' for a in allowed]
+
+    def agrees(spelled: str, ending: str) -> bool:
+        return ending.startswith(spelled) or spelled.startswith(ending)
+
     ratio, raw, listed, pos = 1.0, 0.0, False, 0
     for tok in tokens:
         t_start, pos = pos, pos + len(tok.token)
         if pos <= start or t_start >= end:
             continue
-        lead = text[t_start:start]  # text this token carries before the value starts
-        spelled = chosen[: max(0, t_start - start)]  # value already spelled before this token
-
-        def fits(piece: str, lead: str = lead, spelled: str = spelled) -> bool:
-            if not piece.startswith(lead):
-                return False
-            s = spelled + piece[len(lead) :]
-            return any(e.startswith(s) or s.startswith(e) for e in endings)
-
+        lead = text[t_start:start]  # what this token carries before the value starts
+        before = chosen[: max(0, t_start - start)]  # the value spelled before this token
         alternatives = {tok.token: tok.logprob}
         for alt in tok.top_logprobs or ():
             alternatives.setdefault(str(alt.token), float(alt.logprob))
         listed = listed or len(alternatives) > 1
-        mass = sum(math.exp(lp) for piece, lp in alternatives.items() if fits(piece))
+        same = total = 0.0
+        covered: set[str] = set()
+        for piece, lp in alternatives.items():
+            if not piece.startswith(lead) or len(piece) == len(lead):
+                continue  # another layout of the JSON, or a token that spells nothing
+            spelled = before + piece[len(lead) :]
+            if any(agrees(spelled, e) for e in endings):
+                covered.add(spelled[len(before)])
+                total += math.exp(lp)
+                same += math.exp(lp) if agrees(spelled, chosen) else 0.0
+        # An allowed next character no listed token starts may still have taken up to the
+        # least listed alternative's probability: count it at that (the cautious side).
+        branches = {e[len(before)] for e in endings if len(e) > len(before) and agrees(before, e)}
+        others = [float(a.logprob) for a in tok.top_logprobs or () if a.token != tok.token]
+        if others:
+            total += len(branches - covered) * math.exp(min(others))
         raw += tok.logprob
-        ratio *= math.exp(tok.logprob) / mass if mass > 0 else 1.0
+        ratio *= same / total if total > 0 else 1.0
     confidence = ratio if listed else math.exp(raw)
     return min(1.0, max(0.0, confidence))
 
