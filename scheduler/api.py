@@ -30,6 +30,7 @@ from scheduler.errors import AuthError, FleetError, InvalidRequestError, Problem
 from scheduler.fleet import IDEMPOTENCY_KEY, Fleet
 from scheduler.memory_api import add_memory_routes
 from scheduler.observability import instrument_api, new_registry
+from scheduler.questions_api import add_question_routes
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedule, Schedules
 from scheduler.store import FleetStore
@@ -37,6 +38,7 @@ from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
+from workers.fleet.questions import QuestionStore
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -163,18 +165,24 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     store = FleetStore(client, keys, retention_s=settings.retention_s)
     fleet = Fleet(store, Dispatcher(store, enqueuer), max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
-    tokens = [t.get_secret_value().encode() for t in settings.api_tokens]
+    questions = QuestionStore(
+        client, keys, retention_s=settings.retention_s, memory_ttl_s=settings.memory_ttl_s
+    )
+    tokens = [(name, token.encode()) for name, token in settings.named_tokens()]
     metrics_registry = registry or new_registry()
 
     def auth(
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> None:
+    ) -> str:
+        """The name of the token the request carries (every route's guard)."""
         given = creds.credentials.encode() if creds is not None else b""
-        ok = False
-        for token in tokens:  # compare with every token, constant time each
-            ok |= hmac.compare_digest(given, token)
-        if not ok:
+        who = ""
+        for name, token in tokens:  # compare with every token, constant time each
+            if hmac.compare_digest(given, token):
+                who = name
+        if not who:
             raise AuthError("missing or wrong bearer token")
+        return who
 
     app = FastAPI(
         title="goalfleet",
@@ -272,6 +280,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=guarded, response_model=RunRecord)
     def cancel(run_id: str) -> RunRecord:
+        if questions.cancel(run_id):  # a run parked for a person
+            return fleet.run(run_id)
         return fleet.cancel(run_id)
 
     @app.get("/v1/batches/{batch_id}", dependencies=guarded, response_model=BatchRecord)
@@ -300,4 +310,5 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return Response(status_code=204)
 
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
+    add_question_routes(app, questions, fleet, auth=auth, registry=metrics_registry)
     return app

@@ -12,6 +12,7 @@ from scheduler.commands import demo as demo_command
 from scheduler.commands import devices as devices_command
 from scheduler.commands import eval as eval_command
 from scheduler.commands import memory as memory_command
+from scheduler.commands import questions as questions_command
 from scheduler.commands import run as run_command
 from scheduler.commands import scheduler as scheduler_command
 from scheduler.commands import status as status_command
@@ -31,6 +32,7 @@ COMMANDS = [
     devices_command,
     eval_command,
     memory_command,
+    questions_command,
     api_command,
     worker_command,
     scheduler_command,

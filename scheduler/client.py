@@ -20,11 +20,12 @@ from pydantic import TypeAdapter
 from workers.core.errors import GoalfleetError
 from workers.core.memory import Remembered
 from workers.core.model import StepRow
-from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.core.records import BatchRecord, DeviceState, Question, RunRecord
 
 _STEPS = TypeAdapter(list[StepRow])
 _DEVICES = TypeAdapter(list[DeviceState])
 _MEMORY = TypeAdapter(list[Remembered])
+_QUESTIONS = TypeAdapter(list[Question])
 _RUNS = TypeAdapter(list[RunRecord])
 
 
@@ -131,6 +132,12 @@ class FleetClient:
 
     def devices(self) -> list[DeviceState]:
         return _DEVICES.validate_python(self._call("GET", "/v1/devices"))
+
+    def questions(self) -> list[Question]:
+        return _QUESTIONS.validate_python(self._call("GET", "/v1/questions"))
+
+    def answer(self, run_id: str, body: dict[str, object]) -> RunRecord:
+        return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/answer", json=body))
 
     def memory(self, *, goal: str | None = None) -> list[Remembered]:
         params = {"goal": goal} if goal else {}

@@ -8,6 +8,7 @@ root, so they never sit in a settings object that might be printed.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -16,6 +17,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from workers.core.guards import DEFAULT_DANGEROUS
 from workers.decide.factory import ModelSettings, check_mode
 from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
+
+TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
 class Settings(BaseSettings):
@@ -32,7 +35,8 @@ class Settings(BaseSettings):
 
     api_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
-    request is refused except /health, so an API is never open by accident."""
+    request is refused except /health, so an API is never open by accident. `name:token`
+    names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
     api_url: str = "http://127.0.0.1:8787"
@@ -113,6 +117,18 @@ class Settings(BaseSettings):
     @classmethod
     def _model_mode(cls, v: str) -> object:
         return check_mode(v)
+
+    def named_tokens(self) -> list[tuple[str, str]]:
+        """(name, token) for every API token: `name:token`, or `token-N` for an unnamed one."""
+        out = []
+        for i, secret in enumerate(self.api_tokens, 1):
+            raw = secret.get_secret_value()
+            name, sep, token = raw.partition(":")
+            if sep and TOKEN_NAME.fullmatch(name) and token:
+                out.append((name, token))
+            else:
+                out.append((f"token-{i}", raw))
+        return out
 
     @field_validator("api_tokens", "dangerous_controls", "escalate_to", mode="before")
     @classmethod

@@ -70,7 +70,7 @@ def add_log_args(p: argparse.ArgumentParser) -> None:
 def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if token is None and settings.api_tokens:
-        token = settings.api_tokens[0].get_secret_value()
+        token = settings.named_tokens()[0][1]
     return FleetClient(args.api or settings.api_url, token=token)
 
 

@@ -42,6 +42,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     from workers.fleet.celery_app import make_celery  # noqa: PLC0415
     from workers.fleet.connections import redis_client  # noqa: PLC0415
     from workers.fleet.keys import Keys  # noqa: PLC0415
+    from workers.fleet.questions import QuestionStore  # noqa: PLC0415
 
     client = redis_client(settings.redis_url)
     keys = Keys(settings.key_prefix)
@@ -54,10 +55,16 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     )
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
+    questions = QuestionStore(
+        client, keys, retention_s=settings.retention_s, memory_ttl_s=settings.memory_ttl_s
+    )
+
+    def tick() -> None:
+        schedules.tick(fleet)
+        questions.expire()  # unanswered past their deadline: escalated, as without a person
+
     try:
-        dispatcher.loop(
-            stop, interval_s=settings.dispatch_interval_s, tick=lambda: schedules.tick(fleet)
-        )
+        dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
     finally:
         client.close()
 

@@ -81,7 +81,7 @@ class LocalFleet:
 
     @property
     def token(self) -> str:
-        return self.settings.api_tokens[0].get_secret_value() if self.settings.api_tokens else ""
+        return self.settings.named_tokens()[0][1] if self.settings.api_tokens else ""
 
     def client(self) -> FleetClient:
         return FleetClient(self.api_url, token=self.token)
