@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
+from scheduler.client import FleetClient
 from scheduler.commands._common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, load_settings, report
 from scheduler.commands._render import result_table, watch_batch
 from workers.core.errors import GoalfleetError
@@ -38,6 +39,13 @@ if TYPE_CHECKING:
 
 DEMO_EMAIL = "ada@example.com"
 DEMO_PASSWORD = "correct horse battery staple"  # noqa: S105 - the sim app's demo password
+DEMO_RUN: dict[str, Any] = {
+    "goal": "Sign in",
+    "inputs": {"email": DEMO_EMAIL},
+    "secrets": {"password": {"ref": "env:DEMO_PASSWORD"}},
+    "selector": {"labels": {"pool": "demo"}},
+    "done_when": "Welcome",
+}
 FLAVOURS = (
     ("ios", "17.5", "iPhone 15"),
     ("android", "14", "Pixel 8"),
@@ -50,6 +58,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.add_argument("--runs", type=int, default=8, help="sign-in runs in the batch")
     p.add_argument("--latency-scale", type=float, default=1.0, help="1.0 = realistic, 0 = none")
     p.add_argument("--json", action="store_true", help="print the summary and runs as JSON")
+    p.add_argument(
+        "--escalations",
+        action="store_true",
+        help="the sim app has an account chooser the rules decider cannot decide: the first "
+        "run escalates to a person, the demo answers as one, and every later run passes it "
+        "from the decision memory",
+    )
     p.set_defaults(func=main)
 
 
@@ -125,17 +140,7 @@ def _demo(args: argparse.Namespace) -> int:
         t_ready = time.monotonic()
         out.print(f"fleet up in {t_ready - t0:.1f} s; submitting {args.runs} sign-in runs")
         with fleet.client() as client:
-            batch = client.submit_batch(
-                {
-                    "goal": "Sign in",
-                    "inputs": {"email": DEMO_EMAIL},
-                    "secrets": {"password": {"ref": "env:DEMO_PASSWORD"}},
-                    "selector": {"labels": {"pool": "demo"}},
-                    "count": args.runs,
-                    "done_when": "Welcome",
-                }
-            )
-            batch, runs = watch_batch(client, batch.id, out)
+            runs = _submit_and_watch(client, args, out)
             t_done = time.monotonic()
             _report(runs, _summary(runs, t_done - t_ready, t_done - t0, args), args, out)
         ok = all(r.status is RunStatus.DONE for r in runs)
@@ -149,6 +154,34 @@ def _demo(args: argparse.Namespace) -> int:
             local.stop()
         log_file.close()
         tmp.cleanup()
+
+
+def _submit_and_watch(
+    client: FleetClient, args: argparse.Namespace, out: Console
+) -> list[RunRecord]:
+    first = [_escalate_and_answer(client, DEMO_RUN, out)] if args.escalations else []
+    if args.runs == len(first):
+        return first
+    batch = client.submit_batch({**DEMO_RUN, "count": args.runs - len(first)})
+    _, runs = watch_batch(client, batch.id, out)
+    return first + runs
+
+
+def _escalate_and_answer(client: FleetClient, body: dict[str, Any], out: Console) -> RunRecord:
+    """One run that escalates at the account chooser; answered as a person would."""
+    run = client.submit_run(body)
+    out.print(f"run {run.id[:8]} started; waiting for its question …")
+    deadline = time.monotonic() + 120
+    while client.run(run.id).status is not RunStatus.AWAITING_ANSWER:
+        if client.run(run.id).status.terminal or time.monotonic() > deadline:
+            return client.run(run.id)
+        time.sleep(0.2)
+    [question] = [q for q in client.questions() if q.run_id == run.id]
+    names = ", ".join(repr(c.name) for c in question.screen.candidates)
+    out.print(f"[bold]question[/]: {question.reason}; on screen: {names}", highlight=False)
+    out.print(f'$ goalfleet answer {run.id[:8]} --target "Continue as ada"', highlight=False)
+    client.answer(run.id, {"target": "Continue as ada"})
+    return client.wait(run.id, timeout_s=120)
 
 
 def _report(
@@ -179,6 +212,7 @@ def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
                 model=model,
                 labels={"pool": "demo"},
                 latency_scale=args.latency_scale,
+                app="twins" if args.escalations else "signin",
             )
         )
     return workers
@@ -233,7 +267,9 @@ def _summary(
             "queue_wait": _p50(waits),
         },
         "steps": len(steps),
-        "decided_by": _count(s.decision.decided_by or "?" for s in steps if s.decision),
+        "decided_by": _count(
+            s.decision.decided_by for s in steps if s.decision and s.decision.decided_by
+        ),
         "memory": {
             **_count(s.memory.outcome for s in steps if s.memory),
             "writes": sum(r.result.memory_writes for r in runs if r.result),
