@@ -33,7 +33,7 @@ observability-tools:
 	bash scripts/setup-observability.sh
 
 demo: install
-	$(BIN)/goalfleet demo
+	$(BIN)/goalfleet demo $(ARGS)
 
 lint: install
 	$(BIN)/ruff check workers scheduler tests bench scripts
