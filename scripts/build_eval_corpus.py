@@ -12,14 +12,15 @@ Three sources:
   screen cannot satisfy ("Delete account", "xyzzy") expect `blocked` on every screen.
 - **hand**: hard cases written here (distractors, "Continue as ada", "Sign in with email",
   disabled buttons, a success screen with a log-out button, error texts, a dangerous control).
-- **agent-device**: states captured from the real GTK app through agent-device
-  (`tests/fixtures/eval/gtk_cases.jsonl`, made by `tests/fixtures/eval/capture_gtk.py`),
-  appended as they are.
+- **agent-device**: the real GTK sign-in app's screens as agent-device reported them
+  (`tests/fixtures/agent_device/snapshot_*.json`, recorded through the real daemon by
+  `tests/fixtures/agent_device/capture.py`), projected as the adapter does, under several goals.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,12 +29,16 @@ from pathlib import Path
 from workers.core.loop import run_goal
 from workers.core.model import NONE, Candidate, DecideState, Decision, Inputs, Kind
 from workers.core.params import RunParams
+from workers.core.projection import build_snapshot
 from workers.decide.evaluate import DEFAULT_CASES, CandidateKey, EvalCase, Expect, dump_case
+from workers.devices.agent_device_replies import read_node
 from workers.devices.sim import make_sim_device
 from workers.devices.sim_apps import APPS
 
 ROOT = Path(__file__).resolve().parent.parent
-GTK_CASES = ROOT / "tests" / "fixtures" / "eval" / "gtk_cases.jsonl"
+GTK_FIXTURES = ROOT / "tests" / "fixtures" / "agent_device"
+GTK_INPUTS = Inputs.of({"email": "alice@example.com"}, {"password": "fixture-Pa55word!"})
+"""What capture.py typed (its fixtures hold the email in the field's value): scrubbed."""
 INPUTS = Inputs.of({"email": "ada@example.com", "code": "123456"}, {"password": "pw-for-eval"})
 DISTRACTORS = (
     "Forgot password?",
@@ -505,12 +510,49 @@ def hand_cases() -> Iterator[EvalCase]:
         )
 
 
+def _gtk_state(fixture: str, goal: str, used: tuple[str, ...]) -> DecideState:
+    """A real agent-device snapshot of the GTK sign-in app (recorded by
+    `tests/fixtures/agent_device/capture.py` through the real daemon), as the loop would ask."""
+    data = json.loads((GTK_FIXTURES / f"{fixture}.json").read_text())["data"]
+    nodes = [n for n in (read_node(r, lambda s: s) for r in data["nodes"]) if n]
+    snap = build_snapshot(nodes, str(data["refsGeneration"]))
+    state = DecideState(
+        goal=goal,
+        step=len(used) + 1,
+        candidates=snap.candidates,
+        context=snap.context,
+        input_names=("email", "password"),
+        used_inputs=used,
+        screen=snap.screen,
+    )
+    return GTK_INPUTS.scrub_state(state)
+
+
+GTK: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
+    ("gtk-signin-empty", "snapshot_signin", "Sign in", (), _fill(F, "Email", "email")),
+    ("gtk-login-empty", "snapshot_signin", "Log in", (), _fill(F, "Email", "email")),
+    ("gtk-with-email-empty", "snapshot_signin", "Sign in with email", (), _fill(F, "Email", "email")),
+    ("gtk-signin-email-typed", "snapshot_filled", "Sign in", ("email",), _fill(S, "Password", "password")),
+    ("gtk-signin-all-typed", "snapshot_filled", "Sign in", ("email", "password"), _press(B, "Sign in")),
+    ("gtk-login-all-typed", "snapshot_filled", "Log in", ("email", "password"), _press(B, "Sign in")),
+    ("gtk-delete-goal", "snapshot_filled", "Delete account", ("email",), BLOCKED),
+    ("gtk-welcome", "snapshot_welcome", "Sign in", ("email", "password"), DONE),
+    ("gtk-welcome-login", "snapshot_welcome", "Log in", ("email", "password"), DONE),
+    ("gtk-welcome-xyzzy", "snapshot_welcome", "xyzzy", ("email", "password"), BLOCKED),
+)  # fmt: skip
+
+
 def gtk_cases() -> Iterator[EvalCase]:
-    if not GTK_CASES.exists():
-        return
-    for line in GTK_CASES.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            yield EvalCase.model_validate_json(line)
+    for case_id, fixture, goal, used, expect in GTK:
+        state = _gtk_state(fixture, goal, used)
+        yield EvalCase(
+            id=case_id,
+            source="agent-device:linux gtk_signin",
+            tags=("agent-device", "linux", "captured"),
+            state=state,
+            expect=expect,
+            distractors=tuple(c.name for c in state.candidates if c.name in DISTRACTORS),
+        )
 
 
 def build() -> str:

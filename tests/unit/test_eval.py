@@ -40,7 +40,7 @@ def test_corpus_is_current_and_large_enough() -> None:
     cases = load_cases()
     assert len(cases) >= 60
     sources = {c.source.split(":")[0] for c in cases}
-    assert {"sim", "hand"} <= sources
+    assert {"sim", "hand", "agent-device"} <= sources  # agent-device: real GTK captures
     assert {"ios", "android"} <= {t for c in cases for t in c.tags}
     assert sum("unsatisfiable-goal" in c.tags for c in cases) >= 10
 
