@@ -199,3 +199,21 @@ def test_logs_hold_no_secret(fleet: LocalFleet) -> None:
     for log in Path(fleet.log_dir).glob("*.log"):
         text = log.read_text(errors="replace")
         assert SECRET not in text, log
+
+
+def test_eval_capture_turns_a_runs_steps_into_draft_cases(
+    api: FleetClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`goalfleet eval --capture RUN` prints one draft case per decided step: what the decider
+    saw (no values) and what it decided, tagged for review; the drafts load as a corpus."""
+    from workers.decide.evaluate import EvalCase  # noqa: PLC0415
+
+    run = api.wait(api.submit_run({**RUN, "ask_person": False}).id, timeout_s=60)
+    capsys.readouterr()
+    assert main(["eval", "--capture", run.id]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cases = [EvalCase.model_validate_json(line) for line in lines if line.startswith("{")]
+    assert len(cases) == len([r for r in api.steps(run.id) if r.decision and r.seen])
+    assert all("needs-review" in c.tags and c.source == f"run:{run.id}" for c in cases)
+    assert EMAIL not in "".join(lines)
+    assert SECRET not in "".join(lines)
