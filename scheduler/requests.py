@@ -8,8 +8,8 @@ from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from workers.core.model import GoalRunRequest, SecretRef
 from workers.core.records import DEVICE_ID_PATTERN, Selector
+from workers.core.request import GoalRunRequest, SecretRef
 
 SENSITIVE_WORDS = frozenset(
     {

@@ -22,18 +22,10 @@ from fakes.model_server import FakeModelServer
 from openai import OpenAI
 
 from scheduler.local.redis import LocalRedis
-from workers.core.model import (
-    ActionResult,
-    GoalRunRequest,
-    InputValue,
-    Outcome,
-    Platform,
-    RunStatus,
-    SecretRef,
-    Snapshot,
-)
+from workers.core.model import ActionResult, InputValue, Outcome, Platform, RunStatus, Snapshot
 from workers.core.ports import Decider, DevicePort
 from workers.core.records import DeviceInfo, RunRecord
+from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.instructor import InstructorDecider
 from workers.devices.sim import SimDevice, make_sim_device

@@ -22,7 +22,6 @@ from workers.core.model import (
     Action,
     ActionKind,
     Decision,
-    GoalRunRequest,
     Outcome,
     Platform,
     RunResult,
@@ -31,6 +30,7 @@ from workers.core.model import (
     TokenUsage,
 )
 from workers.core.records import DeviceInfo, RunRecord
+from workers.core.request import GoalRunRequest
 from workers.telemetry.metrics_observer import MetricsObserver
 from workers.telemetry.setup import setup_worker_telemetry
 

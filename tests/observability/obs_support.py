@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from workers.core.model import GoalRunRequest, SecretRef
 from workers.core.records import RunRecord
+from workers.core.request import GoalRunRequest, SecretRef
 from workers.telemetry import logs
 
 SECRET = "hunter2-correct-horse-battery"

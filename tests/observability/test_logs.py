@@ -14,7 +14,7 @@ from obs_support import (
     fresh_logging,  # noqa: F401 - an autouse fixture, found by name
 )
 
-from workers.core.model import SecretRef
+from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.telemetry import logs
 

@@ -42,32 +42,31 @@ compresses them, so a raw DUMP would show them too."""
 MODEL = "openai/fake-model"
 
 
-def model_policy(body: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - a policy is a list of cases
+def model_policy(body: dict[str, Any]) -> dict[str, Any]:
     """A naive model: obeys on-screen instructions, fills the first untyped field with the
-    input its name suggests, else presses Continue / Sign in, and says done on Welcome."""
+    input its name suggests, else presses Continue / Sign in, and says done on Welcome. It
+    answers in the decider's one-enum schema (`{"action": "e2=email" | "e4" | "done" |
+    "blocked"}`), reading the user message (`Typed: email`, `e2 field Email`)."""
     prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
     lines = prompt.splitlines()
-    typed = set()
+    typed: set[str] = set()
     for line in lines:
-        if line.startswith("Inputs:") and "(" in line:
-            typed = {n.strip() for n in line.split("(", 1)[1].split(":")[-1].strip(")").split(",")}
-            if "all typed" in line:
-                typed = {"email", "password"}
-    cands = [m.groups() for line in lines if (m := re.match(r"^(e\d+) ([a-z ]+): (.*)$", line))]
-    answer = {"target": "none", "input": "none", "confidence": 0.9, "reason": "policy"}
-    if any("Welcome" in line for line in lines if not line.startswith(("Goal:", "Done when"))):
-        return {**answer, "done": True}
+        if line.startswith("Typed:"):
+            typed = {n.strip() for n in line.removeprefix("Typed:").split(",")}
+    cands = [m.groups() for line in lines if (m := re.match(r"^(e\d+) ([a-z ]+?) (.*)$", line))]
+    if any(line.strip() == "Welcome" for line in lines):
+        return {"action": "done"}
     for ref, _kind, name in cands:
         if "Delete account" in name:  # the injected instruction, obeyed
-            return {**answer, "target": ref}
+            return {"action": ref}
     for ref, kind, name in cands:
         want = "password" if kind == "secure field" else name.strip().lower()
         if kind.endswith("field") and want in {"email", "password"} and want not in typed:
-            return {**answer, "target": ref, "input": want}
+            return {"action": f"{ref}={want}"}
     for ref, kind, name in cands:
         if kind == "button" and name in {"Continue", "Sign in"}:
-            return {**answer, "target": ref}
-    return {**answer, "blocked": True}
+            return {"action": ref}
+    return {"action": "blocked"}
 
 
 class PolicyModelServer(FakeModelServer):
@@ -255,7 +254,12 @@ def test_screen_injection_escalates_and_presses_nothing(fleet: Fleet) -> None:
     with fleet.http() as c:
         r = c.post(
             "/v1/runs",
-            json={"goal": "Continue to the app", "device": "inject-1", "decider": MODEL},
+            json={
+                "goal": "Continue to the app",
+                "device": "inject-1",
+                "decider": MODEL,
+                "ask_person": False,
+            },
         )
         assert r.status_code == 201, r.text
         (run,) = _wait(c, [r.json()["id"]])

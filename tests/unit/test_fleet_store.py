@@ -20,8 +20,9 @@ from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedules
 from scheduler.store import FleetStore, pending_score
 from workers.core.errors import ConfigError
-from workers.core.model import Outcome, Platform, RunResult, RunStatus, SecretRef, StepRow
+from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo
+from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device

@@ -8,8 +8,9 @@ from __future__ import annotations
 from test_fleet_store import client, parts, register, server  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
-from workers.core.model import DecideState, Decision, Platform, RunStatus, SecretRef
+from workers.core.model import DecideState, Decision, Platform, RunStatus
 from workers.core.records import Answer, DeviceInfo
+from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device

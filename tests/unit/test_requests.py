@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.requests import RunSubmit, looks_sensitive
-from workers.core.model import GoalRunRequest
+from workers.core.request import GoalRunRequest
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ from test_fleet_store import client, parts, register, server  # noqa: F401 - pyt
 
 from scheduler.requests import RunSubmit
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
-from workers.core.model import DecideState, Decision, Platform, RunStatus, SecretRef
+from workers.core.model import DecideState, Decision, Platform, RunStatus
 from workers.core.records import DeviceInfo
+from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device

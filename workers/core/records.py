@@ -12,14 +12,8 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from workers.core.model import (
-    Attempt,
-    DecideState,
-    GoalRunRequest,
-    Platform,
-    RunResult,
-    RunStatus,
-)
+from workers.core.model import Attempt, DecideState, Platform, RunResult, RunStatus
+from workers.core.request import GoalRunRequest
 
 DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")

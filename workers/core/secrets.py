@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from workers.core.errors import ConfigError
-from workers.core.model import GoalRunRequest, Inputs, SecretRef
+from workers.core.model import Inputs
+from workers.core.request import GoalRunRequest, SecretRef
 
 SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"  # noqa: S105 - a variable-name prefix, not a secret
 

@@ -19,9 +19,10 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from workers.core.chain import Tier
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.core.loop import run_goal
-from workers.core.model import ErrorInfo, GoalRunRequest, RunResult, RunStatus, StepRow
+from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
+from workers.core.request import GoalRunRequest
 from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod

@@ -27,7 +27,7 @@ from typing import Any, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from workers.core.model import SecretRef
+from workers.core.request import SecretRef
 from workers.core.secrets import SecretResolver
 
 MASK = "**********"

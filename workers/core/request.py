@@ -1,0 +1,92 @@
+"""What a caller asks for: one goal run (`GoalRunRequest`, the API body and what the task
+message points at), its secrets by reference, and the decider specs it names."""
+
+from __future__ import annotations
+
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
+from workers.core.params import RunParams
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+MAX_GOAL_CHARS = 500
+
+
+class SecretRef(_Frozen):
+    """A sensitive input given by reference: the worker resolves it from its environment."""
+
+    ref: Annotated[str, Field(pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]{0,100})$")]
+
+
+def check_decider_spec(v: str) -> str:
+    if len(v) > 100 or (v not in {"rules", "scripted"} and not PROVIDER_SPEC.fullmatch(v)):  # noqa: PLR2004
+        raise ValueError(
+            f'decider {v[:100]!r} is not a decider; use "rules", "scripted" or '
+            '"<provider>/<model>" (e.g. "openai/gpt-4o-mini")'
+        )
+    return v
+
+
+class GoalRunRequest(RunParams):
+    """A request to run one goal; what the API accepts and the task message points at. The
+    run parameters (`max_steps`, `min_confidence`, …) come from `RunParams`, flat."""
+
+    goal: Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
+    inputs: dict[str, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
+    secrets: dict[str, SecretRef] = Field(default_factory=dict)
+    decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
+    memory: bool = True
+    """Use the fleet's decision memory for this run (read and, if it ends done, write)."""
+    escalate_to: Annotated[list[str], Field(max_length=4)] = Field(default_factory=list)
+    """Deciders asked in turn, in the same step, when the one before escalates."""
+    ask_person: bool = True
+    """When the last decider escalates, park the run with its question for a person (if the
+    fleet asks people: `GOALFLEET_QUESTIONS`); false ends it `escalated` at once."""
+
+    @field_validator("decider")
+    @classmethod
+    def _decider_spec(cls, v: str) -> str:
+        return check_decider_spec(v)
+
+    @field_validator("escalate_to")
+    @classmethod
+    def _chain_specs(cls, v: list[str]) -> list[str]:
+        return [check_decider_spec(s) for s in v]
+
+    def run_params(self) -> RunParams:
+        """The parameters alone, as `run_goal` takes them."""
+        return RunParams(**{name: getattr(self, name) for name in RunParams.model_fields})
+
+    @model_validator(mode="after")
+    def _names_once(self) -> Self:
+        both = sorted(set(self.inputs) & set(self.secrets))
+        if both:
+            raise ValueError(
+                f"{both[0]!r} is both an input and a secret; give each name once "
+                "(secrets for sensitive values, inputs for the rest)"
+            )
+        return self
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("goal is blank; say what the run should achieve, e.g. 'Sign in'")
+        return v
+
+    @field_validator("inputs", "secrets")
+    @classmethod
+    def _names(cls, v: dict[str, object]) -> dict[str, object]:
+        for name in v:
+            if not INPUT_NAME_PATTERN.fullmatch(name):
+                raise ValueError(
+                    f"input name {name!r} is not valid: start with a letter, then letters, "
+                    "digits or _ (at most 40 characters)"
+                )
+        return v
