@@ -5,10 +5,12 @@ plain `tiktoken.get_encoding("cl100k_base")` downloads its file and fails offlin
 
 What is counted is everything the model is sent: each message's role and content plus the
 chat format's per-message overhead (OpenAI cookbook: 3 tokens a message, 3 to prime the reply),
-and the schema — the compact JSON of `tools` + `tool_choice` (TOOLS mode) or
-`response_format` (JSON_SCHEMA mode). Providers render tool schemas in their own internal form,
-usually shorter than the JSON, so this is an upper estimate; provider-reported usage is recorded
-separately in `Decision.usage`.
+and the schema — the compact JSON of `tools` + `tool_choice` (tools mode) or
+`response_format` (JSON mode, whose schema instructor puts in a system message, counted with
+the messages). Providers render tool schemas in their own internal form, usually shorter than
+the JSON, and some (llama.cpp) only constrain decoding with them, so this is an upper estimate
+that does not depend on the provider; `InstructorDecider` records it as
+`TokenUsage.counted_input_tokens` beside what the provider billed.
 """
 
 from __future__ import annotations
