@@ -35,6 +35,8 @@ from types import TracebackType
 from typing import Any, Self
 
 Body = dict[str, Any]
+DEFAULT_P = 0.9
+"""The probability the logprobs of a structured answer give its `action` unless told."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def _structured(
     arguments: str,
     usage: tuple[int, int],
     *,
-    p: float | None = None,
+    p: float | None = DEFAULT_P,
     finish_reason: str | None = None,
 ) -> Body:
     tools = request.get("tools") or []
@@ -195,7 +197,7 @@ class FakeModelServer:
         *,
         usage: tuple[int, int] = (120, 20),
         delay_s: float = 0.0,
-        p: float | None = 0.9,
+        p: float | None = DEFAULT_P,
     ) -> None:
         """A structured answer (tool call or JSON content, whichever the request asked for),
         with logprobs that give its `action` probability `p` if the request asks for them

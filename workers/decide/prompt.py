@@ -45,9 +45,10 @@ TOOL_DESCRIPTION = ""
 """Empty on purpose: the instruction travels in the message, where every server shows it."""
 _SHORT_KIND = {
     Kind.TEXT_FIELD: "field",
-    Kind.SECURE_TEXT_FIELD: "secure field",
-    Kind.MENU_ITEM: "menu item",
+    Kind.SECURE_TEXT_FIELD: "secure-field",
+    Kind.MENU_ITEM: "menu-item",
 }
+"""One word each, so a candidate line reads `ref kind name` without a delimiter."""
 _STATEFUL = {Kind.SWITCH, Kind.CHECKBOX}
 
 
