@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from pydantic import SecretStr
+from fleetkit import quick_settings
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
-from workers.core.processes import Child, spawn
-from workers.settings import Settings
+from workers.core.model import RunStatus
+from workers.core.processes import spawn
 from workers.telemetry import logs
 
 pytestmark = [
@@ -94,42 +94,20 @@ def prometheus_config(dest: Path, fleet: LocalFleet, worker_ports: dict[str, int
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("prom")
     logs.install_celery_hooks()  # as the API's composition root does: request id → task
+    ports = {"ios-1": free_port(), "android-1": free_port()}
+    workers = [
+        SimWorker("ios-1", "ios", "17.5", latency_scale=0.05, metrics_port=ports["ios-1"],
+                  loglevel="INFO"),
+        SimWorker("android-1", "android", "14", latency_scale=0.05,
+                  metrics_port=ports["android-1"], loglevel="INFO"),
+    ]  # fmt: skip
+    env = {"GOALFLEET_SECRET_PASSWORD": SECRET}
     with LocalRedis() as redis_server:
-        settings = Settings(
-            redis_url=redis_server.url,
-            key_prefix="gfprom",
-            api_tokens=[SecretStr(TOKEN)],
-            heartbeat_interval_s=0.5,
-            lease_s=3.0,
-            dispatch_interval_s=0.3,
-            soft_time_limit_s=60,
-            time_limit_s=90,
-            visibility_timeout_s=120,
-            log_format="json",
+        settings = quick_settings(
+            redis_server.url, key_prefix="gfprom", token=TOKEN, log_format="json"
         )
-        fleet = LocalFleet(settings, log_dir=tmp, extra_env={"GOALFLEET_SECRET_PASSWORD": SECRET})
-        prom: Child | None = None
-        try:
-            fleet.start_api()
-            fleet.start_scheduler()
-            ports = {"ios-1": free_port(), "android-1": free_port()}
-            fleet.start_worker(
-                SimWorker(
-                    "ios-1",
-                    "ios",
-                    "17.5",
-                    latency_scale=0.05,
-                    metrics_port=ports["ios-1"],
-                    loglevel="INFO",
-                )
-            )
-            fleet.start_worker(
-                SimWorker(
-                    "android-1", "android", "14", latency_scale=0.05,
-                    metrics_port=ports["android-1"], loglevel="INFO",
-                )
-            )  # fmt: skip
-            fleet.wait_devices(list(ports))
+        with LocalFleet(settings, log_dir=tmp, extra_env=env) as fleet:
+            fleet.start_all(workers)
             config = prometheus_config(tmp, fleet, ports)
             prom_port = free_port()
             prom = spawn(
@@ -143,19 +121,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 env=os.environ,
                 log=tmp / "prometheus.log",
             )
-            url = f"http://127.0.0.1:{prom_port}"
-            wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code == 200, 30)
+            try:
+                url = f"http://127.0.0.1:{prom_port}"
+                wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code == 200, 30)
 
-            def all_scraped() -> bool:  # a first sample of everything before the batch
-                found = query(url, 'count(up{job=~"goalfleet-.*"} == 1)')
-                return bool(found) and found[0]["value"][1] == "3"
+                def all_scraped() -> bool:  # a first sample of everything before the batch
+                    found = query(url, 'count(up{job=~"goalfleet-.*"} == 1)')
+                    return bool(found) and found[0]["value"][1] == "3"
 
-            wait_for(all_scraped, 30)
-            yield Stack(prom=url, fleet=fleet, worker_ports=ports, log_dir=tmp)
-        finally:
-            if prom is not None:
+                wait_for(all_scraped, 30)
+                yield Stack(prom=url, fleet=fleet, worker_ports=ports, log_dir=tmp)
+            finally:
                 prom.stop(grace_s=10)
-            fleet.stop()
 
 
 def wait_for(check: Any, timeout_s: float) -> None:
@@ -217,11 +194,21 @@ def batch_done(stack: Stack) -> dict[str, Any]:
     assert httpx.get(f"{stack.fleet.api_url}/v1/runs/nope", headers=auth).status_code == 404
     with stack.fleet.client() as client:
         batch = client.wait_batch(batch_id, timeout_s=60)
-    assert batch.finished == RUNS
+        assert batch.finished == RUNS
+        # one run the rules decider is not sure enough for: parked for a person, who answers
+        # (the escalation, question and answer series then have data)
+        one = {k: v for k, v in body.items() if k != "count"}
+        unsure = client.submit_run({**one, "min_confidence": 0.99, "memory": False})
+        deadline = time.monotonic() + 60
+        while client.run(unsure.id).status is not RunStatus.AWAITING_ANSWER:
+            assert time.monotonic() < deadline, client.run(unsure.id).status
+            time.sleep(0.2)
+        assert client.answer(unsure.id, {"blocked": True}).status is RunStatus.BLOCKED
 
     def scraped() -> bool:
         found = query(stack.prom, "sum(goalfleet_runs_total)")
-        return bool(found) and float(found[0]["value"][1]) >= RUNS
+        asked = query(stack.prom, "sum(goalfleet_questions_total)")
+        return bool(found and asked) and float(found[0]["value"][1]) >= RUNS
 
     wait_for(scraped, 30)
     # one more scrape of everything after the last run, so rates have two points
