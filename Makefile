@@ -43,7 +43,7 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install
-	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability" -q
+	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability and not model_server" -q
 
 fleet: install
 	$(BIN)/pytest -m fleet -q
