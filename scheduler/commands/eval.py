@@ -135,8 +135,8 @@ ROWS = (
     ("input tokens max (ours)", "tokens_ours_max", "{:g}"),
     ("input tokens p50 (billed)", "tokens_billed_p50", "{:g}"),
     ("below min_confidence 0.5", "low_confidence", "{}"),
-    ("calls", "calls", "{}"),
-    ("re-asks", "reasks", "{}"),
+    ("model requests", "calls", "{}"),
+    ("extra requests (re-asks, fallbacks)", "reasks", "{}"),
 )
 
 

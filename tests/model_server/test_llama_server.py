@@ -176,3 +176,34 @@ def test_a_full_run_on_the_sim_app_ends_terminal_acting_only_on_screen_refs(llam
         if row.seen is not None:
             assert EMAIL not in row.seen.model_dump_json()
             assert SECRET not in row.seen.model_dump_json()
+
+
+def test_goalfleet_eval_completes_against_the_server(
+    llama_server, tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """`goalfleet eval --decider local/<model>` runs the corpus's cases through the real
+    server (a few of them: 2 cores) beside the rules decider and reports both; the model's
+    accuracy is reported as measured, with no threshold — a 270M base model is not expected
+    to be good. Every case gets an answer or a counted error, and model requests are counted."""
+    import json  # noqa: PLC0415
+
+    from scheduler.cli import main  # noqa: PLC0415
+    from workers.decide.evaluate import DEFAULT_CASES  # noqa: PLC0415
+
+    lines = DEFAULT_CASES.read_text().splitlines()
+    picked = [line for line in lines if '"source": "hand"' in line][:3]
+    picked += [line for line in lines if '"agent-device' in line][:2]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(picked) + "\n")
+    monkeypatch.setenv("GOALFLEET_MODEL_BASE_URL", llama_server.base_url)
+    monkeypatch.setenv("GOALFLEET_MODEL_TIMEOUT_S", "120")
+    spec = f"local/{llama_server.model}"
+    argv = ["eval", "--decider", "rules", "--decider", spec, "--cases", str(cases), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    rules, model = report["deciders"]
+    assert rules["summary"]["cases"] == model["summary"]["cases"] == len(picked)
+    assert rules["summary"]["calls"] == 0  # the rules decider calls no model
+    answered = [c for c in model["cases"] if not c["error"]]
+    assert model["summary"]["calls"] >= len(answered)
+    assert all(c["billed_tokens"] > 0 and c["counted_tokens"] > 0 for c in answered)

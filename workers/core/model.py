@@ -152,12 +152,16 @@ class TokenUsage(_Frozen):
     counted_input_tokens: int = 0
     """Ours: the request body (messages + schema) counted offline with cl100k, an upper bound
     that does not depend on how a provider renders tools (`workers.decide.tokens`)."""
+    requests: int = 0
+    """Model requests this took (re-asks and a self-report fallback included); 0 for a
+    decider that calls no model."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             counted_input_tokens=self.counted_input_tokens + other.counted_input_tokens,
+            requests=self.requests + other.requests,
         )
 
 

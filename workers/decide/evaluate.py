@@ -145,8 +145,10 @@ class CaseResult:
     ms: float = 0.0
     counted_tokens: int = 0
     billed_tokens: int = 0
-    calls: int = 1
+    calls: int = 0
+    """Model requests (0 for a decider that calls no model)."""
     reasks: int = 0
+    """Requests beyond the first: re-asks, and a self-report fallback where logprobs fail."""
     confidence: float = 0.0
 
 
@@ -205,7 +207,7 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
         return _failed(case.id, expected, "error", exc, ms)
     ms = (clock() - t0) * 1000
     correct, false_done, distractor = score(case, decision)
-    calls = max(1, getattr(decision, "calls", 1))
+    calls = decision.usage.requests
     return CaseResult(
         case_id=case.id,
         expected=expected,
@@ -217,7 +219,7 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
         counted_tokens=decision.usage.counted_input_tokens,
         billed_tokens=decision.usage.input_tokens,
         calls=calls,
-        reasks=calls - 1,
+        reasks=max(0, calls - 1),
         confidence=decision.confidence,
     )
 

@@ -331,7 +331,9 @@ class InstructorDecider:
             raise DecisionInvalidError(f"model {self.model!r} returned {type(choice).__name__}")
         if choice.parts()[0] != NONE and choice.parts()[0] not in {c.ref for c in state.candidates}:
             raise AssertionError("response model admitted a ref not on screen")  # pragma: no cover
-        usage = _usage_of(completion) + TokenUsage(counted_input_tokens=sum(counted))
+        usage = _usage_of(completion) + TokenUsage(
+            counted_input_tokens=sum(counted), requests=len(counted)
+        )
         return _Answer(choice, completion, usage)
 
     def _translate(self, exc: Exception, *, logprobs: bool, counted: int) -> Exception:
