@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 import httpx
@@ -37,7 +36,7 @@ from pydantic import SecretStr
 
 from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store import FleetStore
-from workers.core.processes import Child, spawn, stop_all
+from workers.core.processes import Child, Stoppable, spawn, stop_all
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -115,7 +114,7 @@ def bench_settings(redis_url: str, **overrides: object) -> Settings:
     return Settings.model_validate({**base, **overrides})
 
 
-class BenchFleet:
+class BenchFleet(Stoppable):
     """Start with `start()` or as a context manager; `stop()` ends everything it started."""
 
     def __init__(self, **settings_overrides: object) -> None:
@@ -147,21 +146,6 @@ class BenchFleet:
         stop_all(children, grace_s=15)
         self.redis.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- processes -------------------------------------------------------------------------
 

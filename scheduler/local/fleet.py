@@ -1,7 +1,7 @@
 """A whole fleet on this machine: the API and the scheduler in threads of this process, one
 worker subprocess per sim device. The demo and the fleet tests run on it; everything it
 started stops in `stop()` (each worker's process group gets SIGTERM, then SIGKILL after a
-grace period)."""
+grace period), also on the way out of `with LocalFleet(...) as fleet`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import uvicorn
 
@@ -20,7 +22,7 @@ from scheduler.client import FleetClient
 from scheduler.commands.scheduler import run_scheduler
 from scheduler.local.redis import free_port
 from workers.core.errors import ConfigError
-from workers.core.processes import Child, spawn, stop_all
+from workers.core.processes import Child, Stoppable, spawn, stop_all
 from workers.settings import Settings
 from workers.telemetry.metrics import MULTIPROC_ENV
 
@@ -66,7 +68,7 @@ class SimWorker:
         return argv
 
 
-class LocalFleet:
+class LocalFleet(Stoppable):
     def __init__(self, settings: Settings, *, log_dir: Path, extra_env: dict[str, str]) -> None:
         self.settings = settings
         self.log_dir = log_dir
@@ -134,6 +136,16 @@ class LocalFleet:
                         f"see {self.log_dir}/worker-*.log"
                     )
                 time.sleep(0.1)
+
+    def start_all(self, workers: Sequence[SimWorker], *, timeout_s: float = 60.0) -> Self:
+        """The API, the scheduler and one worker per `workers`: back once every device is
+        alive (`wait_devices`)."""
+        self.start_api()
+        self.start_scheduler()
+        for w in workers:
+            self.start_worker(w)
+        self.wait_devices([w.device for w in workers], timeout_s=timeout_s)
+        return self
 
     def stop_worker(self, device: str, *, sig: int = signal.SIGTERM, grace_s: float = 10.0) -> None:
         child = self.workers.pop(device, None)

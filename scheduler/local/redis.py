@@ -12,13 +12,12 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Literal, Self
 
 import redis
 
 from workers.core.errors import ConfigError
-from workers.core.processes import Child, spawn
+from workers.core.processes import Child, Stoppable, spawn
 
 
 def free_port() -> int:
@@ -55,8 +54,9 @@ def reachable(url: str, *, timeout_s: float = 0.5) -> bool:
         client.close()
 
 
-class LocalRedis:
-    """Start with `start()` (or as a context manager); `url` is where it listens.
+class LocalRedis(Stoppable):
+    """Start with `start()` (or as a context manager: `with LocalRedis() as r`); `url` is where
+    it listens.
 
     `appendonly=True` keeps an append-only file (fsync on every write with
     `appendfsync="always"`), so `kill()` then `start()` again brings the data back on the same
@@ -131,14 +131,3 @@ class LocalRedis:
             with contextlib.suppress(OSError):
                 self.dir.cleanup()
             self.dir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

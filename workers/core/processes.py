@@ -15,6 +15,8 @@ scheduler, the agent-device daemon, the Linux desktop stack, test and bench flee
   spawned from another thread (a chaos thread restarting a worker) would otherwise be
   signalled when that thread ends. `stop` still reaches it.
 - `pause` and `resume` (SIGSTOP, SIGCONT to the group) freeze a child for chaos tests.
+- `Stoppable` is the one context-manager protocol of whatever owns such children (a local
+  Redis, a desktop, a daemon, a whole local fleet): `with` stops it on the way out.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from signal import SIGCONT, SIGKILL, SIGSTOP, SIGTERM
+from typing import Self
 
-__all__ = ["Child", "pid_alive", "spawn", "stop_all"]
+__all__ = ["Child", "Stoppable", "pid_alive", "spawn", "stop_all"]
 
 DEFAULT_GRACE_S = 10.0
 _REAP_S = 5.0
@@ -99,6 +102,29 @@ class Child:
             return self.log.read_text(errors="replace")[-chars:]
         except FileNotFoundError:
             return ""
+
+
+class Stoppable:
+    """What one owner starts and stops. As a context manager, `with x as y` runs `start()` (by
+    default nothing: `x` was made started) and `stop()` on the way out, also when `start()`
+    fails half-way, so a subclass's `stop()` must cope with a half-started state (and with a
+    second call)."""
+
+    def start(self) -> Self:
+        return self
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
 
 
 def spawn(

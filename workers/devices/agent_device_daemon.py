@@ -24,12 +24,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
-from workers.core.processes import Child, pid_alive, spawn
+from workers.core.processes import Child, Stoppable, pid_alive, spawn
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""
@@ -102,7 +102,7 @@ def linux_desktop_env(
 
 
 @dataclass
-class DaemonProcess:
+class DaemonProcess(Stoppable):
     """A daemon this process started, in its own process group. `stop()` ends the group:
     SIGTERM, a grace period, then SIGKILL (its helpers, e.g. the AT-SPI snapshot helper, go
     with it)."""
@@ -124,12 +124,6 @@ class DaemonProcess:
             return
         self._stopped = True
         self.child.stop(timeout_s)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
 
 
 def start_daemon(

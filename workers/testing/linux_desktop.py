@@ -21,10 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
 
 from workers.core.errors import FatalDeviceError, ToolMissingError
-from workers.core.processes import Child, spawn
+from workers.core.processes import Child, Stoppable, spawn
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 _GRACE_S = 5.0
@@ -40,7 +39,7 @@ def missing_tools() -> list[str]:
 
 
 @dataclass
-class LinuxDesktop:
+class LinuxDesktop(Stoppable):
     """A running stack. `env` is what a daemon or an app on this display needs."""
 
     base_dir: Path
@@ -91,12 +90,6 @@ class LinuxDesktop:
         for child in reversed(self._children):
             child.stop(_GRACE_S)
         self._children.clear()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
 
 
 def start_linux_desktop(base_dir: Path, *, screen: str = "1280x800x24") -> LinuxDesktop:
