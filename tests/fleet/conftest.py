@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
 import uvicorn
-from pydantic import SecretStr
+from fleetkit import quick_settings
 
 from scheduler.api import create_app
 from scheduler.client import FleetClient
@@ -54,18 +55,7 @@ def redis_server(redis_binary: str) -> Iterator[LocalRedis]:
 
 @pytest.fixture(scope="session")
 def settings(redis_server: LocalRedis) -> Settings:
-    return Settings(
-        redis_url=redis_server.url,
-        key_prefix="gft",
-        api_tokens=[SecretStr(TOKEN)],
-        heartbeat_interval_s=0.5,
-        lease_s=3.0,
-        dispatch_interval_s=0.5,
-        soft_time_limit_s=60,
-        time_limit_s=90,
-        visibility_timeout_s=120,
-        retention_s=3600,
-    )
+    return quick_settings(redis_server.url, key_prefix="gft", token=TOKEN, dispatch_interval_s=0.5)
 
 
 @pytest.fixture(scope="session")
@@ -78,21 +68,10 @@ def fleet(
     settings: Settings, session_logs: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalFleet]:
     logs = tmp_path_factory.mktemp("worker-logs")
-    f = LocalFleet(settings, log_dir=logs, extra_env={"GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE})
-    try:
-        f.start_api()
-        f.start_scheduler()
-        for w in WORKERS:
-            f.start_worker(
-                SimWorker(
-                    w.device, w.platform, w.os_version, w.model, w.labels,
-                    latency_scale=w.latency_scale, session_log=session_logs / f"{w.device}.log",
-                )
-            )  # fmt: skip
-        f.wait_devices([w.device for w in WORKERS], timeout_s=90)
-        yield f
-    finally:
-        f.stop()
+    workers = [replace(w, session_log=session_logs / f"{w.device}.log") for w in WORKERS]
+    env = {"GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE}
+    with LocalFleet(settings, log_dir=logs, extra_env=env) as f:
+        yield f.start_all(workers, timeout_s=90)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from pydantic import SecretStr
+from fleetkit import quick_settings
 
 from scheduler.cli import main
 from scheduler.client import FleetClient
@@ -24,11 +24,11 @@ from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.fleet.connections import redis_client
-from workers.settings import Settings
 
 TOKEN = "ops-token-4711"
 SECRET = "twins-Secret-55"
 EMAIL = "ada.twins@example.com"
+TWINS = ("twins-1", "twins-2")
 RUN = {
     "goal": "Sign in",
     "inputs": {"email": EMAIL},
@@ -39,33 +39,16 @@ RUN = {
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    twins = [SimWorker(d, "ios", "17.5", labels={"pool": "twins"}, app="twins") for d in TWINS]
     with LocalRedis() as server:
-        settings = Settings(
-            redis_url=server.url,
-            key_prefix="gfq",
-            api_tokens=[SecretStr(f"ada-ops:{TOKEN}")],  # a named token: answers say who
-            heartbeat_interval_s=0.5,
-            lease_s=3.0,
-            dispatch_interval_s=0.3,
-            soft_time_limit_s=60,
-            time_limit_s=90,
-            visibility_timeout_s=120,
-            retention_s=3600,
-        )
-        f = LocalFleet(
+        # a named token: answers say who
+        settings = quick_settings(server.url, key_prefix="gfq", token=f"ada-ops:{TOKEN}")
+        with LocalFleet(
             settings,
             log_dir=tmp_path_factory.mktemp("q-logs"),
             extra_env={"GOALFLEET_SECRET_TWINS_PW": SECRET},
-        )
-        try:
-            f.start_api()
-            f.start_scheduler()
-            for d in ("twins-1", "twins-2"):
-                f.start_worker(SimWorker(d, "ios", "17.5", labels={"pool": "twins"}, app="twins"))
-            f.wait_devices(["twins-1", "twins-2"], timeout_s=90)
-            yield f
-        finally:
-            f.stop()
+        ) as f:
+            yield f.start_all(twins, timeout_s=90)
 
 
 @pytest.fixture
