@@ -29,14 +29,14 @@ from pydantic import SecretStr
 
 from workers.core.model import InputValue, Platform
 from workers.devices.agent_device import AgentDeviceDevice, check_daemon
-from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
+from workers.devices.agent_device_daemon import DaemonProcess
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
     JsonObject,
     SocketTransport,
 )
-from workers.testing.linux_desktop import start_linux_desktop
+from workers.testing.linux_desktop import desktop_with_daemon
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 
@@ -133,28 +133,22 @@ def main() -> None:
     parser.add_argument("--quiet-ms", type=int, default=150)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    with tempfile.TemporaryDirectory(prefix="gf-bench-") as tmp:
-        base = Path(tmp)
-        desk = start_linux_desktop(base / "desk")
-        d = None
-        try:
-            state = base / "app.json"
-            desk.start_app(
-                ["/usr/bin/python3", str(APP)],
-                extra_env={"GTK_SIGNIN_STATE_FILE": str(state)},
-                ready=state.exists,
-            )
-            d = start_daemon(base / "ad", env=desk.env, claims_dir=base / "ad" / "claims")
-            check_daemon(d.info)
-            time.sleep(1.0)  # let the app register on the AT-SPI bus
-            rows = []
-            for kind in ("socket", "http"):
-                rows += bench_transport(kind, d, args.n, args.quiet_ms)
-        finally:
-            if d is not None:
-                d.stop()
-            desk.stop()
-    version = d.info.version if d else "?"
+    with (
+        tempfile.TemporaryDirectory(prefix="gf-bench-") as tmp,
+        desktop_with_daemon(Path(tmp)) as (desk, d),
+    ):
+        state = Path(tmp) / "app.json"
+        desk.start_app(
+            ["/usr/bin/python3", str(APP)],
+            extra_env={"GTK_SIGNIN_STATE_FILE": str(state)},
+            ready=state.exists,
+        )
+        check_daemon(d.info)
+        time.sleep(1.0)  # let the app register on the AT-SPI bus
+        rows = []
+        for kind in ("socket", "http"):
+            rows += bench_transport(kind, d, args.n, args.quiet_ms)
+    version = d.info.version
     print(f"agent-device {version}, GTK sign-in app on Xvfb, n={args.n} per row\n")
     print(
         "| transport | command | n | median total ms | median in transport ms "

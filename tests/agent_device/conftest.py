@@ -1,8 +1,9 @@
 """A real headless desktop, the GTK sign-in app and a real agent-device daemon.
 
-Session scope: one Xvfb + D-Bus + AT-SPI stack on a random free display, and one daemon with
-its own state dir and claims dir. Function scope: a fresh app per test (one app per display),
-and an `AgentDeviceDevice` session. Everything is torn down at the end.
+Session scope (`desktop`, `daemon`: tests/conftest.py, shared with tests/contract): one Xvfb +
+D-Bus + AT-SPI stack on a random free display, and one daemon with its own state dir and claims
+dir. Function scope: a fresh app per test (one app per display), and an `AgentDeviceDevice`
+session. Everything is torn down at the end.
 
 These tests do not skip when the stack is missing: they fail and say what to install
 (`scripts/setup-linux-target.sh`, `make agent-device`). A skip is not a pass.
@@ -22,9 +23,9 @@ from ad_support import APP, PASSWORD, App
 
 from workers.core.model import Platform
 from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess, start_daemon
+from workers.devices.agent_device_daemon import DaemonProcess
 from workers.devices.agent_device_wire import SocketTransport
-from workers.testing.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
+from workers.testing.linux_desktop import LinuxDesktop
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,28 +33,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.agent_device)
-
-
-@pytest.fixture(scope="session")
-def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinuxDesktop]:
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"the Linux target is not installed ({missing}): scripts/setup-linux-target.sh")
-    if not (DEFAULT_PACKAGE_DIR / "dist").is_dir():
-        pytest.fail("agent-device is not installed: make agent-device (npm ci in deploy/)")
-    desk = start_linux_desktop(tmp_path_factory.mktemp("desk"))
-    yield desk
-    desk.stop()
-
-
-@pytest.fixture(scope="session")
-def daemon(
-    desktop: LinuxDesktop, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DaemonProcess]:
-    state = tmp_path_factory.mktemp("ad-state")
-    proc = start_daemon(state, env=desktop.env, claims_dir=state / "claims")
-    yield proc
-    proc.stop()
 
 
 def wait_until_visible(daemon: DaemonProcess, timeout_s: float = 15.0) -> None:

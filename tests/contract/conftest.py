@@ -1,6 +1,7 @@
 """The device contract's fixtures: the same `contract_device` is a SimDevice or the real
-agent-device daemon driving the GTK sign-in app (marked `agent_device`; fails, never skips,
-when the Linux target is not installed)."""
+agent-device daemon driving the GTK sign-in app on the session's desktop (`desktop`, `daemon`
+in tests/conftest.py; marked `agent_device`; fails, never skips, when the Linux target is not
+installed)."""
 
 from __future__ import annotations
 
@@ -14,35 +15,16 @@ from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
 from workers.core.ports import DevicePort
 from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
+from workers.devices.agent_device_daemon import DaemonProcess
 from workers.devices.sim import make_sim_device
-from workers.testing.linux_desktop import LinuxDesktop, missing_tools, start_linux_desktop
+from workers.testing.linux_desktop import LinuxDesktop
 
 APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
 
 
-@pytest.fixture(scope="session")
-def contract_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinuxDesktop]:
-    if missing_tools():
-        pytest.fail(f"the Linux target is not installed: {missing_tools()}")
-    desk = start_linux_desktop(tmp_path_factory.mktemp("contract-desk"))
-    yield desk
-    desk.stop()
-
-
-@pytest.fixture(scope="session")
-def contract_daemon(
-    contract_desktop: LinuxDesktop, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DaemonProcess]:
-    state = tmp_path_factory.mktemp("contract-ad")
-    proc = start_daemon(state, env=contract_desktop.env, claims_dir=state / "claims")
-    yield proc
-    proc.stop()
-
-
 def _real_device(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DevicePort]:
-    desk: LinuxDesktop = request.getfixturevalue("contract_desktop")
-    daemon: DaemonProcess = request.getfixturevalue("contract_daemon")
+    desk: LinuxDesktop = request.getfixturevalue("desktop")  # tests/conftest.py
+    daemon: DaemonProcess = request.getfixturevalue("daemon")
     state = tmp_path / "app.json"
     app = desk.start_app(
         ["/usr/bin/python3", str(APP)],

@@ -5,7 +5,7 @@ Used by the end-to-end tests, the benchmark and CI; usable by a worker that driv
 app on a headless host. Everything runs with a private HOME and XDG_RUNTIME_DIR under
 `base_dir`, so two stacks on one host (or a developer's own desktop) never share an
 accessibility bus socket. One app per display: agent-device's `open --platform linux` with no
-app attaches to the running one.
+app attaches to the running one. `desktop_with_daemon` adds an agent-device daemon on it.
 
 Needs Debian's xvfb, dbus, at-spi2-core (and python3-gi + gir1.2-atspi-2.0 + xdotool for the
 daemon): `scripts/setup-linux-target.sh` installs them.
@@ -13,17 +13,19 @@ daemon): `scripts/setup-linux-target.sh` installs them.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import select
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.core.errors import FatalDeviceError, ToolMissingError
 from workers.core.processes import Child, Stoppable, spawn
+from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 _GRACE_S = 5.0
@@ -115,6 +117,18 @@ def start_linux_desktop(base_dir: Path, *, screen: str = "1280x800x24") -> Linux
         desk.stop()
         raise
     return desk
+
+
+@contextlib.contextmanager
+def desktop_with_daemon(base_dir: Path) -> Iterator[tuple[LinuxDesktop, DaemonProcess]]:
+    """A private desktop (in `base_dir/desk`) and an agent-device daemon on it with its own
+    state and claims dirs (`base_dir/ad`); both stopped on the way out, the daemon first."""
+    state = base_dir / "ad"
+    with (
+        start_linux_desktop(base_dir / "desk") as desk,
+        start_daemon(state, env=desk.env, claims_dir=state / "claims") as daemon,
+    ):
+        yield desk, daemon
 
 
 def _start_xvfb(desk: LinuxDesktop, screen: str, attempts: int = 8) -> None:
