@@ -7,8 +7,9 @@ the API and every process has a pid whose memory can be read:
 - `redis-server` on a random loopback port (`scheduler.local.redis.LocalRedis`; never the
   shared one on 6379),
 - `python -m scheduler api` and `python -m scheduler scheduler`,
-- one `python -m bench._worker worker ...` per sim device: exactly `goalfleet worker` plus the
-  bench-only decider spec `bench/rules-<ms>` (see `bench/_worker.py`),
+- one `python -m bench._worker worker ...` per sim device (a `SimWorker`, as the fleet tests
+  have): exactly `goalfleet worker` plus the bench-only decider spec `bench/rules-<ms>` (see
+  `bench/_worker.py`),
 - optionally a bare Celery worker (`python -m bench._worker noop`): the same Celery settings
   and flags with a no-op task, the baseline the dispatch benchmark compares against.
 
@@ -27,13 +28,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Self
 
 import httpx
 from pydantic import SecretStr
 
+from scheduler.local.fleet import SimWorker
 from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store import FleetStore
 from workers.core.processes import Child, Stoppable, spawn, stop_all
@@ -78,30 +80,6 @@ def pct(xs: Sequence[float], q: float) -> float:
 
 def median(xs: Sequence[float]) -> float:
     return statistics.median(xs)
-
-
-@dataclass(frozen=True)
-class BenchWorker:
-    device: str
-    latency_scale: float = 0.0
-    labels: dict[str, str] = field(default_factory=dict)
-    app: str = "signin"
-    platform: str = "ios"
-
-    def argv(self, session_log: Path) -> list[str]:
-        argv = [
-            sys.executable, "-m", "bench._worker", "worker",
-            "--device", self.device,
-            "--backend", "sim",
-            "--platform", self.platform,
-            "--app", self.app,
-            "--latency-scale", str(self.latency_scale),
-            "--session-log", str(session_log),
-            "--loglevel", "WARNING",
-        ]  # fmt: skip
-        for k, v in self.labels.items():
-            argv += ["--label", f"{k}={v}"]
-        return argv
 
 
 def bench_settings(redis_url: str, **overrides: object) -> Settings:
@@ -172,9 +150,11 @@ class BenchFleet(Stoppable):
         argv = [sys.executable, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
         self._spawn("scheduler", argv)
 
-    def start_workers(self, workers: Sequence[BenchWorker], *, timeout_s: float = 240.0) -> None:
+    def start_workers(self, workers: Sequence[SimWorker], *, timeout_s: float = 240.0) -> None:
+        """One `python -m bench._worker worker` per `workers`, each with its session log."""
         for w in workers:
-            self._spawn(f"worker-{w.device}", w.argv(self.session_log(w.device)))
+            logged = replace(w, session_log=self.session_log(w.device))
+            self._spawn(f"worker-{w.device}", logged.argv(module="bench._worker"))
         deadline = time.monotonic() + timeout_s
         want = {w.device for w in workers}
         while time.monotonic() < deadline:

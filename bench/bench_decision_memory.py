@@ -29,8 +29,9 @@ import argparse
 import time
 from dataclasses import dataclass
 
-from bench._fleet import SIGN_IN, TOKEN, BenchFleet, BenchWorker, machine, median, pct
+from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median, pct
 from scheduler.client import FleetClient
+from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import RunRecord
 from workers.decide.rules import RulesDecider
@@ -140,7 +141,7 @@ def main() -> None:
     scale = 0.1 if args.quick else 1.0
     decider = f"bench/rules-{650 * scale:g}"
     workers = [
-        BenchWorker(
+        SimWorker(
             f"m{i + 1:02d}",
             latency_scale=scale,
             labels={"bench": "memory"},

@@ -39,7 +39,6 @@ from bench._fleet import (
     SIGN_IN,
     TOKEN,
     BenchFleet,
-    BenchWorker,
     machine,
     median,
     pct,
@@ -49,6 +48,7 @@ from scheduler.client import FleetClient
 from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import CeleryEnqueuer
 from scheduler.fleet import Fleet
+from scheduler.local.fleet import SimWorker
 from scheduler.requests import RunSubmit
 from scheduler.store import FleetStore
 from workers.fleet.celery_app import make_celery
@@ -144,7 +144,7 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
         fleet.start_api()
         fleet.start_scheduler()
         fleet.start_noop_worker()
-        fleet.start_workers([BenchWorker(DEVICE)])
+        fleet.start_workers([SimWorker(DEVICE)])
         settings = fleet.require_settings()
         store = fleet.store()
         tail = SessionTail(fleet.session_log(DEVICE))

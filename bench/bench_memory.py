@@ -31,7 +31,6 @@ from bench._fleet import (
     SIGN_IN,
     TOKEN,
     BenchFleet,
-    BenchWorker,
     children,
     machine,
     pss_kib,
@@ -39,6 +38,7 @@ from bench._fleet import (
 )
 from bench._worker import NOOP_DEVICE, NOOP_TASK
 from scheduler.client import FleetClient
+from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import device_queue
@@ -121,7 +121,7 @@ def main() -> None:
         fleet.start_api()
         fleet.start_scheduler()
         fleet.start_noop_worker()
-        fleet.start_workers([BenchWorker(DEVICE)])
+        fleet.start_workers([SimWorker(DEVICE)])
         idle = sample(fleet, 0)
         app = make_celery(fleet.require_settings())
 

@@ -33,8 +33,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from bench._fleet import SIGN_IN, TOKEN, BenchFleet, BenchWorker, cpu_jiffies, machine, median, pct
+from bench._fleet import SIGN_IN, TOKEN, BenchFleet, cpu_jiffies, machine, median, pct
 from scheduler.client import FleetClient
+from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 
@@ -133,7 +134,7 @@ def main() -> None:
     decider = f"bench/rules-{650 * scale:g}"
     top = max(sizes)
     workers = [
-        BenchWorker(
+        SimWorker(
             f"d{i + 1:02d}",
             latency_scale=scale,
             labels={f"n{s}": "y" for s in sizes if i < s},

@@ -43,9 +43,11 @@ class SimWorker:
     """Serve the worker's /metrics here (the worker gets its own multiprocess directory)."""
     loglevel: str = "WARNING"
 
-    def argv(self) -> list[str]:
+    def argv(self, module: str = "scheduler") -> list[str]:
+        """`python -m <module> worker ...` for this device (`bench._worker` adds the
+        benchmarks' decider spec to `goalfleet worker`)."""
         argv = [
-            sys.executable, "-m", "scheduler", "worker",
+            sys.executable, "-m", module, "worker",
             "--device", self.device,
             "--backend", "sim",
             "--platform", self.platform,
