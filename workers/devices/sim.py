@@ -28,7 +28,15 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
 from workers.core.projection import build_snapshot
-from workers.devices.sim_apps import WAIT_SCREEN, App, Element, Screen, make_app, valid
+from workers.devices.sim_apps import (
+    TEXT_KINDS,
+    WAIT_SCREEN,
+    App,
+    Element,
+    Screen,
+    make_app,
+    valid,
+)
 from workers.devices.sim_options import (
     DEFAULT_SIM,
     NO_FAULTS,
@@ -49,6 +57,24 @@ __all__ = [
     "make_sim_device",
 ]
 
+_NODE_TYPES: dict[str, tuple[str, str]] = {
+    # element kind: (iOS XCUI type, Android widget class)
+    "field": ("XCUIElementTypeTextField", "android.widget.EditText"),
+    "secure": ("XCUIElementTypeSecureTextField", "android.widget.EditText"),
+    "code": ("XCUIElementTypeTextField", "android.widget.EditText"),
+    "button": ("XCUIElementTypeButton", "android.widget.Button"),
+    "link": ("XCUIElementTypeButton", "android.widget.TextView"),
+    "text": ("XCUIElementTypeStaticText", "android.widget.TextView"),
+    "switch": ("XCUIElementTypeSwitch", "android.widget.Switch"),
+}
+"""How each element kind renders, in the platform's accessibility types."""
+_STALE_HINTS = {
+    "plain_ref_requires_complete_frame": "pin refs as @eN~sGEN from the snapshot they came from",
+    "ref_generation_mismatch": "take a new snapshot",
+    "ref_frame_expired": "take a new snapshot",
+    "ref_not_issued": "use a ref from the snapshot",
+}
+"""agent-device's four stale-ref reasons, with what the caller should do about each."""
 PINNED = re.compile(r"^@(e[0-9]+)~s([0-9]+)$")
 SPEC = re.compile(r"^sim:(?P<app>[a-z]+)-(?P<platform>ios|android)$")
 
@@ -124,7 +150,7 @@ class SimDevice:
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
         n = self._command()
         element = self._resolve(pinned_ref, n)
-        if element.kind not in {"field", "secure", "code"}:
+        if element.kind not in TEXT_KINDS:
             raise FatalDeviceError(
                 f"{pinned_ref} is not a text field",
                 code="COMMAND_FAILED",
@@ -193,43 +219,17 @@ class SimDevice:
         enabled = True
         if el.disabled_until_valid and not self._satisfied(el):
             enabled = False
-        if self.platform_ is Platform.ANDROID:
-            cls = {
-                "field": "android.widget.EditText",
-                "secure": "android.widget.EditText",
-                "code": "android.widget.EditText",
-                "button": "android.widget.Button",
-                "link": "android.widget.TextView",
-                "text": "android.widget.TextView",
-                "switch": "android.widget.Switch",
-            }[el.kind]
-            return Node(
-                ref=ref,
-                type=cls,
-                label=el.label if el.kind not in {"field", "secure", "code"} or not value else "",
-                value=value if el.kind in {"field", "secure", "code"} else "",
-                identifier=f"com.acme.app:id/{el.id}",
-                enabled=enabled,
-                hittable=el.kind != "text",
-                secure=secure,
-            )
-        xcui = {
-            "field": "XCUIElementTypeTextField",
-            "secure": "XCUIElementTypeSecureTextField",
-            "code": "XCUIElementTypeTextField",
-            "button": "XCUIElementTypeButton",
-            "link": "XCUIElementTypeButton",
-            "text": "XCUIElementTypeStaticText",
-            "switch": "XCUIElementTypeSwitch",
-        }[el.kind]
+        android = self.platform_ is Platform.ANDROID
+        holds_text = el.kind in TEXT_KINDS
         return Node(
             ref=ref,
-            type=xcui,
-            label=el.label,
-            value=value,
-            identifier=el.id,
+            type=_NODE_TYPES[el.kind][1 if android else 0],
+            # a filled Android EditText shows its text instead of its hint
+            label="" if android and holds_text and value else el.label,
+            value=value if holds_text or not android else "",
+            identifier=f"com.acme.app:id/{el.id}" if android else el.id,
             enabled=enabled,
-            hittable=True,
+            hittable=not android or el.kind != "text",
             secure=secure,
         )
 
@@ -246,32 +246,21 @@ class SimDevice:
     def _resolve(self, pinned_ref: str, command: int) -> Element:
         m = PINNED.fullmatch(pinned_ref)
         if m is None:
-            raise StaleRefError(
-                f"{pinned_ref!r} is not pinned to a snapshot",
-                reason="plain_ref_requires_complete_frame",
-                hint="pin refs as @eN~sGEN from the snapshot they came from",
+            raise _stale(
+                f"{pinned_ref!r} is not pinned to a snapshot", "plain_ref_requires_complete_frame"
             )
         ref, gen = m.group(1), int(m.group(2))
         frame = self._frames.get(gen)
         if frame is None:
-            raise StaleRefError(
+            raise _stale(
                 f"{pinned_ref} names generation {gen}, current is {self._generation}",
-                reason="ref_generation_mismatch",
-                hint="take a new snapshot",
+                "ref_generation_mismatch",
             )
         if frame.expired or command in self.faults.stale_on or self._roll(self.faults.stale_rate):
-            raise StaleRefError(
-                f"{pinned_ref}: the frame expired",
-                reason="ref_frame_expired",
-                hint="take a new snapshot",
-            )
+            raise _stale(f"{pinned_ref}: the frame expired", "ref_frame_expired")
         element_id = frame.refs.get(ref)
         if element_id is None:
-            raise StaleRefError(
-                f"{ref} was not issued in generation {gen}",
-                reason="ref_not_issued",
-                hint="use a ref from the snapshot",
-            )
+            raise _stale(f"{ref} was not issued in generation {gen}", "ref_not_issued")
         for el in self._current().elements:
             if el.id == element_id:
                 return el
@@ -325,6 +314,10 @@ class SimDevice:
             return
         with self._lock, self.session_log.open("a") as f:
             f.write(f"{what} {os.getpid()} {time.monotonic_ns()}\n")
+
+
+def _stale(message: str, reason: str) -> StaleRefError:
+    return StaleRefError(message, reason=reason, hint=_STALE_HINTS[reason])
 
 
 def _line(node: Node) -> str:
