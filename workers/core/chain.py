@@ -33,6 +33,8 @@ def ask(
     """The first answer along the chain that needs no escalation (every guard applies to
     each); when the last one escalates too, the step's escalated end. Every attempt is on
     the row when the chain has more than one decider."""
+    if len(tiers) == 1:  # the common case: no chain, no attempts to keep
+        return _ask_one(tiers[0], state, snap, row=row, clock=clock, escalation=escalation)
     attempts: list[Attempt] = []
     escalated: Step | None = None
     for tier in tiers:
@@ -71,3 +73,31 @@ def ask(
     if escalated is None:  # pragma: no cover - a chain has at least one decider
         raise AssertionError("empty decider chain")
     return escalated[0].model_copy(update={"attempts": row.attempts}), escalated[1]
+
+
+def _ask_one(
+    tier: Tier,
+    state: DecideState,
+    snap: Snapshot,
+    *,
+    row: Row,
+    clock: Callable[[], float],
+    escalation: Callable[[Decision, Snapshot], tuple[str | None, str | None]],
+) -> Decision | Step:
+    t0 = clock()
+    try:
+        decision = tier.decider.decide(state)
+    except DecisionInvalidError as exc:
+        row.decide_ms += (clock() - t0) * 1000
+        end = End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
+        return row.finish(Outcome.ESCALATED, error=str(exc)), end
+    except DecideError as exc:
+        row.decide_ms += (clock() - t0) * 1000
+        end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
+        return row.finish(Outcome.ERRORED, error=str(exc)), end
+    row.decide_ms += (clock() - t0) * 1000
+    row.decision = decision
+    why, problem = escalation(decision, snap)
+    if why is None:
+        return decision
+    return row.finish(Outcome.ESCALATED, error=problem), End(RunStatus.ESCALATED, why)

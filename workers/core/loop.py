@@ -137,7 +137,7 @@ class _Run:
         if isinstance(asked, tuple):
             return asked
         decision = asked
-        verdict = self._judge(decision, snap)
+        verdict = self._judge(decision, snap, checked=True)  # the chain ran the guards
         if verdict is not None:
             stepped = verdict(row)
             if stepped[0].outcome is Outcome.DONE:
@@ -229,15 +229,18 @@ class _Run:
         problem = self.guards.unsafe(d, snap)
         return (problem, problem) if problem else (None, None)
 
-    def _judge(self, d: Decision, snap: Snapshot) -> Callable[[Row], Step] | None:
-        """The step's end when the decision says so or cannot be acted on safely, else None."""
+    def _judge(
+        self, d: Decision, snap: Snapshot, *, checked: bool = False
+    ) -> Callable[[Row], Step] | None:
+        """The step's end when the decision says so or cannot be acted on safely, else None.
+        `checked`: the escalation causes (confidence, guards) were already checked."""
         if d.done:
             reason = d.reason or "the decider reports the goal reached"
             return lambda row: (row.finish(Outcome.DONE), End(RunStatus.DONE, reason))
         if d.blocked:
             reason = d.reason or "the decider reports it cannot progress"
             return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
-        why, problem = self._escalation(d, snap)
+        why, problem = (None, None) if checked else self._escalation(d, snap)
         if why is not None:
             return lambda row: (
                 row.finish(Outcome.ESCALATED, error=problem),

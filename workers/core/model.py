@@ -104,34 +104,46 @@ class Inputs(BaseModel):
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.values)
 
-    def scrub(self, text: str) -> str:
+    def _replacements(self) -> list[tuple[str, str]]:
+        """(value, "{name}") for every value worth scrubbing, longest first."""
+        pairs = [(v.reveal(), "{" + v.name + "}") for v in self.values]
+        return sorted(
+            ((value, name) for value, name in pairs if len(value) >= MIN_SCRUB_CHARS),
+            key=lambda pair: -len(pair[0]),
+        )
+
+    def scrub(self, text: str, replacements: list[tuple[str, str]] | None = None) -> str:
         """`text` with every supplied value of 3+ characters replaced by `{name}`: a screen
         that shows what was typed ("Hi ada@example.com") reaches no decider, prompt, step
         row or memory key with the value in it."""
-        for v in sorted(self.values, key=lambda v: -len(v.reveal())):
-            value = v.reveal()
-            if len(value) >= MIN_SCRUB_CHARS and value in text:
-                text = text.replace(value, "{" + v.name + "}")
+        for value, name in self._replacements() if replacements is None else replacements:
+            if value in text:
+                text = text.replace(value, name)
         return text
 
     def scrub_state(self, state: DecideState) -> DecideState:
         """The state with candidate names and context texts scrubbed, and field values
-        dropped (a switch's on/off state stays: it is the app's, not the caller's)."""
-        candidates = tuple(
-            c.model_copy(
-                update={
-                    "name": self.scrub(c.name),
-                    "value": self.scrub(c.value) if c.kind in _STATEFUL else "",
-                }
-            )
-            for c in state.candidates
-        )
+        dropped (a switch's on/off state stays: it is the app's, not the caller's). Only
+        what changes is copied: the loop does this every step."""
+        pairs = self._replacements()
+        if not pairs and not any(c.value and c.kind not in _STATEFUL for c in state.candidates):
+            return state  # nothing to scrub, nothing to drop
+        candidates = []
+        for c in state.candidates:
+            name = self.scrub(c.name, pairs)
+            value = self.scrub(c.value, pairs) if c.kind in _STATEFUL else ""
+            changed = name != c.name or value != c.value
+            candidates.append(c.model_copy(update={"name": name, "value": value}) if changed else c)
+        context = tuple(self.scrub(text, pairs) for text in state.context)
+        screen = self.scrub(state.screen, pairs)
+        if (
+            screen == state.screen
+            and context == state.context
+            and all(a is b for a, b in zip(candidates, state.candidates, strict=True))
+        ):
+            return state
         return state.model_copy(
-            update={
-                "candidates": candidates,
-                "context": tuple(self.scrub(t) for t in state.context),
-                "screen": self.scrub(state.screen),
-            }
+            update={"candidates": tuple(candidates), "context": context, "screen": screen}
         )
 
     def get(self, name: str) -> InputValue | None:
