@@ -23,7 +23,8 @@ from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
 from workers.fleet.registry import DeviceRegistry
-from workers.fleet.runstore import Failure, RunStore, pending_score
+from workers.fleet.runstore import Failure, RunStore, ends_a_run, pending_score
+from workers.fleet.scripts import RedisStore, Script
 
 # KEYS: run, device, lease, pending, reserved   ARGV: run_id, device_id, now
 _RESERVE = """
@@ -78,7 +79,8 @@ return 1
 
 # KEYS: run, steps, device, pending, batch, wake
 # ARGV: run_id, device_id, result, now, retention
-_CANCEL = """
+_CANCEL = ends_a_run(
+    """
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return 'missing' end
 if st == 'running' then
@@ -95,17 +97,10 @@ if d ~= '' and redis.call('HGET', KEYS[3], 'run') == ARGV[1] then
   redis.call('HSET', KEYS[3], 'run', '')
   redis.call('RPUSH', KEYS[6], ARGV[1])
 end
-if KEYS[5] ~= '' and redis.call('EXISTS', KEYS[5]) == 1 then
-  redis.call('HINCRBY', KEYS[5], 'n:cancelled', 1)
-  redis.call('HINCRBY', KEYS[5], 'finished', 1)
-end
-local keep = tonumber(ARGV[5])
-if keep > 0 then
-  redis.call('EXPIRE', KEYS[1], keep)
-  redis.call('EXPIRE', KEYS[2], keep)
-end
+run_ended(KEYS[1], KEYS[2], KEYS[5], 'cancelled', ARGV[5])
 return 'cancelled'
 """
+)
 
 
 @dataclass(frozen=True)
@@ -114,17 +109,19 @@ class Idempotency:
     body_hash: str
 
 
-class FleetStore:
+class FleetStore(RedisStore):
+    _reserve = Script(_RESERVE)
+    _unreserve = Script(_UNRESERVE)
+    _cancel = Script(_CANCEL)
+    _release_stray = Script(_RELEASE_STRAY)
+
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
-        self.r = client
-        self.k = keys
+        super().__init__(client, keys)
         self.retention_s = retention_s
         self.registry = DeviceRegistry(client, keys)
         """Device registration and state: the one owner of those keys."""
-        self._reserve = client.register_script(_RESERVE)
-        self._unreserve = client.register_script(_UNRESERVE)
-        self._cancel = client.register_script(_CANCEL)
-        self._release_stray = client.register_script(_RELEASE_STRAY)
+        self.runs = RunStore(client, keys)
+        """The worker's side of runs (load, finish), for the sweeps' and reads' use."""
 
     def ping(self) -> None:
         self.r.ping()
@@ -263,7 +260,7 @@ class FleetStore:
             device_id=run.device,
             attempt=run.attempt,
         )
-        return RunStore(self.r, self.k).finish(
+        return self.runs.finish(
             run,
             token,
             result,
@@ -303,11 +300,10 @@ class FleetStore:
                 "str",
                 self._cancel(
                     keys=[
-                        self.k.run(run_id),
-                        self.k.steps(run_id),
+                        *self.k.run_and_steps(run_id),
                         self.k.device(run.device or "-"),
                         self.k.pending,
-                        self.k.batch(run.batch) if run.batch else "",
+                        self.k.batch_of(run.batch),
                         self.k.wake,
                     ],
                     args=[
@@ -326,8 +322,7 @@ class FleetStore:
     # -- reads -----------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunRecord | None:
-        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
-        return RunRecord.from_hash(raw) if raw else None
+        return self.runs.load(run_id)
 
     def load_many(self, run_ids: list[str]) -> list[RunRecord]:
         with self.r.pipeline(transaction=False) as p:

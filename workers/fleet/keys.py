@@ -51,6 +51,11 @@ class Keys:
     def steps(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:steps"
 
+    def run_and_steps(self, run_id: str) -> list[str]:
+        """The run's record and its step rows: the first two KEYS of every script that claims,
+        writes the steps of or ends a run (they expire together)."""
+        return [self.run(run_id), self.steps(run_id)]
+
     @property
     def devices(self) -> str:
         return f"{self.prefix}:devices"
@@ -75,6 +80,10 @@ class Keys:
 
     def batch(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}"
+
+    def batch_of(self, batch_id: str | None) -> str:
+        """The batch key of a run, or '' for a run in no batch (the scripts skip '')."""
+        return self.batch(batch_id) if batch_id else ""
 
     def batch_runs(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:runs"

@@ -26,7 +26,8 @@ from workers.core.model import Attempt, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.fleet.runstore import pending_score
+from workers.fleet.runstore import RunStore, ends_a_run, pending_score
+from workers.fleet.scripts import RedisStore, Script
 
 # KEYS: run, device, question, questions, wake   ARGV: token, result, reason, now, run_id,
 # question json, deadline
@@ -56,30 +57,28 @@ return 1
 
 # KEYS: run, question, questions, batch, steps   ARGV: run_id, status, result, reason, now,
 # retention
-_END = """
+_END = ends_a_run(
+    """
 if redis.call('HGET', KEYS[1], 'status') ~= 'awaiting_answer' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
            'finished_at', ARGV[5])
 redis.call('DEL', KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if KEYS[4] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('HINCRBY', KEYS[4], 'n:' .. ARGV[2], 1)
-  redis.call('HINCRBY', KEYS[4], 'finished', 1)
-end
-local keep = tonumber(ARGV[6])
-if keep > 0 then
-  redis.call('EXPIRE', KEYS[1], keep)
-  redis.call('EXPIRE', KEYS[5], keep)
-end
+run_ended(KEYS[1], KEYS[5], KEYS[4], ARGV[2], ARGV[6])
 return 1
 """
+)
 
 
 class NotAwaitingError(ConfigError):
     """The run is not (or no longer) waiting for an answer."""
 
 
-class QuestionStore:
+class QuestionStore(RedisStore):
+    _park = Script(_PARK)
+    _requeue = Script(_REQUEUE)
+    _end = Script(_END)
+
     def __init__(
         self,
         client: redis.Redis,
@@ -89,14 +88,11 @@ class QuestionStore:
         memory_ttl_s: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.r = client
-        self.k = keys
+        super().__init__(client, keys)
+        self.runs = RunStore(client, keys)
         self.retention_s = retention_s
         self.memory_ttl_s = memory_ttl_s
         self.clock = clock
-        self._park = client.register_script(_PARK)
-        self._requeue = client.register_script(_REQUEUE)
-        self._end = client.register_script(_END)
 
     # -- the worker -------------------------------------------------------------------------
 
@@ -143,7 +139,7 @@ class QuestionStore:
         when there is no open question, `ConfigError` naming the valid candidates when the
         answer names none of this screen's."""
         question = self.get(run_id)
-        record = self._record(run_id)
+        record = self.runs.load(run_id)
         if question is None or record is None or record.status is not RunStatus.AWAITING_ANSWER:
             raise NotAwaitingError(f"run {run_id!r} is not waiting for an answer")
         if answer.blocked:
@@ -211,7 +207,7 @@ class QuestionStore:
         now = self.clock()
         ended = 0
         for run_id in cast("list[str]", self.r.zrangebyscore(self.k.questions, 0, now)):
-            record = self._record(run_id)
+            record = self.runs.load(run_id)
             if record is None:
                 self.r.zrem(self.k.questions, run_id)
                 continue
@@ -223,7 +219,7 @@ class QuestionStore:
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a parked run (True), or False when it is not parked."""
-        record = self._record(run_id)
+        record = self.runs.load(run_id)
         if record is None or record.status is not RunStatus.AWAITING_ANSWER:
             return False
         return self._finish(record, RunStatus.CANCELLED, "cancelled by the caller") == "cancelled"
@@ -246,7 +242,7 @@ class QuestionStore:
                 self.k.run(record.id),
                 self.k.question(record.id),
                 self.k.questions,
-                self.k.batch(record.batch) if record.batch else "",
+                self.k.batch_of(record.batch),
                 self.k.steps(record.id),
             ],
             args=[
@@ -261,10 +257,6 @@ class QuestionStore:
         if not ok:
             raise NotAwaitingError(f"run {record.id!r} is not waiting for an answer")
         return status.value
-
-    def _record(self, run_id: str) -> RunRecord | None:
-        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
-        return RunRecord.from_hash(raw) if raw else None
 
 
 def question_for(

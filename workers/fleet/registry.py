@@ -22,12 +22,10 @@ from __future__ import annotations
 import time
 from typing import cast
 
-import redis
-
 from workers.core.errors import GoalfleetError
 from workers.core.records import DeviceInfo, DeviceState
-from workers.fleet.keys import Keys
 from workers.fleet.runstore import pending_score
+from workers.fleet.scripts import RedisStore, Script
 
 
 class DeviceTakenError(GoalfleetError):
@@ -85,16 +83,13 @@ return 1
 """
 
 
-class DeviceRegistry:
+class DeviceRegistry(RedisStore):
     """Every read and write of device registration. Thread-safe (redis-py pools connections):
     the worker's heartbeat thread and its main process share one."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.r = client
-        self.k = keys
-        self._register = client.register_script(_REGISTER)
-        self._renew = client.register_script(_RENEW)
-        self._deregister = client.register_script(_DEREGISTER)
+    _register = Script(_REGISTER)
+    _renew = Script(_RENEW)
+    _deregister = Script(_DEREGISTER)
 
     # -- writes (the worker's presence) -----------------------------------------------------
 

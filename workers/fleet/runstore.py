@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import cast
 
-import redis
-
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunResult, StepRow
 from workers.core.records import RunRecord
-from workers.fleet.keys import Keys
+from workers.fleet.scripts import RedisStore, Script
 
 PRIORITY_SPAN = 10**13
 """Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
@@ -83,18 +81,38 @@ redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1
 """
 
+RUN_ENDED_LUA = """
+local function run_ended(run, steps, batch, status, keep)
+  if batch ~= '' and redis.call('EXISTS', batch) == 1 then
+    redis.call('HINCRBY', batch, 'n:' .. status, 1)
+    redis.call('HINCRBY', batch, 'finished', 1)
+  end
+  keep = tonumber(keep)
+  if keep > 0 then
+    redis.call('EXPIRE', run, keep)
+    redis.call('EXPIRE', steps, keep)
+  end
+end
+"""
+"""The Lua function every script that ends a run calls (finish, cancel, a question's end):
+the run counts once in its batch (`batch` '' when it has none), and the run and its step rows
+are kept `keep` seconds (0: for good)."""
+
+
+def ends_a_run(body: str) -> str:
+    """A script that ends a run: `body`, which calls `run_ended(...)` (`RUN_ENDED_LUA`)."""
+    return RUN_ENDED_LUA + body
+
+
 # KEYS: run, steps, device, batch, wake
 # ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id
-_FINISH = """
+_FINISH = ends_a_run(
+    """
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
            'finished_at', ARGV[5], 'claim', '')
-local keep = tonumber(ARGV[6])
-if keep > 0 then
-  redis.call('EXPIRE', KEYS[1], keep)
-  redis.call('EXPIRE', KEYS[2], keep)
-end
+run_ended(KEYS[1], KEYS[2], KEYS[4], ARGV[2], ARGV[6])
 if redis.call('HGET', KEYS[3], 'run') == ARGV[9] then redis.call('HSET', KEYS[3], 'run', '') end
 redis.call('HINCRBY', KEYS[3], 'runs_total', 1)
 local f = ARGV[7]
@@ -110,25 +128,19 @@ elseif f == 'decision' then
   redis.call('HSET', KEYS[3], 'infra_failures', 0)
   redis.call('HINCRBY', KEYS[3], 'decision_failures', 1)
 end
-if KEYS[4] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('HINCRBY', KEYS[4], 'n:' .. ARGV[2], 1)
-  redis.call('HINCRBY', KEYS[4], 'finished', 1)
-end
 redis.call('RPUSH', KEYS[5], ARGV[9])
 redis.call('LTRIM', KEYS[5], -100, -1)
 return 1
 """
+)
 
 
-class RunStore:
+class RunStore(RedisStore):
     """Worker-side operations on the shared store. Thread-safe (redis-py pools connections)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.r = client
-        self.k = keys
-        self._claim = client.register_script(_CLAIM)
-        self._step = client.register_script(_STEP)
-        self._finish = client.register_script(_FINISH)
+    _claim = Script(_CLAIM)
+    _step = Script(_STEP)
+    _finish = Script(_FINISH)
 
     def load(self, run_id: str) -> RunRecord | None:
         raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
@@ -139,12 +151,7 @@ class RunStore:
         kind, attempt = cast(
             "list[str]",
             self._claim(
-                keys=[
-                    self.k.run(run_id),
-                    self.k.steps(run_id),
-                    self.k.device(device_id),
-                    self.k.reserved,
-                ],
+                keys=[*self.k.run_and_steps(run_id), self.k.device(device_id), self.k.reserved],
                 args=[device_id, worker, cap, token, repr(time.time()), run_id],
             ),
         )
@@ -153,7 +160,7 @@ class RunStore:
     def write_step(self, run_id: str, token: str, row: StepRow) -> None:
         """Upsert one step row on (run_id, index), as it happens, so clients can tail it."""
         ok = self._step(
-            keys=[self.k.run(run_id), self.k.steps(run_id)],
+            keys=self.k.run_and_steps(run_id),
             args=[token, row.index, row.model_dump_json()],
         )
         if not ok:
@@ -177,10 +184,9 @@ class RunStore:
         return bool(
             self._finish(
                 keys=[
-                    self.k.run(record.id),
-                    self.k.steps(record.id),
+                    *self.k.run_and_steps(record.id),
                     self.k.device(device),
-                    self.k.batch(record.batch) if record.batch else "",
+                    self.k.batch_of(record.batch),
                     self.k.wake,
                 ],
                 args=[
