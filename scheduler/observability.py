@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import redis
 import structlog
@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from scheduler.store import FleetStore
 from workers.fleet.keys import device_queue
-from workers.telemetry.metrics import NAMESPACE
+from workers.telemetry.metrics import NAMESPACE, Spec, make_metrics
 
 log = structlog.stdlib.get_logger("goalfleet.api")
 
@@ -50,28 +50,25 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class ApiMetrics:
-    requests: Counter
-    request_duration_seconds: Histogram
+    """The API's request metrics, named `goalfleet_api_<field>`."""
+
+    requests: Annotated[
+        Counter,
+        Spec(
+            "HTTP requests to the queue API, by method, route template and status code.",
+            ("method", "route", "code"),
+        ),
+    ]
+    request_duration_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Latency of HTTP requests to the queue API.", ("method", "route"), buckets=API_BUCKETS
+        ),
+    ]
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ApiMetrics:
-        return cls(
-            requests=Counter(
-                "api_requests",
-                "HTTP requests to the queue API, by method, route template and status code.",
-                ["method", "route", "code"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            request_duration_seconds=Histogram(
-                "api_request_duration_seconds",
-                "Latency of HTTP requests to the queue API.",
-                ["method", "route"],
-                namespace=NAMESPACE,
-                buckets=API_BUCKETS,
-                registry=registry,
-            ),
-        )
+        return make_metrics(cls, registry, prefix="api_")
 
 
 def _route_of(scope: Scope) -> str:

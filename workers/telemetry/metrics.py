@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_type_hints
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -60,155 +60,162 @@ QUEUE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 9
 COMMAND_BUCKETS = PHASE_BUCKETS
 
 _LIVE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")
+_M = TypeVar("_M")
+
+
+Made = Counter | Gauge | Histogram
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A metric, declared once as a field of a metrics class: `name: Annotated[Counter,
+    Spec(doc, labels)]`; `make_metrics` makes it, named `goalfleet_<prefix><name>`."""
+
+    doc: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...] | None = None
+    """A histogram's buckets."""
+    mode: Literal["livesum", "livemax"] | None = None
+    """A gauge's multiprocess mode."""
+
+    def make(self, kind: type[Made], name: str, registry: CollectorRegistry) -> Made:
+        options: dict[str, Any] = {}
+        if self.buckets is not None:
+            options["buckets"] = self.buckets
+        if self.mode is not None:
+            options["multiprocess_mode"] = self.mode
+        return kind(name, self.doc, self.labels, namespace=NAMESPACE, registry=registry, **options)
+
+
+def make_metrics(cls: type[_M], registry: CollectorRegistry, *, prefix: str = "") -> _M:
+    """`cls` (a dataclass of metrics) with every `Spec` field's metric made in `registry`."""
+    made = {
+        name: spec.make(hint.__origin__, prefix + name, registry)
+        for name, hint in get_type_hints(cls, include_extras=True).items()
+        for spec in getattr(hint, "__metadata__", ())
+        if isinstance(spec, Spec)
+    }
+    return cls(**made)
 
 
 @dataclass(frozen=True)
 class WorkerMetrics:
-    """Every metric a worker records. Create once per process (`worker_metrics()`)."""
+    """Every metric a worker records, each named `goalfleet_<field>`. Create once per process
+    (`worker_metrics()`)."""
 
-    step_phase_seconds: Histogram
-    run_duration_seconds: Histogram
-    queue_wait_seconds: Histogram
-    runs: Counter
-    steps: Counter
-    decide_tokens: Counter
-    stale_ref_resnapshots: Counter
-    run_redeliveries: Counter
-    device_command_seconds: Histogram
-    device_transient_errors: Counter
-    worker_busy: Gauge
-    worker_info: Gauge
-    decide_seconds: Histogram
-    memory_events: Counter
-    escalations: Counter
-    questions: Counter
+    step_phase_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Time spent in one phase of a step (snapshot, decide, action).",
+            ("phase", "platform", "outcome"),
+            buckets=PHASE_BUCKETS,
+        ),
+    ]
+    run_duration_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Wall time of a run on its device, from claim to result.",
+            ("platform", "status"),
+            buckets=RUN_BUCKETS,
+        ),
+    ]
+    queue_wait_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Time from submit to the run starting on its device.",
+            ("platform",),
+            buckets=QUEUE_BUCKETS,
+        ),
+    ]
+    runs: Annotated[
+        Counter, Spec("Runs finished on this worker, by final status.", ("platform", "status"))
+    ]
+    steps: Annotated[Counter, Spec("Steps taken, by outcome.", ("platform", "outcome"))]
+    decide_tokens: Annotated[
+        Counter,
+        Spec(
+            "Model tokens used by decisions (direction: input or output).",
+            ("platform", "direction"),
+        ),
+    ]
+    stale_ref_resnapshots: Annotated[
+        Counter,
+        Spec(
+            "Steps whose pinned ref went stale, so the loop re-snapshotted and decided again.",
+            ("platform",),
+        ),
+    ]
+    run_redeliveries: Annotated[
+        Counter,
+        Spec(
+            "Runs started again after a redelivery (attempt > 1: a worker died or timed "
+            "out on them).",
+            ("platform",),
+        ),
+    ]
+    device_command_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Duration of one device command (snapshot, press, fill), retries apart.",
+            ("platform", "command"),
+            buckets=COMMAND_BUCKETS,
+        ),
+    ]
+    device_transient_errors: Annotated[
+        Counter,
+        Spec(
+            "Device commands that failed transiently; the loop retries them with backoff.",
+            ("platform", "command"),
+        ),
+    ]
+    worker_busy: Annotated[
+        Gauge,
+        Spec(
+            "1 while this worker's device runs a run (live: a dead pool child drops out).",
+            ("platform",),
+            mode="livesum",
+        ),
+    ]
+    worker_info: Annotated[
+        Gauge,
+        Spec(
+            "1 per running worker, labelled with its device (join on instance).",
+            ("device", "platform", "backend", "worker"),
+            mode="livemax",
+        ),
+    ]
+    decide_seconds: Annotated[
+        Histogram,
+        Spec(
+            "Time to a decision, by who made it (memory, rules, model, scripted, human).",
+            ("platform", "decided_by"),
+            buckets=PHASE_BUCKETS,
+        ),
+    ]
+    memory_events: Annotated[
+        Counter,
+        Spec(
+            "Decision memory: hit, miss, invalidated (a remembered action moved nothing), "
+            "write (a done run's new entry).",
+            ("platform", "event"),
+        ),
+    ]
+    escalations: Annotated[
+        Counter,
+        Spec(
+            "Decisions that went up the chain (or to a person), by cause (low_confidence, "
+            "invalid, guard) and by the decider that escalated.",
+            ("platform", "cause", "decider"),
+        ),
+    ]
+    questions: Annotated[
+        Counter,
+        Spec("Runs parked for a person after their last decider escalated.", ("platform",)),
+    ]
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> WorkerMetrics:
-        return cls(
-            step_phase_seconds=Histogram(
-                "step_phase_seconds",
-                "Time spent in one phase of a step (snapshot, decide, action).",
-                ["phase", "platform", "outcome"],
-                namespace=NAMESPACE,
-                buckets=PHASE_BUCKETS,
-                registry=registry,
-            ),
-            run_duration_seconds=Histogram(
-                "run_duration_seconds",
-                "Wall time of a run on its device, from claim to result.",
-                ["platform", "status"],
-                namespace=NAMESPACE,
-                buckets=RUN_BUCKETS,
-                registry=registry,
-            ),
-            queue_wait_seconds=Histogram(
-                "queue_wait_seconds",
-                "Time from submit to the run starting on its device.",
-                ["platform"],
-                namespace=NAMESPACE,
-                buckets=QUEUE_BUCKETS,
-                registry=registry,
-            ),
-            runs=Counter(
-                "runs",
-                "Runs finished on this worker, by final status.",
-                ["platform", "status"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            steps=Counter(
-                "steps",
-                "Steps taken, by outcome.",
-                ["platform", "outcome"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            decide_tokens=Counter(
-                "decide_tokens",
-                "Model tokens used by decisions (direction: input or output).",
-                ["platform", "direction"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            stale_ref_resnapshots=Counter(
-                "stale_ref_resnapshots",
-                "Steps whose pinned ref went stale, so the loop re-snapshotted and decided again.",
-                ["platform"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            run_redeliveries=Counter(
-                "run_redeliveries",
-                "Runs started again after a redelivery (attempt > 1: a worker died or timed "
-                "out on them).",
-                ["platform"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            device_command_seconds=Histogram(
-                "device_command_seconds",
-                "Duration of one device command (snapshot, press, fill), retries apart.",
-                ["platform", "command"],
-                namespace=NAMESPACE,
-                buckets=COMMAND_BUCKETS,
-                registry=registry,
-            ),
-            device_transient_errors=Counter(
-                "device_transient_errors",
-                "Device commands that failed transiently; the loop retries them with backoff.",
-                ["platform", "command"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            worker_busy=Gauge(
-                "worker_busy",
-                "1 while this worker's device runs a run (live: a dead pool child drops out).",
-                ["platform"],
-                namespace=NAMESPACE,
-                multiprocess_mode="livesum",
-                registry=registry,
-            ),
-            decide_seconds=Histogram(
-                "decide_seconds",
-                "Time to a decision, by who made it (memory, rules, model, scripted, human).",
-                ["platform", "decided_by"],
-                namespace=NAMESPACE,
-                buckets=PHASE_BUCKETS,
-                registry=registry,
-            ),
-            memory_events=Counter(
-                "memory_events",
-                "Decision memory: hit, miss, invalidated (a remembered action moved nothing), "
-                "write (a done run's new entry).",
-                ["platform", "event"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            escalations=Counter(
-                "escalations",
-                "Decisions that went up the chain (or to a person), by cause (low_confidence, "
-                "invalid, guard) and by the decider that escalated.",
-                ["platform", "cause", "decider"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            questions=Counter(
-                "questions",
-                "Runs parked for a person after their last decider escalated.",
-                ["platform"],
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            worker_info=Gauge(
-                "worker_info",
-                "1 per running worker, labelled with its device (join on instance).",
-                ["device", "platform", "backend", "worker"],
-                namespace=NAMESPACE,
-                multiprocess_mode="livemax",
-                registry=registry,
-            ),
-        )
+        return make_metrics(cls, registry)
 
 
 class _Holder:
