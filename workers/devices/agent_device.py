@@ -293,28 +293,15 @@ class AgentDeviceDevice:
         try:
             envelope = self._transport.request(body)
         except DeviceError as exc:
-            _log.debug(
-                "device_command",
-                command=command,
-                session=self.session,
-                target=target or None,
-                duration_ms=round((self._clock() - started) * 1000, 2),
-                outcome=exc.code,
-            )
+            self._log_command(command, target, (self._clock() - started) * 1000, exc.code)
             raise
         elapsed_ms = (self._clock() - started) * 1000
         if envelope.get("ok") is True:
             data = envelope.get("data")
             data = dict(data) if isinstance(data, dict) else {}
             self.last_daemon_ms = daemon_ms(data)
-            _log.debug(
-                "device_command",
-                command=command,
-                session=self.session,
-                target=target or None,
-                duration_ms=round(elapsed_ms, 2),
-                outcome="ok",
-                refs_generation=refs_generation(data),
+            self._log_command(
+                command, target, elapsed_ms, "ok", refs_generation=refs_generation(data)
             )
             return data
         error = envelope.get("error")
@@ -322,16 +309,26 @@ class AgentDeviceDevice:
         failure = map_daemon_error(
             error, command=command, target=target, scrub=self._scrubber(literal)
         )
+        outcome = str(error.get("code") or "UNKNOWN")
+        self._log_command(
+            command, target, elapsed_ms, outcome, reason=getattr(failure, "reason", None)
+        )
+        raise failure
+
+    def _log_command(
+        self, command: str, target: str, ms: float, outcome: str, **extra: object
+    ) -> None:
+        """The one `device_command` debug line of a command: how long the daemon call took,
+        how it ended (`ok` or an error code), and `extra`."""
         _log.debug(
             "device_command",
             command=command,
             session=self.session,
             target=target or None,
-            duration_ms=round(elapsed_ms, 2),
-            outcome=str(error.get("code") or "UNKNOWN"),
-            reason=getattr(failure, "reason", None),
+            duration_ms=round(ms, 2),
+            outcome=outcome,
+            **extra,
         )
-        raise failure
 
     def _scrubber(self, literal: str | None) -> Callable[[str], str]:
         secrets = [s for s in {*self._secrets, literal or ""} if s]

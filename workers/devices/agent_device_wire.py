@@ -181,32 +181,28 @@ class HttpTransport:
                 f"the daemon HTTP request failed: {type(exc).__name__}", code="DAEMON_IO"
             ) from exc
 
-    def health(self) -> JsonObject:
-        """`GET /health`: `{"ok", "service", "version", "rpcProtocolVersion"}`."""
-        resp = self._http("GET", "/health", None)
+    def _json(self, method: str, path: str, payload: JsonObject | None) -> JsonObject:
+        """What `path` answered, which must be a JSON object (else `ProtocolError`)."""
+        resp = self._http(method, path, payload)
         try:
             obj = json.loads(resp.content)
         except json.JSONDecodeError as exc:
             raise ProtocolError(
-                f"/health answered {resp.status_code} with a body that is not JSON"
+                f"{path} answered {resp.status_code} with a body that is not JSON"
             ) from exc
         if not isinstance(obj, dict):
-            raise ProtocolError("/health answered with a JSON value that is not an object")
+            raise ProtocolError(f"{path} answered with a JSON value that is not an object")
         return obj
+
+    def health(self) -> JsonObject:
+        """`GET /health`: `{"ok", "service", "version", "rpcProtocolVersion"}`."""
+        return self._json("GET", "/health", None)
 
     def request(self, body: JsonObject) -> JsonObject:
         params = {k: v for k, v in body.items() if k != "token"}
         self._next_id += 1
         rpc = {"jsonrpc": "2.0", "id": self._next_id, "method": RPC_METHOD, "params": params}
-        resp = self._http("POST", "/rpc", rpc)
-        try:
-            reply = json.loads(resp.content)
-        except json.JSONDecodeError as exc:
-            raise ProtocolError(
-                f"/rpc answered {resp.status_code} with a body that is not JSON"
-            ) from exc
-        if not isinstance(reply, dict):
-            raise ProtocolError("/rpc answered with a JSON value that is not an object")
+        reply = self._json("POST", "/rpc", rpc)
         if "result" in reply:
             return _envelope(reply["result"])
         error = reply.get("error")
