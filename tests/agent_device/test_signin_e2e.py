@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 
 from ad_support import EMAIL, PASSWORD, App
+from clikit import goalfleet_json
 from structlog.testing import capture_logs
 
 from workers.core.loop import run_goal
@@ -113,38 +115,14 @@ def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp
 def test_goalfleet_run_cli_signs_in_on_the_real_app(desktop, app: App):
     """`goalfleet run --device agent-device:linux` from a shell: done, pinned refs in the JSON
     on stdout (debug device-command logs go to stderr), the password in neither."""
-    import json  # noqa: PLC0415
-    import os  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     env = {**os.environ, **desktop.env, "GF_TEST_PW": PASSWORD}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scheduler",
-            "run",
-            "--device",
-            "agent-device:linux",
-            "--goal",
-            "Sign in",
-            "--input",
-            f"email={EMAIL}",
-            "--secret",
-            "password=env:GF_TEST_PW",
-            "--json",
-            "--loglevel",
-            "DEBUG",
-        ],
+    result, proc = goalfleet_json(
+        *("run", "--device", "agent-device:linux", "--goal", "Sign in"),
+        *("--input", f"email={EMAIL}", "--secret", "password=env:GF_TEST_PW"),
+        *("--loglevel", "DEBUG"),
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+        timeout_s=180,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout)
     assert result["status"] == "done"
     pinned = [s["action"]["pinned"] for s in result["steps"] if s["action"]]
     assert len(pinned) >= 3

@@ -4,29 +4,24 @@ known screens from the decision memory."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
+from clikit import goalfleet_json
 
 pytestmark = pytest.mark.fleet
 
 
+def fresh_machine() -> dict[str, str]:
+    """This environment without goalfleet's settings and REDIS_URL: the demo starts its own
+    Redis, as on a fresh machine."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_") and k != "REDIS_URL"
+    }
+
+
 def test_demo_json_shows_memory_hits() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
-    env.pop("REDIS_URL", None)  # its own Redis, like a fresh machine
-    proc = subprocess.run(
-        [sys.executable, "-m", "scheduler", "demo", "--devices", "2", "--runs", "6", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
+    out, _ = goalfleet_json("demo", "--devices", "2", "--runs", "6", env=fresh_machine())
     summary, runs = out["summary"], out["runs"]
     assert summary["statuses"] == {"done": 6}
     rows = [
@@ -43,20 +38,9 @@ def test_demo_json_shows_memory_hits() -> None:
 
 
 def test_demo_escalations_answers_as_a_person_and_the_fleet_learns() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
-    env.pop("REDIS_URL", None)
     argv = ["demo", "--escalations", "--devices", "2", "--runs", "4", "--latency-scale", "0.1"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "scheduler", *argv, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    out, proc = goalfleet_json(*argv, env=fresh_machine())
     assert "goalfleet answer" in proc.stderr  # the person's command, shown
-    out = json.loads(proc.stdout)
     assert out["summary"]["statuses"] == {"done": 4}
     chooser = [
         s
