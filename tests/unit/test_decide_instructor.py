@@ -13,7 +13,7 @@ from openai import OpenAI
 
 from workers.core.errors import DecisionInvalidError, ModelUnavailableError
 from workers.core.loop import run_goal
-from workers.core.model import Inputs, RunStatus
+from workers.core.model import Inputs, RunResult, RunStatus
 from workers.decide.instructor import (
     InstructorDecider,
     ModelRequestsNotAllowedError,
@@ -26,6 +26,7 @@ from workers.testing.samples import FLOWS, Screen, signin_flow
 
 SECRET = "hunter2-very-secret"
 EMAIL = "ada.lovelace@example.com"
+INPUTS = Inputs.of({"email": EMAIL}, {"password": SECRET})
 
 
 def _decider(
@@ -39,6 +40,15 @@ def _decider(
         logprobs=logprobs,
         max_output_tokens=max_output_tokens,
     )
+
+
+def _sign_in(
+    server,
+    device: str = "sim:signin-ios",
+    inputs: Inputs = INPUTS,
+) -> RunResult:
+    """A whole "Sign in" run over the sim, the model on `server` deciding every step."""
+    return run_goal(make_sim_device(device), "Sign in", decider=_decider(server), inputs=inputs)
 
 
 def _args(action: str, confidence: float = 0.9) -> dict:
@@ -376,12 +386,7 @@ def test_a_full_run_never_sends_input_values(model_server):
     the plain email value ever appears in any request body; usage adds up in the totals."""
     for action in ["e2=email", "e3", "e2=password", "e3", "done"]:
         model_server.answer({"action": action})
-    result = run_goal(
-        make_sim_device("sim:signin-android"),
-        "Sign in",
-        decider=_decider(model_server),
-        inputs=Inputs.of({"email": EMAIL}, {"password": SECRET}),
-    )
+    result = _sign_in(model_server, "sim:signin-android")
     assert result.status is RunStatus.DONE, result.reason
     assert len(model_server.raw) == 5
     wire = b"".join(model_server.raw)
@@ -395,12 +400,7 @@ def test_a_full_run_never_sends_input_values(model_server):
 def test_low_logprob_confidence_escalates_the_run(model_server):
     """An answer the model gave probability 0.3 is below min_confidence 0.5: escalated."""
     model_server.answer({"action": "e2=email"}, p=0.3)
-    result = run_goal(
-        make_sim_device("sim:signin-ios"),
-        "Sign in",
-        decider=_decider(model_server),
-        inputs=Inputs.of({"email": EMAIL}, {"password": SECRET}),
-    )
+    result = _sign_in(model_server)
     assert result.status is RunStatus.ESCALATED, result.reason
     assert "0.30" in result.reason
 
@@ -409,14 +409,14 @@ def test_invalid_decision_escalates_the_run(model_server):
     """Two invented refs in a run end it escalated, not errored."""
     model_server.answer({"action": "e77"})
     model_server.answer({"action": "e78"})
-    result = run_goal(make_sim_device("sim:signin-ios"), "Sign in", decider=_decider(model_server))
+    result = _sign_in(model_server, inputs=Inputs())
     assert result.status is RunStatus.ESCALATED
 
 
 def test_model_outage_errors_the_run(model_server):
     """A model server failure ends the run errored (infrastructure), not escalated."""
     model_server.fail(503)
-    result = run_goal(make_sim_device("sim:signin-ios"), "Sign in", decider=_decider(model_server))
+    result = _sign_in(model_server, inputs=Inputs())
     assert result.status is RunStatus.ERRORED
     assert result.error is not None
     assert result.error.type == "ModelUnavailableError"
