@@ -32,9 +32,9 @@ def ask(
 ) -> Decision | Step:
     """The first answer along the chain that needs no escalation (every guard applies to
     each); when the last one escalates too, the step's escalated end. Every attempt is on
-    the row when the chain has more than one decider."""
-    if len(tiers) == 1:  # the common case: no chain, no attempts to keep
-        return _ask_one(tiers[0], state, snap, row=row, clock=clock, escalation=escalation)
+    the row when the chain has more than one decider (a lone decider keeps none: the common
+    case costs no attempt records)."""
+    chain = len(tiers) > 1
     attempts: list[Attempt] = []
     escalated: Step | None = None
     for tier in tiers:
@@ -45,7 +45,8 @@ def ask(
             ms = (clock() - t0) * 1000
             row.decide_ms += ms
             invalid = f"no valid decision: {exc}"
-            attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=invalid))
+            if chain:
+                attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=invalid))
             escalated = (
                 row.finish(Outcome.ESCALATED, error=str(exc)),
                 End(RunStatus.ESCALATED, invalid, exc),
@@ -54,50 +55,26 @@ def ask(
         except DecideError as exc:  # infrastructure: the chain does not paper over it
             ms = (clock() - t0) * 1000
             row.decide_ms += ms
-            attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=str(exc)))
-            row.attempts = tuple(attempts) if len(tiers) > 1 else ()
+            if chain:
+                attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=str(exc)))
+                row.attempts = tuple(attempts)
             end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
             return row.finish(Outcome.ERRORED, error=str(exc)), end
         ms = (clock() - t0) * 1000
         row.decide_ms += ms
         row.decision = decision
         why, problem = escalation(decision, snap)
-        attempts.append(
-            Attempt(decider=tier.name, decision=decision, ms=round(ms, 3), escalated=why or "")
-        )
+        if chain:
+            attempts.append(
+                Attempt(decider=tier.name, decision=decision, ms=round(ms, 3), escalated=why or "")
+            )
+            row.attempts = tuple(attempts)
         if why is None:
-            row.attempts = tuple(attempts) if len(tiers) > 1 else ()
             return decision
         escalated = row.finish(Outcome.ESCALATED, error=problem), End(RunStatus.ESCALATED, why)
-    row.attempts = tuple(attempts) if len(tiers) > 1 else ()
     if escalated is None:  # pragma: no cover - a chain has at least one decider
         raise AssertionError("empty decider chain")
+    if not chain:
+        return escalated
+    row.attempts = tuple(attempts)
     return escalated[0].model_copy(update={"attempts": row.attempts}), escalated[1]
-
-
-def _ask_one(
-    tier: Tier,
-    state: DecideState,
-    snap: Snapshot,
-    *,
-    row: Row,
-    clock: Callable[[], float],
-    escalation: Callable[[Decision, Snapshot], tuple[str | None, str | None]],
-) -> Decision | Step:
-    t0 = clock()
-    try:
-        decision = tier.decider.decide(state)
-    except DecisionInvalidError as exc:
-        row.decide_ms += (clock() - t0) * 1000
-        end = End(RunStatus.ESCALATED, f"no valid decision: {exc}", exc)
-        return row.finish(Outcome.ESCALATED, error=str(exc)), end
-    except DecideError as exc:
-        row.decide_ms += (clock() - t0) * 1000
-        end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
-        return row.finish(Outcome.ERRORED, error=str(exc)), end
-    row.decide_ms += (clock() - t0) * 1000
-    row.decision = decision
-    why, problem = escalation(decision, snap)
-    if why is None:
-        return decision
-    return row.finish(Outcome.ESCALATED, error=problem), End(RunStatus.ESCALATED, why)
