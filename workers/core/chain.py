@@ -38,12 +38,12 @@ def ask(
     attempts: list[Attempt] = []
     escalated: Step | None = None
     for tier in tiers:
-        t0 = clock()
+        timer = row.timed("decide", clock)
         try:
-            decision = tier.decider.decide(state)
+            with timer:
+                decision = tier.decider.decide(state)
         except DecisionInvalidError as exc:
-            ms = (clock() - t0) * 1000
-            row.decide_ms += ms
+            ms = timer.ms
             invalid = f"no valid decision: {exc}"
             if chain:
                 attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=invalid))
@@ -53,15 +53,13 @@ def ask(
             )
             continue
         except DecideError as exc:  # infrastructure: the chain does not paper over it
-            ms = (clock() - t0) * 1000
-            row.decide_ms += ms
+            ms = timer.ms
             if chain:
                 attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=str(exc)))
                 row.attempts = tuple(attempts)
             end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
             return row.finish(Outcome.ERRORED, error=str(exc)), end
-        ms = (clock() - t0) * 1000
-        row.decide_ms += ms
+        ms = timer.ms
         row.decision = decision
         why, problem = escalation(decision, snap)
         if chain:

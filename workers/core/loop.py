@@ -121,13 +121,11 @@ class _Run:
         return self._decide_and_act(row, snap, state)
 
     def _snapshot(self, row: Row) -> Snapshot | Step:
-        t0 = self.clock()
         try:
-            snap = self._retrying(self.device.snapshot)
+            with row.timed("snapshot", self.clock):
+                snap = self._retrying(self.device.snapshot)
         except DeviceError as exc:
-            row.snapshot_ms += (self.clock() - t0) * 1000
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
-        row.snapshot_ms += (self.clock() - t0) * 1000
         row.snap = snap
         return snap
 
@@ -159,10 +157,9 @@ class _Run:
         """The step decided from memory, or None to ask the decider (a miss, or a remembered
         action that changed nothing: that entry is invalidated, one action wasted at most)."""
         key = memory_key(state, memory.decider)
-        t0 = self.clock()
-        entry = memory.recall(key)
-        decision = entry.decision_for(state) if entry is not None else None
-        row.decide_ms += (self.clock() - t0) * 1000
+        with row.timed("decide", self.clock):
+            entry = memory.recall(key)
+            decision = entry.decision_for(state) if entry is not None else None
         if entry is None or decision is None:
             row.memory = MemoryNote(entry=key, outcome="miss")
             return None
@@ -261,19 +258,16 @@ class _Run:
             )
         else:
             row.action = Action(kind=ActionKind.PRESS, ref=target.ref, pinned=pinned)
-        t2 = self.clock()
         try:
-            if value is not None:
-                row.result = result = self._retrying(lambda: self.device.fill(pinned, value))
-            else:
-                row.result = result = self._retrying(lambda: self.device.press(pinned))
+            with row.timed("action", self.clock):
+                if value is not None:
+                    row.result = result = self._retrying(lambda: self.device.fill(pinned, value))
+                else:
+                    row.result = result = self._retrying(lambda: self.device.press(pinned))
         except StaleRefError as exc:
-            row.action_ms += (self.clock() - t2) * 1000
             return self._stale(row, exc)
         except DeviceError as exc:
-            row.action_ms += (self.clock() - t2) * 1000
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
-        row.action_ms += (self.clock() - t2) * 1000
         self.stale = 0
         if value is not None and value.name not in self.used_inputs:
             self.used_inputs.append(value.name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Self
 
 from workers.core.errors import DeviceError, FatalDeviceError, GoalfleetError, TransientDeviceError
 from workers.core.model import (
@@ -42,21 +44,53 @@ def device_end(exc: DeviceError) -> End:
     return End(RunStatus.ERRORED, f"device error: {exc}", exc)
 
 
+Phase = Literal["snapshot", "decide", "action"]
+
+
+class Timed:
+    """`with row.timed(phase, clock) as t:` adds the block's milliseconds to the row's phase
+    when the block ends, by an exception too (a failed phase keeps its real duration);
+    afterwards `t.ms` is what this block took."""
+
+    __slots__ = ("_clock", "_phase", "_row_ms", "_t0", "ms")
+
+    def __init__(
+        self, row_ms: dict[Phase, float], phase: Phase, clock: Callable[[], float]
+    ) -> None:
+        self._row_ms = row_ms
+        self._phase: Phase = phase
+        self._clock = clock
+        self._t0 = 0.0
+        self.ms = 0.0
+
+    def __enter__(self) -> Self:
+        self._t0 = self._clock()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.ms = (self._clock() - self._t0) * 1000
+        self._row_ms[self._phase] += self.ms
+
+
 @dataclass
 class Row:
     """A step row being filled in, phase by phase; `finish` freezes it."""
 
     index: int
     snap: Snapshot | None = None
-    snapshot_ms: float = 0.0
-    decide_ms: float = 0.0
-    action_ms: float = 0.0
-    decision: Decision | None = None
-    action: Action | None = None
-    result: ActionResult | None = None
     seen: DecideState | None = None
     memory: MemoryNote | None = None
+    decision: Decision | None = None
     attempts: tuple[Attempt, ...] = ()
+    action: Action | None = None
+    result: ActionResult | None = None
+    ms: dict[Phase, float] = field(
+        default_factory=lambda: {"snapshot": 0.0, "decide": 0.0, "action": 0.0}
+    )
+    """Time spent in each phase so far (`timed`)."""
+
+    def timed(self, phase: Phase, clock: Callable[[], float]) -> Timed:
+        return Timed(self.ms, phase, clock)
 
     def finish(self, outcome: Outcome, error: str | None = None) -> StepRow:
         snap = self.snap
@@ -71,9 +105,9 @@ class Row:
             result=self.result,
             outcome=outcome,
             error=error,
-            snapshot_ms=round(self.snapshot_ms, 3),
-            decide_ms=round(self.decide_ms, 3),
-            action_ms=round(self.action_ms, 3),
+            snapshot_ms=round(self.ms["snapshot"], 3),
+            decide_ms=round(self.ms["decide"], 3),
+            action_ms=round(self.ms["action"], 3),
             seen=self.seen,
             memory=self.memory,
             attempts=self.attempts,
