@@ -32,6 +32,7 @@ from scheduler.memory_api import add_memory_routes
 from scheduler.observability import instrument_api, new_registry
 from scheduler.questions_api import add_question_routes
 from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.run_ids import RunIds
 from scheduler.schedules import Schedule, Schedules
 from scheduler.store import FleetStore
 from workers.core.model import StepRow
@@ -168,6 +169,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     questions = QuestionStore(
         client, keys, retention_s=settings.retention_s, memory_ttl_s=settings.memory_ttl_s
     )
+    run_ids = RunIds(client, keys)
+    """A run id in a path may be a unique prefix (6+ characters) of one."""
     tokens = [(name, token.encode()) for name, token in settings.named_tokens()]
     metrics_registry = registry or new_registry()
 
@@ -272,14 +275,15 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.get("/v1/runs/{run_id}", dependencies=guarded, response_model=RunRecord)
     def get_run(run_id: str) -> RunRecord:
-        return fleet.run(run_id)
+        return fleet.run(run_ids.resolve(run_id))
 
     @app.get("/v1/runs/{run_id}/steps", dependencies=guarded, response_model=list[StepRow])
     def get_steps(run_id: str, after: Annotated[int, Query(ge=0, le=10_000)] = 0) -> list[StepRow]:
-        return fleet.steps(run_id, after=after)
+        return fleet.steps(run_ids.resolve(run_id), after=after)
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=guarded, response_model=RunRecord)
     def cancel(run_id: str) -> RunRecord:
+        run_id = run_ids.resolve(run_id)
         if questions.cancel(run_id):  # a run parked for a person
             return fleet.run(run_id)
         return fleet.cancel(run_id)

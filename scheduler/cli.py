@@ -1,11 +1,17 @@
-"""The `goalfleet` command: one subcommand per module in `scheduler.commands`."""
+"""The `goalfleet` command: one subcommand per module in `scheduler.commands`.
+
+Exit codes: 0 success; 1 the run (or eval) ended but not as hoped; 2 bad input; 3 something
+needed is unavailable (the API, Redis, a device's tools on this host); 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from scheduler.commands import _common
 from scheduler.commands import api as api_command
 from scheduler.commands import cancel as cancel_command
 from scheduler.commands import demo as demo_command
@@ -20,6 +26,7 @@ from scheduler.commands import steps as steps_command
 from scheduler.commands import submit as submit_command
 from scheduler.commands import watch as watch_command
 from scheduler.commands import worker as worker_command
+from workers.core.errors import GoalfleetError
 
 COMMANDS = [
     run_command,
@@ -42,7 +49,10 @@ COMMANDS = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="goalfleet", description="Goal-driven step loops on mobile devices, across a fleet."
+        prog="goalfleet",
+        description="Goal-driven step loops on mobile devices, across a fleet.",
+        epilog="exit codes: 0 ok, 1 the run ended but not done, 2 bad input, "
+        "3 unavailable (API, Redis, device tools), 130 interrupted",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
@@ -53,7 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: whatever the command held is released by its own `finally`/`with` blocks
+        # on the way up; the user sees one line, not a traceback
+        _common.error_line(args.command, "interrupted")
+        return _common.EXIT_INTERRUPTED
+    except GoalfleetError as exc:  # a command that did not report its own
+        return _common.report(exc, args.command)
+    except BrokenPipeError:  # `goalfleet … | head`: the reader left; nothing more to say
+        # (and nothing for Python's exit-time flush of stdout to fail on)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _common.EXIT_FAILED
     return code
 
 

@@ -52,8 +52,13 @@ class FleetClient:
         *,
         token: str | None = None,
         timeout_s: float = 10.0,
+        connect_wait_s: float = 0.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`connect_wait_s`: how long a call keeps retrying (with backoff) while the API
+        refuses connections — an API still starting up; 0 fails at once. Only a connection
+        that was never made is retried, so a POST is never sent twice."""
+        self.connect_wait_s = connect_wait_s
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(
             base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
@@ -73,14 +78,32 @@ class FleetClient:
     def close(self) -> None:
         self.http.close()
 
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:  # noqa: ANN401 - httpx's
+        deadline = time.monotonic() + self.connect_wait_s
+        pause = 0.1
+        while True:
+            try:
+                return self.http.request(method, path, **kw)
+            except httpx.ConnectError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(exc) from None
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+            except httpx.TransportError as exc:
+                raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: httpx.TransportError) -> ApiUnreachableError:
+        base = str(self.http.base_url).rstrip("/")
+        waited = f" (waited {self.connect_wait_s:g} s)" if self.connect_wait_s else ""
+        return ApiUnreachableError(
+            f"cannot reach the goalfleet API at {base}{waited}: {exc}",
+            hint="start it with `goalfleet api`, or set GOALFLEET_API_URL (or --api) to where "
+            "it listens",
+        )
+
     def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON
-        try:
-            resp = self.http.request(method, path, **kw)
-        except httpx.TransportError as exc:
-            raise ApiUnreachableError(
-                f"cannot reach the goalfleet API at {self.http.base_url}: {exc}",
-                hint="start it with `goalfleet api` or set GOALFLEET_API_URL",
-            ) from None
+        resp = self._send(method, path, **kw)
         if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
             try:
                 body = resp.json()
@@ -94,10 +117,7 @@ class FleetClient:
     # -- the API ---------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        try:
-            resp = self.http.get("/health")
-        except httpx.TransportError as exc:
-            raise ApiUnreachableError(f"cannot reach {self.http.base_url}: {exc}") from None
+        resp = self._send("GET", "/health")
         out: dict[str, Any] = resp.json()
         return out
 

@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 
+import redis
 import structlog
+from kombu.exceptions import OperationalError
 
 from scheduler.enqueue import Enqueuer
 from scheduler.routing import choose
@@ -131,15 +133,34 @@ class Dispatcher:
     def loop(
         self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None
     ) -> None:
-        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`."""
+        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`.
+
+        Redis (or the broker) out of reach is one warning when it goes and one line when it
+        is back, not a traceback a pass; anything else is a bug, logged with its traceback,
+        and the loop goes on."""
+        down_since: float | None = None
         while not stop.is_set():
             try:
                 self.sweep()
                 self.dispatch()
                 if tick is not None:
                     tick()
+                if down_since is not None:
+                    log.info("redis_reachable_again", down_s=round(time.time() - down_since, 1))
+                    down_since = None
                 self.store.wait_wake(interval_s)
-            except Exception:  # a Redis blip must not end the loop; logged and retried
+            except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:
+                if stop.is_set():
+                    return
+                if down_since is None:
+                    down_since = time.time()
+                    log.warning(
+                        "redis_unreachable",
+                        error=f"{type(exc).__name__}: {exc}",
+                        hint="retrying every pass; dispatch resumes when Redis is back",
+                    )
+                stop.wait(interval_s)
+            except Exception:  # a bug must not end the loop either; logged and retried
                 if stop.is_set():
                     return
                 log.exception("dispatch_pass_failed", hint="retrying")

@@ -6,6 +6,7 @@ GoalfleetError (workers.core.errors)
     ├── InvalidRequestError   422  bad input; names the field and the fix
     ├── NotFoundError         404  no such run / batch / schedule
     ├── ConflictError         409  the request contradicts the current state
+    ├── AmbiguousIdError      409  a run id prefix names more than one run
     ├── TooManyPendingError   429  the pending backlog is full
     └── UnavailableError      503  Redis (store and broker) is not reachable
 """
@@ -37,7 +38,11 @@ class FleetError(GoalfleetError):
 
 class AuthError(FleetError, code="UNAUTHORIZED", status=401):
     def __init__(self, message: str) -> None:
-        super().__init__(message, hint="send Authorization: Bearer <one of GOALFLEET_API_TOKENS>")
+        super().__init__(
+            message,
+            hint="set GOALFLEET_API_TOKEN to one of the API's GOALFLEET_API_TOKENS "
+            "(over HTTP: Authorization: Bearer <token>)",
+        )
 
 
 class InvalidRequestError(FleetError, code="INVALID_REQUEST", status=422):
@@ -50,6 +55,9 @@ class NotFoundError(FleetError, code="NOT_FOUND", status=404): ...
 
 
 class ConflictError(FleetError, code="CONFLICT", status=409): ...
+
+
+class AmbiguousIdError(FleetError, code="AMBIGUOUS_ID", status=409): ...
 
 
 class TooManyPendingError(FleetError, code="TOO_MANY_PENDING", status=429): ...

@@ -40,7 +40,11 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
     api_url: str = "http://127.0.0.1:8787"
-    """Where the CLI's client finds the API."""
+    """Where the CLI's client finds the API: when you move the API (`GOALFLEET_API_PORT`,
+    `--port`), point this at it too."""
+    api_wait_s: Annotated[float, Field(ge=0, le=120)] = 5.0
+    """How long the CLI's client retries, with backoff, while the API refuses connections
+    (it is starting up) before it reports the API unreachable."""
     api_token: SecretStr | None = None
     """The token the CLI's client sends (one of the API's `api_tokens`)."""
 

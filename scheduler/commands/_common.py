@@ -1,6 +1,10 @@
 """What the fleet's subcommands share: settings (read once here, the composition root), the
 API client, errors reported as one line with an exit code, and printing.
 
+Exit codes (every command): 0 success; 1 the run (or eval) ended but not as hoped; 2 bad input
+(a flag, a setting, or a 4xx from the API); 3 something needed is unavailable (the API, Redis,
+a device's tools on this host); 130 interrupted (Ctrl-C).
+
 A command's body is a function of what it needs, wrapped into the `func` argparse calls:
 
     def register(sub):
@@ -16,15 +20,19 @@ A command's body is a function of what it needs, wrapped into the `func` argpars
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import redis
 from pydantic import ValidationError
-from rich.console import Console
 
 from scheduler.client import ApiError, FleetClient
+from scheduler.errors import UnavailableError
+from scheduler.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
 from workers.settings import Settings
@@ -33,6 +41,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
+EXIT_INTERRUPTED = 130
 
 Command = Callable[[argparse.Namespace], int]
 """What `register` sets as `func`: the parsed flags in, the exit code out."""
@@ -71,23 +80,83 @@ def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if token is None and settings.api_tokens:
         token = settings.named_tokens()[0][1]
-    return FleetClient(args.api or settings.api_url, token=token)
+    return FleetClient(
+        args.api or settings.api_url, token=token, connect_wait_s=settings.api_wait_s
+    )
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("goalfleet")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
+def start_line(command: str, message: str) -> None:
+    """What a long-running process prints once as it starts (stderr, with the logs):
+    `goalfleet <command> <version>: <message>`."""
+    sys.stderr.write(f"goalfleet {command} {version()}: {message}\n")
+    sys.stderr.flush()
+
+
+def error_line(command: str, message: str) -> None:
+    """`goalfleet <command>: <message>` on stderr, one line whatever the width (no wrapping)."""
+    sys.stderr.write(f"goalfleet {command}: {message}\n")
+    sys.stderr.flush()
 
 
 def report(exc: GoalfleetError, command: str) -> int:
-    err = Console(stderr=True)
-    err.print(f"goalfleet {command}: {exc}", markup=False, highlight=False)
+    """One line for `exc` (its message and hint; an API error's other problems, if any, one
+    line each below it) and the exit code it means."""
+    error_line(command, str(exc))
     if isinstance(exc, ApiError):
-        for p in exc.body.get("problems", []):
-            err.print(
-                f"  {p.get('field')}: {p.get('problem')} — {p.get('fix')}",
-                markup=False,
-                highlight=False,
-            )
+        for p in exc.body.get("problems", [])[1:]:  # the first is the message already
+            sys.stderr.write(f"  {p.get('field')}: {p.get('problem')} — {p.get('fix')}\n")
         return EXIT_UNAVAILABLE if exc.status == 503 else EXIT_BAD_INPUT  # noqa: PLR2004
     if isinstance(exc, ConfigError):
         return EXIT_BAD_INPUT
     return EXIT_UNAVAILABLE
+
+
+def run_id_arg(given: str) -> str:
+    """A run id as typed: the whole id or a prefix of `MIN_PREFIX`+ characters (the API
+    resolves a prefix, and lists the matches of an ambiguous one)."""
+    if len(given) < MIN_PREFIX:
+        raise ConfigError(
+            f"run id {given!r}: give at least {MIN_PREFIX} characters of it "
+            f"(tables show 8, the whole id has {RUN_ID_LENGTH})"
+        )
+    return given
+
+
+def shown_url(url: str) -> str:
+    """A Redis (or any) URL fit to print: its password replaced by `***`, and no empty
+    password shown at all."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    auth = f"{user}:***" if parts.password else user
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{auth}@{host}" if auth else host))
+
+
+def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
+    """Raise `UnavailableError` (one line, exit 3) unless Redis at `url` answers a PING: the
+    long-running processes check once at start rather than fail deep inside."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError) as exc:
+        raise UnavailableError(
+            f"cannot reach Redis at {shown_url(url)} ({exc}); start it, or set GOALFLEET_REDIS_URL"
+        ) from None
+    except ValueError as exc:  # a URL redis-py cannot parse
+        raise ConfigError(f"GOALFLEET_REDIS_URL: {exc}") from None
+    finally:
+        client.close()
 
 
 def with_settings(command: str) -> Callable[[SettingsAction], Command]:

@@ -1,10 +1,17 @@
-"""Tables and live views for the fleet's commands (rich)."""
+"""Tables and live views for the fleet's commands (rich).
+
+On a terminal: colours, the terminal's width, live views. In a pipe or a file: plain text at
+full width (nothing cut to 80 columns), and a live view prints only its final state, once,
+ending with a newline.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -12,6 +19,57 @@ from rich.table import Table
 from scheduler.client import FleetClient
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
+
+T = TypeVar("T")
+
+PIPE_WIDTH = 1000
+"""A console's width when it is not a terminal: wide enough that no cell is cut."""
+
+
+def plain_console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr): the terminal's own on a terminal; otherwise plain and
+    `PIPE_WIDTH` wide."""
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False)
+
+
+def live_console(*, json: bool) -> Console | None:
+    """Where a command's live view goes: stdout, or with `--json` stderr (stdout carries the
+    one JSON document), and only while stderr is a terminal (in a pipe nobody watches it)."""
+    if not json:
+        return plain_console()
+    err = plain_console(stderr=True)
+    return err if err.is_terminal else None
+
+
+def _follow(
+    console: Console | None,
+    poll: Callable[[], tuple[bool, T, RenderableType]],
+    poll_s: float,
+) -> T:
+    """Call `poll` (→ finished?, value, view) every `poll_s` until it says finished. On a
+    terminal the view is live; elsewhere its final state is printed once; with no console,
+    nothing is shown."""
+    if console is None or not console.is_terminal:
+        while True:
+            done, value, view = poll()
+            if done:
+                if console is not None:
+                    console.print(view)
+                return value
+            time.sleep(poll_s)
+    with Live(
+        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
+    ) as live:
+        while True:
+            done, value, view = poll()
+            live.update(view)
+            if done:
+                return value
+            time.sleep(poll_s)
+
 
 STATUS_STYLE = {
     RunStatus.DONE: "green",
@@ -97,24 +155,21 @@ def devices_table(devices: list[DeviceState]) -> Table:
 
 
 def watch_run(
-    client: FleetClient, run_id: str, console: Console, *, poll_s: float = 0.25
+    client: FleetClient, run_id: str, console: Console | None, *, poll_s: float = 0.25
 ) -> RunRecord:
+    """Follow a run until it ends: its status line and its step rows so far."""
     rows: list[StepRow] = []
-    run = client.run(run_id)
-    with Live(
-        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
-    ) as live:
-        while True:
-            run = client.run(run_id)
-            rows.extend(client.steps(run_id, after=rows[-1].index if rows else 0))
-            live.update(Group(run_line(run), steps_table(rows)))
-            if run.status.terminal:
-                return run
-            time.sleep(poll_s)
+
+    def poll() -> tuple[bool, RunRecord, RenderableType]:
+        run = client.run(run_id)
+        rows.extend(client.steps(run_id, after=rows[-1].index if rows else 0))
+        return run.status.terminal, run, Group(run_line(run), steps_table(rows))
+
+    return _follow(console, poll, poll_s)
 
 
 def watch_batch(
-    client: FleetClient, batch_id: str, console: Console, *, poll_s: float = 0.3
+    client: FleetClient, batch_id: str, console: Console | None, *, poll_s: float = 0.3
 ) -> tuple[BatchRecord, list[RunRecord]]:
     """A progress bar over the batch and one line per run with its latest step, live."""
     progress = Progress(
@@ -127,27 +182,24 @@ def watch_batch(
     )
     batch = client.batch(batch_id)
     task = progress.add_task("batch", total=batch.total, batch=batch_id[:8], counts="")
-    with Live(
-        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
-    ) as live:
-        while True:
-            batch = client.batch(batch_id)
-            runs = client.batch_runs(batch_id)
-            counts = " ".join(f"{k}={v}" for k, v in sorted(batch.counts.items()))
-            progress.update(task, completed=batch.finished, counts=counts)
-            table = Table(show_header=True, box=None)
-            for col in ("run", "device", "status", "attempt", "reason"):
-                table.add_column(col)
-            for r in runs:
-                style = STATUS_STYLE.get(r.status, "")
-                table.add_row(
-                    r.id[:8],
-                    r.device or "-",
-                    f"[{style}]{r.status.value}[/]",
-                    str(r.attempt),
-                    r.reason[:60],
-                )
-            live.update(Group(progress, table))
-            if batch.complete:
-                return batch, runs
-            time.sleep(poll_s)
+
+    def poll() -> tuple[bool, tuple[BatchRecord, list[RunRecord]], RenderableType]:
+        batch = client.batch(batch_id)
+        runs = client.batch_runs(batch_id)
+        counts = " ".join(f"{k}={v}" for k, v in sorted(batch.counts.items()))
+        progress.update(task, completed=batch.finished, counts=counts)
+        table = Table(show_header=True, box=None)
+        for col in ("run", "device", "status", "attempt", "reason"):
+            table.add_column(col)
+        for r in runs:
+            style = STATUS_STYLE.get(r.status, "")
+            table.add_row(
+                r.id[:8],
+                r.device or "-",
+                f"[{style}]{r.status.value}[/]",
+                str(r.attempt),
+                r.reason[:60],
+            )
+        return batch.complete, (batch, runs), Group(progress, table)
+
+    return _follow(console, poll, poll_s)

@@ -3,35 +3,79 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from typing import Any
 
-from scheduler.commands._common import EXIT_OK, add_log_args, with_settings
+from scheduler.commands._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
+from scheduler.errors import UnavailableError
+from workers.core.errors import ConfigError
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("api", help="serve the HTTP API")
-    p.add_argument("--host", default=None, help="default: GOALFLEET_API_HOST")
-    p.add_argument("--port", type=int, default=None, help="default: GOALFLEET_API_PORT")
+    p.add_argument(
+        "--host", default=None, help="address to listen on (default: GOALFLEET_API_HOST, 127.0.0.1)"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port to listen on, 0 for any free one (default: GOALFLEET_API_PORT, 8787); "
+        "clients find it through GOALFLEET_API_URL",
+    )
     add_log_args(p)
     p.set_defaults(func=main)
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a busy port is one line (exit 3), not a uvicorn
+    log record, and so the start line can name the port actually bound (`--port 0`)."""
+    if not 0 <= port <= 65535:  # noqa: PLR2004 - the TCP port range
+        raise ConfigError(f"--port {port}: give a port between 0 and 65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UnavailableError(
+                f"port {port} on {host} is in use; choose another --port"
+            ) from None
+        raise UnavailableError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 @with_settings("api")
 def main(settings: Settings, args: argparse.Namespace) -> int:
+    host = args.host or settings.api_host
+    sock = bind(host, args.port if args.port is not None else settings.api_port)
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api import create_app  # noqa: PLC0415 - same reason
 
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.api_host,
-        port=args.port if args.port is not None else settings.api_port,
-        log_level="warning",
-        log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
-        access_log=False,  # the API's middleware logs (debug) and counts every request
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            log_level="warning",
+            log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
+            access_log=False,  # the API's middleware logs (debug) and counts every request
+        )
     )
+    port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    start_line(
+        "api",
+        f"listening on http://{shown_host}:{port} (Redis {shown_url(settings.redis_url)}, "
+        f"key prefix {settings.key_prefix}; OpenAPI at /docs)",
+    )
+    with sock:
+        server.run(sockets=[sock])
     return EXIT_OK

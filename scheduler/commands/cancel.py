@@ -5,23 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-
 from scheduler.client import FleetClient
-from scheduler.commands._common import EXIT_OK, add_client_command, print_json
-from scheduler.commands._render import run_line
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json, run_id_arg
+from scheduler.commands._render import plain_console, run_line
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "cancel", main, help="cancel a run")
-    p.add_argument("id")
+    p.add_argument("id", help="run id, or a unique prefix of 6+ characters")
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:
-    run = client.cancel(args.id)
+    run = client.cancel(run_id_arg(args.id))
     if args.json:
         print_json(run.model_dump(mode="json"))
     else:
         note = "" if run.status.terminal else " (cancel requested; it stops before its next step)"
-        Console().print(run_line(run) + note)
+        plain_console().print(run_line(run) + note)
     return EXIT_OK

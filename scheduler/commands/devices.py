@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-
 from scheduler.client import FleetClient
 from scheduler.commands._common import EXIT_OK, add_client_command, print_json
-from scheduler.commands._render import devices_table
+from scheduler.commands._render import devices_table, plain_console
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -21,5 +19,5 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json([d.model_dump(mode="json") for d in devices])
     else:
-        Console().print(devices_table(devices))
+        plain_console().print(devices_table(devices))
     return EXIT_OK

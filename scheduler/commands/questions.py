@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from scheduler.client import FleetClient
-from scheduler.commands._common import EXIT_OK, add_client_command, print_json
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json, run_id_arg
+from scheduler.commands._render import plain_console
 from workers.core.records import Question
 
 
@@ -40,7 +39,7 @@ def _questions(client: FleetClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json([q.model_dump(mode="json") for q in open_])
         return EXIT_OK
-    out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe gets full rows
+    out = plain_console()
     if not open_:
         out.print("no open questions", markup=False)
         return EXIT_OK
@@ -75,7 +74,7 @@ def _table(q: Question) -> Table:
 
 
 def _answer(client: FleetClient, args: argparse.Namespace) -> int:
-    run_id = _full_id(client, args.run)
+    run_id = client.run(run_id_arg(args.run)).id  # the API resolves a prefix
     body: dict[str, object]
     if args.done:
         body = {"done": True}
@@ -89,14 +88,7 @@ def _answer(client: FleetClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json(record.model_dump(mode="json"))
     else:
-        Console().print(f"run {record.id}: {record.status.value} — {record.reason}", markup=False)
+        plain_console().print(
+            f"run {record.id}: {record.status.value} — {record.reason}", markup=False
+        )
     return EXIT_OK
-
-
-def _full_id(client: FleetClient, given: str) -> str:
-    if len(given) >= 32:  # noqa: PLR2004 - a whole run id
-        return given
-    matches = [q.run_id for q in client.questions() if q.run_id.startswith(given)]
-    if len(given) < 6 or len(matches) != 1:  # noqa: PLR2004 - as git: 6 characters at least
-        return given  # the API answers for a full id (or says it is unknown)
-    return matches[0]

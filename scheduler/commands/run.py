@@ -15,10 +15,11 @@ from scheduler.commands._common import (
     add_run_param_flags,
     load_settings,
     pairs,
+    report,
     run_params_from,
 )
-from scheduler.commands._render import steps_table
-from workers.core.errors import ConfigError
+from scheduler.commands._render import plain_console, steps_table
+from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.decide.factory import make_decider
@@ -29,8 +30,6 @@ from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
 from workers.settings import Settings
 from workers.telemetry.logs import SECRETS, configure_logging
-
-EXIT_BAD_INPUT = 2
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -129,7 +128,6 @@ def _memory(args: argparse.Namespace, settings: Settings) -> RedisMemory | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
     try:
         _check(args)
         inputs = parse_inputs(args)
@@ -142,9 +140,8 @@ def main(args: argparse.Namespace) -> int:
         decider = make_decider(args.decider, settings.model_settings())
         memory = _memory(args, settings)
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
-    except ConfigError as exc:
-        err.print(f"goalfleet run: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return EXIT_BAD_INPUT
+    except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
+        return report(exc, "run")
     try:
         result = run_goal(
             device,
@@ -160,8 +157,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        out = Console()
-        print_result(result, out if out.is_terminal else Console(width=160))
+        print_result(result, plain_console())
     return 0 if result.status is RunStatus.DONE else 1
 
 

@@ -8,7 +8,14 @@ import signal
 import threading
 from typing import Any
 
-from scheduler.commands._common import EXIT_OK, add_log_args, with_settings
+from scheduler.commands._common import (
+    EXIT_OK,
+    add_log_args,
+    check_redis,
+    shown_url,
+    start_line,
+    with_settings,
+)
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 
@@ -72,8 +79,14 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
 @with_settings("scheduler")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
+    check_redis(settings.redis_url)  # cannot connect at start: one line, exit 3
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    start_line(
+        "scheduler",
+        f"dispatching runs from Redis {shown_url(settings.redis_url)} "
+        f"(key prefix {settings.key_prefix}) every {settings.dispatch_interval_s:g} s",
+    )
     run_scheduler(settings, stop)
     return EXIT_OK

@@ -5,21 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-
 from scheduler.client import FleetClient
-from scheduler.commands._common import EXIT_OK, add_client_command, print_json
-from scheduler.commands._render import result_table, run_line
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json, run_id_arg
+from scheduler.commands._render import plain_console, result_table, run_line
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "status", main, help="show a run (or --batch ID)")
-    p.add_argument("id", help="run id (or batch id with --batch)")
+    p.add_argument("id", help="run id, or a unique prefix of 6+ characters (batch id with --batch)")
     p.add_argument("--batch", action="store_true")
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:
-    out = Console()
+    out = plain_console()
     if args.batch:
         batch = client.batch(args.id)
         if args.json:
@@ -30,7 +28,7 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         for run in client.batch_runs(args.id):
             out.print(run_line(run))
         return EXIT_OK
-    run = client.run(args.id)
+    run = client.run(run_id_arg(args.id))
     if args.json:
         print_json(run.model_dump(mode="json"))
         return EXIT_OK

@@ -5,23 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-
 from scheduler.client import FleetClient
-from scheduler.commands._common import EXIT_OK, add_client_command, print_json
-from scheduler.commands._render import steps_table
+from scheduler.commands._common import EXIT_OK, add_client_command, print_json, run_id_arg
+from scheduler.commands._render import plain_console, steps_table
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "steps", main, help="print a run's step rows")
-    p.add_argument("id")
+    p.add_argument("id", help="run id, or a unique prefix of 6+ characters")
     p.add_argument("--after", type=int, default=0)
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:
-    rows = client.steps(args.id, after=args.after)
+    run_id = client.run(run_id_arg(args.id)).id
+    rows = client.steps(run_id, after=args.after)
     if args.json:
         print_json([r.model_dump(mode="json") for r in rows])
     else:
-        Console().print(steps_table(rows, f"run {args.id}"))
+        plain_console().print(steps_table(rows, f"run {run_id}"))
     return EXIT_OK

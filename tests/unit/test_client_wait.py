@@ -1,0 +1,61 @@
+"""The client waits briefly for an API that is still starting (connection refused), with
+backoff, instead of failing at once; with no wait it fails at once."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import pytest
+
+from scheduler.client import ApiUnreachableError, FleetClient
+from scheduler.local.redis import free_port
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'{"status": "ok", "redis": "ok"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_starting_api_is_waited_for() -> None:
+    port = free_port()
+    servers: list[http.server.HTTPServer] = []
+
+    def start_late() -> None:
+        time.sleep(0.8)
+        server = http.server.HTTPServer(("127.0.0.1", port), _Health)
+        servers.append(server)
+        server.serve_forever()
+
+    threading.Thread(target=start_late, daemon=True).start()
+    try:
+        with FleetClient(f"http://127.0.0.1:{port}", connect_wait_s=5) as client:
+            t0 = time.monotonic()
+            assert client.health()["status"] == "ok"
+            assert time.monotonic() - t0 >= 0.5
+    finally:
+        for s in servers:
+            s.shutdown()
+
+
+def test_no_api_fails_after_the_wait_naming_it() -> None:
+    port = free_port()
+    with FleetClient(f"http://127.0.0.1:{port}", connect_wait_s=0.5) as client:
+        t0 = time.monotonic()
+        with pytest.raises(ApiUnreachableError, match=r"waited 0\.5 s"):
+            client.devices()
+        assert 0.4 <= time.monotonic() - t0 < 3
+    with FleetClient(f"http://127.0.0.1:{port}") as client:
+        t0 = time.monotonic()
+        with pytest.raises(ApiUnreachableError):
+            client.devices()
+        assert time.monotonic() - t0 < 0.5
