@@ -10,14 +10,13 @@ from __future__ import annotations
 import time
 from typing import cast
 
-import redis
 import structlog
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.errors import FleetError, NotFoundError
 from scheduler.fleet import Fleet, new_id
 from scheduler.requests import BatchSubmit, ScheduleSubmit
-from workers.fleet.keys import Keys
+from workers.fleet.scripts import RedisStore, Script
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
@@ -42,11 +41,8 @@ class Schedule(BaseModel):
     last_batch: str | None = None
 
 
-class Schedules:
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.r = client
-        self.k = keys
-        self._advance = client.register_script(_ADVANCE)
+class Schedules(RedisStore):
+    _advance = Script(_ADVANCE)
 
     def add(self, sub: ScheduleSubmit, *, now: float | None = None) -> Schedule:
         now = time.time() if now is None else now
