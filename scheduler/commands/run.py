@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Any
@@ -137,6 +138,9 @@ def main(args: argparse.Namespace) -> int:
         SECRETS.add(inputs.secrets())
         configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
         params = run_params_from(args)
+        # instructor logs its own record of an unknown provider before raising; the one line
+        # below says it
+        logging.getLogger("instructor").setLevel(logging.CRITICAL)
         decider = make_decider(args.decider, settings.model_settings())
         memory = _memory(args, settings)
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))

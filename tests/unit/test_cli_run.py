@@ -72,6 +72,7 @@ def test_table_output_and_nonzero_exit_unless_done(capsys: pytest.CaptureFixture
         ),
         (["--secret", "password=hunter2"], "never the value"),
         (["--decider", "nonsense"], "unknown decider"),
+        (["--decider", "nope/model"], "Unsupported provider: nope"),
         (["--max-steps", "0"], "--max-steps must be between 1 and 100"),
         (["--max-steps", "101"], "--max-steps must be between 1 and 100"),
         (["--min-confidence", "1.5"], "--min-confidence"),

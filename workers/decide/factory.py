@@ -118,7 +118,7 @@ def _model_decider(provider: str, model: str, settings: ModelSettings) -> Decide
         except openai.OpenAIError as exc:  # no key anywhere
             raise ConfigError(
                 f"decider {provider}/{model}: {exc}",
-                hint="set the model API key in the worker's settings",
+                hint="set GOALFLEET_MODEL_API_KEY (for fleet runs: on the workers)",
             ) from None
         client = instructor.from_openai(sdk, mode=mode)
     else:
