@@ -82,28 +82,25 @@ def test_an_ambiguous_prefix_lists_the_matches(
 
 def test_submit_watch_json_pipes_into_a_json_parser(cli_env: dict[str, str]) -> None:
     """`goalfleet submit --watch --json | python -m json.tool`: stdout is one JSON document."""
-    submit = subprocess.Popen(
+    submit = subprocess.run(  # stdout into a pipe, as `| python -m json.tool` gives it
         [sys.executable, "-m", "scheduler.cli", *SUBMIT, "--watch", "--json"],
         env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
+        check=False,
+        timeout=120,
     )
     tool = subprocess.run(
         [sys.executable, "-m", "json.tool"],
-        stdin=submit.stdout,
+        input=submit.stdout.decode(),
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
-    assert submit.stdout is not None
-    submit.stdout.close()
-    submit.wait(timeout=60)
-    assert submit.returncode == 0
+    assert submit.returncode == 0, submit.stderr
     assert tool.returncode == 0, tool.stderr
     assert json.loads(tool.stdout)["status"] == "done"
-    assert submit.stderr is not None
-    assert submit.stderr.read() == b""  # no live view in a pipe
+    assert submit.stderr == b""  # no live view in a pipe
     assert SECRET_VALUE not in tool.stdout
 
 

@@ -7,37 +7,43 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from scheduler.commands._common import shown_url
 from scheduler.local.redis import LocalRedis
+from workers.core.processes import Child, spawn
 
 
-def _start(redis_url: str, *argv: str) -> tuple[subprocess.Popen[str], str]:
+def _start(redis_url: str, *argv: str) -> tuple[Child, str]:
+    """Start the command under the supervisor (stderr to its log) and return its first line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
     env |= {
         "GOALFLEET_REDIS_URL": redis_url,
         "GOALFLEET_API_TOKENS": "t",
         "GOALFLEET_LOG_FORMAT": "json",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli", *argv],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    return proc, proc.stderr.readline()
+    log = Path(tempfile.mkdtemp(prefix="gf-start-")) / "out.log"
+    child = spawn([sys.executable, "-m", "scheduler.cli", *argv], env=env, log=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if "\n" in text:
+            return child, text.splitlines(keepends=True)[0]
+        assert child.alive(), text
+        time.sleep(0.05)
+    raise AssertionError(f"no start line in 30 s: {log.read_text()!r}")
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+def _stop(child: Child) -> str:
+    child.signal(signal.SIGTERM, leader_only=True)
+    child.wait(timeout=30)
+    err = child.log.read_text()
     assert "Traceback" not in err, err
     return err
 
@@ -89,15 +95,16 @@ def test_worker_prints_a_start_line_and_no_celery_security_warning(
     """One start line naming the device, its latency and Redis; as root, one line of advice
     instead of Celery's eight-line SecurityWarning."""
     proc, line = _start(redis_server.url, "worker", "--device", "ios-9", "--platform", "ios")
-    seen: list[str] = []
     try:
         assert line.startswith("goalfleet worker "), line
         assert "device ios-9 (ios, sim:signin-ios), latency scale 0 (no simulated latency" in line
         assert f"on Redis {redis_server.url}" in line
-        assert proc.stderr is not None
-        seen += [proc.stderr.readline() for _ in range(3)]
+        deadline = time.monotonic() + 30  # the worker's next lines: ready, or the root advice
+        while len(proc.log.read_text().splitlines()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
-        err = "".join(seen) + _stop(proc)
+        err = _stop(proc)
+    seen = err.splitlines()[1:4]
     assert "SecurityWarning" not in err
     if os.geteuid() == 0:
         assert "running as root" in seen[0]
