@@ -6,6 +6,8 @@ Sensitive input values are `SecretStr` and only ever leave this module as `*****
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 from enum import StrEnum
 from typing import Literal
@@ -49,6 +51,7 @@ class _Frozen(BaseModel):
 MIN_SCRUB_CHARS = 3
 """Shorter values are not scrubbed from screen texts: they occur by chance everywhere."""
 _STATEFUL = frozenset({Kind.SWITCH, Kind.CHECKBOX})
+_VALUE = operator.attrgetter("value")
 
 
 class InputValue(BaseModel):
@@ -104,8 +107,10 @@ class Inputs(BaseModel):
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.values)
 
+    @functools.cached_property
     def _replacements(self) -> list[tuple[str, str]]:
-        """(value, "{name}") for every value worth scrubbing, longest first."""
+        """(value, "{name}") for every value worth scrubbing, longest first (once per run:
+        the inputs never change)."""
         pairs = [(v.reveal(), "{" + v.name + "}") for v in self.values]
         return sorted(
             ((value, name) for value, name in pairs if len(value) >= MIN_SCRUB_CHARS),
@@ -116,7 +121,7 @@ class Inputs(BaseModel):
         """`text` with every supplied value of 3+ characters replaced by `{name}`: a screen
         that shows what was typed ("Hi ada@example.com") reaches no decider, prompt, step
         row or memory key with the value in it."""
-        for value, name in self._replacements() if replacements is None else replacements:
+        for value, name in self._replacements if replacements is None else replacements:
             if value in text:
                 text = text.replace(value, name)
         return text
@@ -125,9 +130,9 @@ class Inputs(BaseModel):
         """The state with candidate names and context texts scrubbed, and field values
         dropped (a switch's on/off state stays: it is the app's, not the caller's). Only
         what changes is copied: the loop does this every step."""
-        pairs = self._replacements()
-        if not pairs and not any(c.value and c.kind not in _STATEFUL for c in state.candidates):
-            return state  # nothing to scrub, nothing to drop
+        pairs = self._replacements
+        if not pairs and not any(map(_VALUE, state.candidates)):
+            return state  # nothing to scrub, no value to drop
         candidates = []
         for c in state.candidates:
             name = self.scrub(c.name, pairs)
