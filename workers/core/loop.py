@@ -78,8 +78,12 @@ class _Run:
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     memory: DecisionMemory | None = None
-    learned: list[Remembered] = field(default_factory=list)
-    """Decisions of this run worth remembering; written only if the run ends `done`."""
+    learned: dict[str, Remembered] = field(default_factory=dict)
+    """Decisions of this run worth remembering, by key: the last one made on a screen (the one
+    that finally left it) wins. Written only if the run ends `done`."""
+    seen_keys: set[str] = field(default_factory=set)
+    """Memory keys of the screens this run has decided on: a hit on one of them again is a
+    remembered detour (a cycle), not progress."""
     history: list[str] = field(default_factory=list)
     used_inputs: list[str] = field(default_factory=list)
     unproductive: int = 0
@@ -106,7 +110,7 @@ class _Run:
             return snap
         done_when = self.params.done_when
         if done_when and snap.shows(done_when):
-            row.decision = Decision(done=True, reason=f"done_when {done_when!r} is visible")
+            row.decision = Decision(done=True, reason=f"done_when {done_when!r} is visible"[:200])
             return row.finish(Outcome.DONE), End(RunStatus.DONE, f"{done_when!r} is visible")
         state = self._state(snap, index)
         if self.memory is not None:
@@ -160,6 +164,12 @@ class _Run:
         with row.timed("decide", self.clock):
             entry = memory.recall(key)
             decision = entry.decision_for(state) if entry is not None else None
+        if entry is not None and key in self.seen_keys:  # back on a screen it led away from
+            memory.invalidate(key, "it led the run back to this screen")
+            why = "it led the run back to this screen"
+            row.memory = MemoryNote(entry=key, outcome="invalidated", source=entry.source, why=why)
+            return None
+        self.seen_keys.add(key)
         if entry is None or decision is None:
             row.memory = MemoryNote(entry=key, outcome="miss")
             return None
@@ -194,7 +204,7 @@ class _Run:
             origin=self.memory.decider,
         )
         if entry is not None:
-            self.learned.append(entry)
+            self.learned[entry.key] = entry
 
     def _state(self, snap: Snapshot, index: int) -> DecideState:
         """What the decider is asked: names and texts only, scrubbed of every input value."""
@@ -224,7 +234,10 @@ class _Run:
             )
             return low, None
         problem = self.guards.unsafe(d, snap)
-        return (problem, problem) if problem else (None, None)
+        if not problem:
+            return None, None
+        problem = self.inputs.scrub(problem)  # it quotes a control's name as the screen shows it
+        return problem, problem
 
     def _judge(
         self, d: Decision, snap: Snapshot, *, checked: bool = False
@@ -272,7 +285,7 @@ class _Run:
         if value is not None and value.name not in self.used_inputs:
             self.used_inputs.append(value.name)
         verb = f"filled {value.name} into" if value is not None else "pressed"
-        what = target.name or target.ref
+        what = self.inputs.scrub(target.name) or target.ref  # the screen may show a typed value
         if result.changed:
             self.unproductive = 0
             self.history.append(f"{row.index}: {verb} {what}; screen changed")
@@ -315,7 +328,7 @@ class _Run:
                 break
         writes = 0
         if end.status is RunStatus.DONE and self.memory is not None and self.learned:
-            writes = self.memory.remember(self.learned)
+            writes = self.memory.remember(self.learned.values())
         error = end.error
         return RunResult(
             status=end.status,

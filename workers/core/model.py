@@ -140,15 +140,22 @@ class Inputs(BaseModel):
             changed = name != c.name or value != c.value
             candidates.append(c.model_copy(update={"name": name, "value": value}) if changed else c)
         context = tuple(self.scrub(text, pairs) for text in state.context)
+        history = tuple(self.scrub(line, pairs) for line in state.history)  # a backstop
         screen = self.scrub(state.screen, pairs)
         if (
             screen == state.screen
             and context == state.context
+            and history == state.history
             and all(a is b for a, b in zip(candidates, state.candidates, strict=True))
         ):
             return state
         return state.model_copy(
-            update={"candidates": tuple(candidates), "context": context, "screen": screen}
+            update={
+                "candidates": tuple(candidates),
+                "context": context,
+                "history": history,
+                "screen": screen,
+            }
         )
 
     def get(self, name: str) -> InputValue | None:

@@ -180,7 +180,7 @@ class RulesDecider:
             return Decision(
                 target=best.candidate.ref,
                 confidence=AMBIGUOUS,
-                reason=f"ambiguous: {', '.join(repr(n) for n in tied[:3])} match equally",
+                reason=f"ambiguous: {', '.join(repr(n) for n in tied[:3])} match equally"[:200],
             )
         return Decision(
             target=best.candidate.ref,
