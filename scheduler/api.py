@@ -167,7 +167,11 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     fleet = Fleet(store, Dispatcher(store, enqueuer), max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
     questions = QuestionStore(
-        client, keys, retention_s=settings.retention_s, memory_ttl_s=settings.memory_ttl_s
+        client,
+        keys,
+        retention_s=settings.retention_s,
+        memory_ttl_s=settings.memory_ttl_s,
+        dangerous=tuple(settings.dangerous_controls),
     )
     run_ids = RunIds(client, keys)
     """A run id in a path may be a unique prefix (6+ characters) of one."""

@@ -63,7 +63,11 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
     questions = QuestionStore(
-        client, keys, retention_s=settings.retention_s, memory_ttl_s=settings.memory_ttl_s
+        client,
+        keys,
+        retention_s=settings.retention_s,
+        memory_ttl_s=settings.memory_ttl_s,
+        dangerous=tuple(settings.dangerous_controls),
     )
 
     def tick() -> None:

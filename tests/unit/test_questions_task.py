@@ -5,9 +5,11 @@ person's answer teaches the memory and queues the run again; expiry and cancel e
 
 from __future__ import annotations
 
+import pytest
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
+from workers.core.errors import ConfigError
 from workers.core.model import DecideState, Decision, Platform, RunStatus
 from workers.core.records import Answer, DeviceInfo
 from workers.core.request import SecretRef
@@ -121,3 +123,71 @@ def test_expiry_and_cancel_end_a_parked_run(parts, client):
     assert store.load(second).status is RunStatus.CANCELLED
     assert qs.open() == []
     assert qs.cancel(second) is False
+
+
+def test_a_dangerous_control_is_never_an_answer(parts, client):
+    """A person cannot answer 'press Delete account': no run would press it (the guard
+    applies to every decision), so the answer is refused, saying what to do instead."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    run_id = submit(fleet)
+    assert execute_run(runtime(client, rs), run_id) == "awaiting_answer"
+    qs = questions(client)
+    question = qs.get(run_id)
+    dangerous = question.screen.model_copy(
+        update={
+            "candidates": (
+                *question.screen.candidates,
+                question.screen.candidates[0].model_copy(
+                    update={"ref": "e99", "name": "Delete account"}
+                ),
+            )
+        }
+    )
+    client.set(
+        f"t:question:{run_id}", question.model_copy(update={"screen": dangerous}).model_dump_json()
+    )
+    with pytest.raises(ConfigError, match="dangerous-controls guard"):
+        qs.answer(run_id, Answer(target="Delete account"), who="ada-ops")
+    assert store.load(run_id).status is RunStatus.AWAITING_ANSWER
+    assert client.keys("t:mem:*") == []  # nothing learned
+
+
+def test_a_run_without_memory_is_not_parked(parts, client):
+    """An answer reaches a run through the decision memory: a run that opted out of it ends
+    escalated at once instead of waiting for an answer it could not use."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    run_id = submit(fleet, memory=False)
+    assert execute_run(runtime(client, rs), run_id) == "escalated"
+    assert questions(client).open() == []
+
+
+def test_a_cancel_requested_during_the_last_step_wins_over_parking(parts, client):
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    run_id = submit(fleet)
+
+    class CancelThenAsk(RulesDecider):
+        def decide(self, state: DecideState) -> Decision:
+            if state.screen == "Choose how to continue":
+                fleet.cancel(run_id)  # the caller cancels while the step decides
+            return super().decide(state)
+
+    rt = runtime(client, rs)
+    rt.make_decider = {"rules": CancelThenAsk()}.__getitem__
+    assert execute_run(rt, run_id) == "escalated"
+    assert questions(client).open() == []
+    assert store.load(run_id).status.terminal
+
+
+def test_expire_leaves_a_question_answered_meanwhile(parts, client):
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    qs = questions(client)
+    run_id = submit(fleet)
+    assert execute_run(runtime(client, rs), run_id) == "awaiting_answer"
+    qs.answer(run_id, Answer(target="Continue as ada"), who="ada-ops")
+    client.zadd("t:questions", {run_id: 0})  # a stale index entry, as if read before the answer
+    assert qs.expire() == 0
+    assert store.load(run_id).status is RunStatus.QUEUED

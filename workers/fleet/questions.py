@@ -21,6 +21,7 @@ from typing import cast
 import redis
 
 from workers.core.errors import ConfigError
+from workers.core.guards import DEFAULT_DANGEROUS, word_pattern
 from workers.core.memory import Remembered, Target, memory_key, normalise_goal
 from workers.core.model import Attempt, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
@@ -34,6 +35,7 @@ from workers.fleet.scripts import RedisStore, Script
 _PARK = """
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 2 end
 redis.call('HSET', KEYS[1], 'status', 'awaiting_answer', 'result', ARGV[2], 'reason', ARGV[3],
            'claim', '', 'worker', '')
 if redis.call('HGET', KEYS[2], 'run') == ARGV[5] then redis.call('HSET', KEYS[2], 'run', '') end
@@ -86,9 +88,11 @@ class QuestionStore(RedisStore):
         *,
         retention_s: int,
         memory_ttl_s: int,
+        dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(client, keys)
+        self.dangerous = word_pattern(dangerous)
         self.runs = RunStore(client, keys)
         self.retention_s = retention_s
         self.memory_ttl_s = memory_ttl_s
@@ -96,8 +100,10 @@ class QuestionStore(RedisStore):
 
     # -- the worker -------------------------------------------------------------------------
 
-    def park(self, record: RunRecord, token: str, result: RunResult, question: Question) -> bool:
-        return bool(
+    def park(self, record: RunRecord, token: str, result: RunResult, question: Question) -> int:
+        """1 parked; 0 the claim was lost; 2 not parked: a cancel was requested meanwhile
+        (the worker then finishes the run as usual)."""
+        return int(
             self._park(
                 keys=[
                     self.k.run(record.id),
@@ -195,6 +201,12 @@ class QuestionStore(RedisStore):
                 f"{c.name!r} is a text field: a person answers with a control to press "
                 "(the run types its inputs itself)"
             )
+        if self.dangerous is not None and self.dangerous.search(c.name):
+            raise ConfigError(
+                f"{c.name!r} matches the dangerous-controls guard: no run presses it, whoever "
+                "decides",
+                hint="answer --blocked, or take the word off GOALFLEET_DANGEROUS_CONTROLS",
+            )
         target = Target.of(cands, c.ref)
         if target is None:  # pragma: no cover - c is one of cands
             raise AssertionError("chosen candidate not on screen")
@@ -211,10 +223,11 @@ class QuestionStore(RedisStore):
             if record is None:
                 self.r.zrem(self.k.questions, run_id)
                 continue
-            ended += (
+            try:
                 self._finish(record, RunStatus.ESCALATED, "no answer before the question expired")
-                == RunStatus.ESCALATED.value
-            )
+            except NotAwaitingError:  # answered or cancelled since the read: theirs to end
+                continue
+            ended += 1
         return ended
 
     def cancel(self, run_id: str) -> bool:

@@ -141,11 +141,22 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
     return result.status.value
 
 
+PARK_CANCELLED = 2
+"""`QuestionStore.park`'s answer when a cancel was requested while the last step escalated."""
+
+
 def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult) -> str | None:
     """Park an escalated run for a person (its device is released at once); None when it
-    is not to be parked (not escalated, questions off, or nothing a person could answer)."""
+    is not to be parked: not escalated, questions off, the run's decision memory off (an
+    answer reaches the run through the memory), a cancel requested meanwhile, or nothing a
+    person could answer."""
+    req = record.request
     if not (
-        result.status is RunStatus.ESCALATED and rt.settings.questions and record.request.ask_person
+        result.status is RunStatus.ESCALATED
+        and rt.settings.questions
+        and req.ask_person
+        and rt.settings.memory
+        and req.memory
     ):
         return None
     question = question_for(
@@ -163,8 +174,12 @@ def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult)
         rt.store.k,
         retention_s=rt.settings.retention_s,
         memory_ttl_s=rt.settings.memory_ttl_s,
+        dangerous=tuple(rt.settings.dangerous_controls),
     )
-    if not store.park(record, claim.token, waiting, question):
+    parked = store.park(record, claim.token, waiting, question)
+    if parked == PARK_CANCELLED:
+        return None  # the caller asked to cancel: finish it, do not ask a person
+    if not parked:
         log.warning("claim_lost_before_park", run_id=record.id)
         return "skipped:claim-lost"
     _each(rt, lambda o: o.run_parked(record, waiting, question), "run_parked")
