@@ -318,5 +318,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return Response(status_code=204)
 
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
-    add_question_routes(app, questions, fleet, auth=auth, registry=metrics_registry)
+    add_question_routes(
+        app, questions, fleet, auth=auth, registry=metrics_registry, resolve=run_ids.resolve
+    )
     return app

@@ -54,7 +54,9 @@ def add_question_routes(
     *,
     auth: Callable[..., str],
     registry: CollectorRegistry,
+    resolve: Callable[[str], str] = str,
 ) -> None:
+    """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id."""
     answers = Counter(
         "goalfleet_answers",
         "Questions answered by a person, by answer kind (target, done, blocked).",
@@ -79,6 +81,7 @@ def add_question_routes(
         body: Answer,
         who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
     ) -> RunRecord:
+        run_id = resolve(run_id)
         question = questions.get(run_id)
         try:
             questions.answer(run_id, body, who=who)

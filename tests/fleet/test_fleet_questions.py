@@ -200,3 +200,15 @@ def test_eval_capture_turns_a_runs_steps_into_draft_cases(
     assert all("needs-review" in c.tags and c.source == f"run:{run.id}" for c in cases)
     assert EMAIL not in "".join(lines)
     assert SECRET not in "".join(lines)
+
+
+def test_the_answer_route_takes_a_prefix_like_every_run_route(
+    api: FleetClient, fleet: LocalFleet
+) -> None:
+    forget_all(api)
+    run = api.submit_run(RUN)
+    until(api, run.id, RunStatus.AWAITING_ANSWER)
+    with httpx.Client(base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}) as h:
+        answered = h.post(f"/v1/runs/{run.id[:8]}/answer", json={"blocked": True})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["id"] == run.id
