@@ -107,3 +107,25 @@ def test_one_decider_records_no_attempts() -> None:
     )
     assert result.status is RunStatus.DONE
     assert all(r.attempts == () for r in result.steps)
+
+
+def test_an_entry_learned_from_the_second_decider_names_it() -> None:
+    """The memory records who actually answered a screen: the chain's second decider, not
+    the first one whose escalation it resolved."""
+    from workers.core.memory import InMemoryMemory  # noqa: PLC0415
+
+    memory = InMemoryMemory("rules")
+    result = run_goal(
+        make_sim_device("sim:twins-ios"),
+        "Sign in",
+        decider=RulesDecider(),
+        decider_name="rules",
+        escalate_to=(Tier("openai/big", press("Continue as ada")),),
+        inputs=INPUTS,
+        memory=memory,
+        sleep=lambda _: None,
+    )
+    assert result.status is RunStatus.DONE
+    [chooser] = [e for e in memory.entries.values() if e.screen == "Choose how to continue"]
+    assert (chooser.origin, chooser.source) == ("openai/big", "model")
+    assert {e.origin for e in memory.entries.values()} == {"rules", "openai/big"}

@@ -143,14 +143,14 @@ class _Run:
         if verdict is not None:
             stepped = verdict(row)
             if stepped[0].outcome is Outcome.DONE:
-                self._learn(state, decision)
+                self._learn(state, decision, row)
             return stepped
         target = snap.candidate(decision.target)
         if target is None:  # _judge returns a verdict for this; kept for the type checker
             raise AssertionError("judged decision has no target")
         stepped = self._act(row, snap, decision, target)
         if stepped[0].outcome is Outcome.ACTED:
-            self._learn(state, decision)
+            self._learn(state, decision, row)
         return stepped
 
     # -- decision memory: read before the decider, verify by the settle diff ---------------
@@ -193,15 +193,17 @@ class _Run:
         row.decision = row.action = row.result = None
         return None
 
-    def _learn(self, state: DecideState, decision: Decision) -> None:
+    def _learn(self, state: DecideState, decision: Decision, row: Row) -> None:
         if self.memory is None or decision.decided_by == "memory":
             return
+        # who answered: the chain's last attempt (the one acted on), else the one decider
+        origin = row.attempts[-1].decider if row.attempts else self.tiers[0].name
         entry = remembered_from(
             state,
             decision,
             memory_key(state, self.memory.decider),
             source=_SOURCES.get(decision.decided_by, "model"),
-            origin=self.memory.decider,
+            origin=origin,
         )
         if entry is not None:
             self.learned[entry.key] = entry
