@@ -198,7 +198,8 @@ def batch_done(stack: Stack) -> dict[str, Any]:
         # one run the rules decider is not sure enough for: parked for a person, who answers
         # (the escalation, question and answer series then have data)
         one = {k: v for k, v in body.items() if k != "count"}
-        unsure = client.submit_run({**one, "min_confidence": 0.99, "memory": False})
+        # a goal of its own, so no remembered (confident) answer from the batch applies
+        unsure = client.submit_run({**one, "goal": "Sign in, unsure", "min_confidence": 0.99})
         deadline = time.monotonic() + 60
         while client.run(unsure.id).status is not RunStatus.AWAITING_ANSWER:
             assert time.monotonic() < deadline, client.run(unsure.id).status
