@@ -99,15 +99,6 @@ def _key(state: DecideState, c: Candidate) -> CandidateKey:
     return key
 
 
-def _scrub(state: DecideState) -> DecideState:
-    """No field values in the corpus (a switch's on/off state stays)."""
-    cands = tuple(
-        c if c.kind in {Kind.SWITCH, Kind.CHECKBOX} else c.model_copy(update={"value": ""})
-        for c in state.candidates
-    )
-    return state.model_copy(update={"candidates": cands})
-
-
 def sim_cases() -> Iterator[EvalCase]:
     for app in sorted(APPS):
         for platform in ("ios", "android"):
@@ -127,7 +118,7 @@ def sim_cases() -> Iterator[EvalCase]:
                         id=f"sim-{app}-{platform}-{slug}-{i}",
                         source=f"sim:{app}-{platform}",
                         tags=("sim", platform, app),
-                        state=_scrub(state),
+                        state=state,  # the loop scrubbed it (no values)
                         expect=expect,
                         distractors=tuple(
                             c.name for c in state.candidates if c.name in DISTRACTORS
@@ -142,7 +133,7 @@ def sim_cases() -> Iterator[EvalCase]:
                                 id=f"sim-{app}-{platform}-{bad.split()[0].lower()}-{i}",
                                 source=f"sim:{app}-{platform}",
                                 tags=("sim", platform, app, "unsatisfiable-goal"),
-                                state=_scrub(state).model_copy(update={"goal": bad}),
+                                state=state.model_copy(update={"goal": bad}),
                                 expect=Expect(blocked=True),
                             )
                 if app == "signin" and goal == "Sign in":
@@ -152,7 +143,7 @@ def sim_cases() -> Iterator[EvalCase]:
                             id=f"sim-signin-{platform}-welcome-{bad.split()[0].lower()}",
                             source=f"sim:signin-{platform}",
                             tags=("sim", platform, "unsatisfiable-goal", "false-done-trap"),
-                            state=_scrub(state).model_copy(update={"goal": bad}),
+                            state=state.model_copy(update={"goal": bad}),
                             expect=Expect(blocked=True),
                             note="success text on screen, but not this goal's success",
                         )

@@ -50,7 +50,6 @@ class _Frozen(BaseModel):
 
 MIN_SCRUB_CHARS = 3
 """Shorter values are not scrubbed from screen texts: they occur by chance everywhere."""
-_STATEFUL = frozenset({Kind.SWITCH, Kind.CHECKBOX})
 _VALUE = operator.attrgetter("value")
 
 
@@ -136,7 +135,7 @@ class Inputs(BaseModel):
         candidates = []
         for c in state.candidates:
             name = self.scrub(c.name, pairs)
-            value = self.scrub(c.value, pairs) if c.kind in _STATEFUL else ""
+            value = self.scrub(c.value, pairs) if c.kind.stateful else ""
             changed = name != c.name or value != c.value
             candidates.append(c.model_copy(update={"name": name, "value": value}) if changed else c)
         context = tuple(self.scrub(text, pairs) for text in state.context)

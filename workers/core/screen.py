@@ -42,6 +42,11 @@ class Kind(StrEnum):
         return self in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}
 
     @property
+    def stateful(self) -> bool:
+        """A switch or a checkbox: its value is the app's on/off state, not typed text."""
+        return self in {Kind.SWITCH, Kind.CHECKBOX}
+
+    @property
     def interactive(self) -> bool:
         return self not in {Kind.TEXT, Kind.IMAGE, Kind.CONTAINER, Kind.OTHER}
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.core.errors import DecideError, DecisionInvalidError
 from workers.core.memory import Target
-from workers.core.model import NONE, Candidate, DecideState, Decision, Kind
+from workers.core.model import NONE, DecideState, Decision
 from workers.core.ports import Decider
 
 LOW_CONFIDENCE = 0.5
@@ -98,13 +98,9 @@ class EvalCase(_Frozen):
                 raise ValueError("a text field needs an input, and only a text field takes one")
             if self.expect.input is not None and self.expect.input not in self.state.input_names:
                 raise ValueError(f"expected input {self.expect.input!r} is not an input name")
-        if any(c.value and not _shows_state(c) for c in self.state.candidates):
+        if any(c.value and not c.kind.stateful for c in self.state.candidates):
             raise ValueError("a case holds no field values (they may be typed inputs)")
         return self
-
-
-def _shows_state(c: Candidate) -> bool:
-    return c.kind in {Kind.SWITCH, Kind.CHECKBOX}
 
 
 def load_cases(path: Path = DEFAULT_CASES) -> list[EvalCase]:

@@ -49,7 +49,6 @@ _SHORT_KIND = {
     Kind.MENU_ITEM: "menu-item",
 }
 """One word each, so a candidate line reads `ref kind name` without a delimiter."""
-_STATEFUL = {Kind.SWITCH, Kind.CHECKBOX}
 
 
 def _name(text: str) -> str:
@@ -75,7 +74,7 @@ def render_user(state: DecideState) -> str:
     for c in state.candidates:
         kind = _SHORT_KIND.get(c.kind, c.kind.value)
         line = f"{c.ref} {kind} {_name(c.name)}"
-        if c.kind in _STATEFUL and c.value:
+        if c.kind.stateful and c.value:
             line += f" ={c.value}"
         lines.append(line)
     if not state.candidates:

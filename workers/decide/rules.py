@@ -266,7 +266,7 @@ class RulesDecider:
     @staticmethod
     def _toggle(state: DecideState) -> Decision | None:
         for c in state.candidates:
-            if c.kind not in {Kind.SWITCH, Kind.CHECKBOX}:
+            if not c.kind.stateful:
                 continue
             name = _norm(c.name)
             off = c.value.strip().casefold() in {"", "0", "false", "off", "unchecked"}

@@ -23,7 +23,7 @@ import redis
 from workers.core.errors import ConfigError
 from workers.core.guards import DEFAULT_DANGEROUS, word_pattern
 from workers.core.memory import Remembered, Target, memory_key, normalise_goal
-from workers.core.model import Attempt, Platform, RunResult, RunStatus
+from workers.core.model import Attempt, PhaseTotals, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
@@ -244,7 +244,7 @@ class QuestionStore(RedisStore):
             reason=reason,
             goal=record.request.goal,
             steps=before.steps if before else (),
-            totals=before.totals if before else RunResult(status=status, goal="").totals,
+            totals=before.totals if before else PhaseTotals(),
             duration_ms=before.duration_ms if before else 0.0,
             run_id=record.id,
             device_id=before.device_id if before else record.device,
