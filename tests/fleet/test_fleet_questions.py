@@ -58,6 +58,14 @@ def api(fleet: LocalFleet) -> Iterator[FleetClient]:
 
 
 @pytest.fixture
+def http(fleet: LocalFleet) -> Iterator[httpx.Client]:
+    """Raw HTTP with the token (status codes and bodies)."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=fleet.api_url, headers=headers) as client:
+        yield client
+
+
+@pytest.fixture
 def db(fleet: LocalFleet) -> Iterator[redis.Redis]:
     c = redis_client(fleet.settings.redis_url)
     yield c
@@ -130,25 +138,24 @@ def test_a_person_answers_and_the_whole_fleet_learns(
 
 
 def test_an_answer_naming_no_candidate_is_refused_with_the_valid_ones(
-    api: FleetClient, fleet: LocalFleet
+    api: FleetClient, fleet: LocalFleet, http: httpx.Client
 ) -> None:
     forget_all(api)
     run = api.submit_run(RUN)
     until(api, run.id, RunStatus.AWAITING_ANSWER)
-    with httpx.Client(base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}) as h:
-        bad = h.post(f"/v1/runs/{run.id}/answer", json={"target": "Proceed"})
-        assert bad.status_code == 422
-        assert "Continue as ada" in bad.text
-        assert h.post(f"/v1/runs/{run.id}/answer", json={}).status_code == 422
-        assert (
-            h.post(f"/v1/runs/{run.id}/answer", json={"ref": "e2", "done": True}).status_code == 422
-        )
-        assert httpx.get(f"{fleet.api_url}/v1/questions").status_code == 401
-        assert api.run(run.id).status is RunStatus.AWAITING_ANSWER  # nothing changed
-        ok = h.post(f"/v1/runs/{run.id}/answer", json={"blocked": True})
-        assert ok.status_code == 200
-        assert ok.json()["status"] == "blocked"
-        assert h.post(f"/v1/runs/{run.id}/answer", json={"blocked": True}).status_code == 409
+    bad = http.post(f"/v1/runs/{run.id}/answer", json={"target": "Proceed"})
+    assert bad.status_code == 422
+    assert "Continue as ada" in bad.text
+    assert http.post(f"/v1/runs/{run.id}/answer", json={}).status_code == 422
+    assert (
+        http.post(f"/v1/runs/{run.id}/answer", json={"ref": "e2", "done": True}).status_code == 422
+    )
+    assert httpx.get(f"{fleet.api_url}/v1/questions").status_code == 401
+    assert api.run(run.id).status is RunStatus.AWAITING_ANSWER  # nothing changed
+    ok = http.post(f"/v1/runs/{run.id}/answer", json={"blocked": True})
+    assert ok.status_code == 200
+    assert ok.json()["status"] == "blocked"
+    assert http.post(f"/v1/runs/{run.id}/answer", json={"blocked": True}).status_code == 409
     assert not [e for e in api.memory() if e.source == "human"]  # blocked teaches nothing
 
 
@@ -203,12 +210,11 @@ def test_eval_capture_turns_a_runs_steps_into_draft_cases(
 
 
 def test_the_answer_route_takes_a_prefix_like_every_run_route(
-    api: FleetClient, fleet: LocalFleet
+    api: FleetClient, fleet: LocalFleet, http: httpx.Client
 ) -> None:
     forget_all(api)
     run = api.submit_run(RUN)
     until(api, run.id, RunStatus.AWAITING_ANSWER)
-    with httpx.Client(base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}) as h:
-        answered = h.post(f"/v1/runs/{run.id[:8]}/answer", json={"blocked": True})
+    answered = http.post(f"/v1/runs/{run.id[:8]}/answer", json={"blocked": True})
     assert answered.status_code == 200, answered.text
     assert answered.json()["id"] == run.id
