@@ -7,9 +7,12 @@ GTK sign-in app (tests/fixtures/agent_device/capture.py).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +83,7 @@ class ScriptedDaemon:
 
 
 def device(
-    *replies: dict[str, Any], record: bool = True
+    *replies: dict[str, Any], record: bool = True, clock: Callable[[], float] = time.perf_counter
 ) -> tuple[AgentDeviceDevice, ScriptedDaemon]:
     wire = ScriptedDaemon([OK_OPEN, *replies])
     dev = AgentDeviceDevice(
@@ -88,6 +91,7 @@ def device(
         token="tok-123",
         platform=Platform.LINUX,
         record_script=Path("/tmp/gf/scripts/goalfleet.ad") if record else None,  # noqa: S108
+        clock=clock,
     )
     dev.open()
     return dev, wire
@@ -350,8 +354,12 @@ def test_every_documented_code_has_a_home(error, error_type, code):
 
 
 def test_debug_log_has_command_pinned_ref_duration_outcome():
-    """Each command is one debug line: the request log the issue asks for."""
-    dev, _ = device(fx("press_signin_welcome"), fx("err_ref_frame_expired"))
+    """Each command is one debug line: the request log the issue asks for. The duration is
+    the daemon call's, read from the adapter's clock (here one that ticks 0.25 s a read)."""
+    ticks = itertools.count()
+    dev, _ = device(
+        fx("press_signin_welcome"), fx("err_ref_frame_expired"), clock=lambda: next(ticks) * 0.25
+    )
     with capture_logs() as logs:
         dev.press("@e7~s925770")
         with pytest.raises(StaleRefError):
@@ -361,7 +369,8 @@ def test_debug_log_has_command_pinned_ref_duration_outcome():
     assert ok["log_level"] == "debug"
     assert ok["target"] == "@e7~s925770"
     assert ok["outcome"] == "ok"
-    assert ok["duration_ms"] >= 0
+    assert ok["duration_ms"] == 250.0
+    assert stale["duration_ms"] == 250.0
     assert stale["outcome"] == "COMMAND_FAILED"
     assert stale["reason"] == "ref_frame_expired"
 

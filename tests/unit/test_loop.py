@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -272,9 +273,13 @@ def test_dangerous_control_escalates_instead_of_pressing() -> None:
 
 
 def test_result_round_trips_as_json() -> None:
-    result, _ = run()
+    """A result survives JSON. Its snapshot time is the loop clock's (here one that ticks
+    1 ms a read): one tick per step's snapshot, summed in the totals."""
+    ticks = itertools.count()
+    result, _ = run(clock=lambda: next(ticks) / 1000)
     assert RunResult.model_validate_json(result.model_dump_json()) == result
-    assert result.totals.snapshot_ms >= 0
+    assert [s.snapshot_ms for s in result.steps] == [1.0] * len(result.steps)
+    assert result.totals.snapshot_ms == len(result.steps) * 1.0
 
 
 def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:

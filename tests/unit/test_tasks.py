@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from redis_values import keys_holding
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
-from workers.core.model import DecideState, Decision, Platform, RunStatus
+from workers.core.model import DecideState, Decision, Platform, RunStatus, TokenUsage
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
+from workers.core.rows import totals
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
@@ -85,6 +91,62 @@ def test_a_bug_ends_the_run_errored_without_its_message(parts, client):
     assert final.status is RunStatus.ERRORED
     assert final.reason == "internal error (RuntimeError); see the worker log"
     assert final.result.error.code == "INTERNAL"
-    for key in client.scan_iter("*"):
-        assert SECRET.encode() not in (client.dump(key) or b"")
+    assert keys_holding(client, SECRET) == []
     assert store.registry.devices()[0].infra_failures == 0
+
+
+class Billing:
+    """The rules decider, billed 120 input / 9 output tokens a decision, 30 ms each."""
+
+    def __init__(self) -> None:
+        self.inner = make_decider("rules")
+
+    def decide(self, state: DecideState) -> Decision:
+        time.sleep(0.03)
+        usage = TokenUsage(input_tokens=120, output_tokens=9, requests=1)
+        return self.inner.decide(state).model_copy(update={"usage": usage})
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (SoftTimeLimitExceeded(), "soft time limit (300 s) exceeded"),
+        (RuntimeError("a bug of ours"), "internal error (RuntimeError); see the worker log"),
+    ],
+)
+def test_an_errored_run_keeps_its_rows_tokens_and_duration(parts, client, failure, reason):
+    """A run ended by a soft time limit or by a bug on its third snapshot is `errored` with the
+    two step rows written before, their totals (tokens included: the one totals function) and
+    the attempt's true duration, as a run that ends by itself would be."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    device = make_sim_device("sim:signin-ios")
+    real_snapshot = device.snapshot
+    calls = {"n": 0}
+
+    def snapshot():
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise failure
+        return real_snapshot()
+
+    device.snapshot = snapshot  # type: ignore[method-assign]
+    rt = runtime(client, rs, decider=Billing(), open_device=lambda _rid: device)
+    run, _ = fleet.submit_run(
+        RunSubmit(
+            goal="Sign in",
+            device="d1",
+            inputs={"email": "ada@example.com"},
+            secrets={"password": SecretRef(ref="env:PW")},
+        )
+    )
+    run_id = run.id
+    assert execute_run(rt, run_id) == "errored"
+    result = store.load(run_id).result
+    assert result.reason == reason
+    assert len(result.steps) == 2
+    assert result.totals == totals(result.steps)
+    assert (result.totals.input_tokens, result.totals.output_tokens) == (240, 18)
+    assert result.totals.decide_ms >= 60.0
+    phases = result.totals.snapshot_ms + result.totals.decide_ms + result.totals.action_ms
+    assert result.duration_ms >= phases
