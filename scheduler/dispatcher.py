@@ -17,9 +17,11 @@ import structlog
 from kombu.exceptions import OperationalError
 
 from scheduler.enqueue import Enqueuer
+from scheduler.placement import Placement
 from scheduler.routing import choose
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
+from workers.core.records import DeviceState
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
@@ -32,8 +34,14 @@ class Dispatcher:
         *,
         overdue_after_s: float | None = None,
         orphan_after_s: float | None = None,
+        unplaceable_after_s: float | None = None,
     ) -> None:
         self.store = store
+        self.placement = Placement(store)
+        self.unplaceable_after_s = unplaceable_after_s
+        """A pending run that no registered device can ever take (its device is not
+        registered, its selector matches none) ends `unplaceable` after this long."""
+        self._expired_at = 0.0
         self.enqueuer = enqueuer
         self.overdue_after_s = overdue_after_s
         """A run still `running` this long after it started is ended `errored` (the pool child
@@ -48,6 +56,9 @@ class Dispatcher:
         fixed = 0
         if self.orphan_after_s is not None:
             fixed += self._release_strays(now - self.orphan_after_s)
+        if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
+            self._expired_at = now
+            fixed += self.expire_unplaceable(now=now)
         busy = [d for d in self.store.registry.devices() if d.run]
         for run in self.store.load_many([d.run for d in busy if d.run]):
             dev = next(d for d in busy if d.run == run.id)
@@ -99,36 +110,81 @@ class Dispatcher:
                 fixed += 1
         return fixed
 
-    def dispatch(self, run_ids: list[str] | None = None, *, limit: int = 1000) -> int:
-        """Dispatch what can go now; return how many runs were sent."""
+    def dispatch(self, run_ids: list[str] | None = None) -> int:
+        """Dispatch what can go now; return how many runs were sent.
+
+        With `run_ids` (the API's fast path) only those runs are tried; without, every pending
+        run in order, skipping whole placement classes no idle device can take (see
+        `scheduler.placement`), so unplaceable runs never hold back placeable ones."""
         devices = {d.info.id: d for d in self.store.registry.devices()}
         if not any(d.idle for d in devices.values()):
             return 0
-        ids = run_ids if run_ids is not None else self.store.pending_ids(limit)
+        if run_ids is not None:
+            return self._dispatch_ids(run_ids, devices)
         sent = 0
-        for run in self.store.load_many(ids):
-            if run.device is not None or run.status.terminal:
+        full: set[str] = set()  # classes no idle device can take for the rest of this pass
+        for p in self.placement.pending():
+            if p.klass in full:
                 continue
-            device = choose(devices.values(), run.target, run.selector)
+            device = self.placement.choose(p.klass, devices.values())
             if device is None:
+                full.add(p.klass)
                 continue
-            did = device.info.id
-            # whatever happens next, this device is not idle for the rest of this pass
-            devices[did] = device.model_copy(update={"run": run.id})
-            if not self.store.reserve(run.id, did):
-                continue
-            try:
-                self.enqueuer.enqueue(run.id, did)
-            except Exception:
-                self.store.unreserve(run, did)
-                raise
-            devices[did] = device.model_copy(
-                update={"run": run.id, "runs_total": device.runs_total + 1}
-            )
-            sent += 1
+            if self._send(p.run_id, device, devices):
+                sent += 1
             if not any(d.idle for d in devices.values()):
                 break
         return sent
+
+    def _dispatch_ids(self, run_ids: list[str], devices: dict[str, DeviceState]) -> int:
+        sent = 0
+        for run in self.store.load_many(run_ids):
+            if run.device is not None or run.status.terminal:
+                continue
+            device = choose(devices.values(), run.target, run.selector)
+            if device is not None and self._send(run.id, device, devices):
+                sent += 1
+            if not any(d.idle for d in devices.values()):
+                break
+        return sent
+
+    def _send(self, run_id: str, device: DeviceState, devices: dict[str, DeviceState]) -> bool:
+        """Reserve `device` for the run and enqueue it; the device is not idle for the rest
+        of the pass whatever happens."""
+        did = device.info.id
+        devices[did] = device.model_copy(update={"run": run_id})
+        if not self.store.reserve(run_id, did):
+            return False
+        try:
+            self.enqueuer.enqueue(run_id, did)
+        except Exception:
+            run = self.store.load(run_id)
+            if run is not None:
+                self.store.unreserve(run, did)
+            raise
+        devices[did] = device.model_copy(
+            update={"run": run_id, "runs_total": device.runs_total + 1}
+        )
+        return True
+
+    def expire_unplaceable(self, *, now: float | None = None) -> int:
+        """End `unplaceable` every pending run older than `unplaceable_after_s` whose device
+        (or selector) matches no registered device."""
+        if self.unplaceable_after_s is None:
+            return 0
+        now = time.time() if now is None else now
+        devices = self.store.registry.devices()
+        ended = 0
+        for rid in self.placement.unplaceable(devices, before=now - self.unplaceable_after_s):
+            if self.store.expire_unplaceable(rid, after_s=self.unplaceable_after_s):
+                log.warning(
+                    "run_unplaceable",
+                    run_id=rid,
+                    waited_s=self.unplaceable_after_s,
+                    hint="no registered device matches its device or selector",
+                )
+                ended += 1
+        return ended
 
     def loop(
         self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None

@@ -103,6 +103,23 @@ return 'cancelled'
 )
 
 
+# KEYS: run, steps, pending, batch   ARGV: run_id, result, now, retention, reason
+# Only a run still pending with no device (a run being placed right now is left alone).
+_EXPIRE = ends_a_run(
+    """
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+local d = redis.call('HGET', KEYS[1], 'device') or ''
+if d ~= '' then return 0 end
+if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'unplaceable', 'result', ARGV[2], 'reason', ARGV[5],
+           'finished_at', ARGV[3])
+redis.call('ZREM', KEYS[3], ARGV[1])
+run_ended(KEYS[1], KEYS[2], KEYS[4], 'unplaceable', ARGV[4])
+return 1
+"""
+)
+
+
 @dataclass(frozen=True)
 class Idempotency:
     key: str
@@ -114,6 +131,7 @@ class FleetStore(RedisStore):
     _unreserve = Script(_UNRESERVE)
     _cancel = Script(_CANCEL)
     _release_stray = Script(_RELEASE_STRAY)
+    _expire = Script(_EXPIRE)
 
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         super().__init__(client, keys)
@@ -181,8 +199,9 @@ class FleetStore(RedisStore):
     def pending_count(self) -> int:
         return int(self.r.zcard(self.k.pending))
 
-    def pending_ids(self, limit: int = 1000) -> list[str]:
-        return cast("list[str]", self.r.zrange(self.k.pending, 0, limit - 1))
+    def pending_ids(self, limit: int = 1000, *, offset: int = 0) -> list[str]:
+        """Pending run ids in dispatch order (priority, then submit time)."""
+        return cast("list[str]", self.r.zrange(self.k.pending, offset, offset + limit - 1))
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -318,6 +337,33 @@ class FleetStore(RedisStore):
             if out != "retry":
                 return out
         return "retry"
+
+    def expire_unplaceable(self, run_id: str, *, after_s: float) -> bool:
+        """End a pending, unreserved run `unplaceable` (the caller found that no registered
+        device matches it); False if it was placed, cancelled or ended meanwhile."""
+        run = self.load(run_id)
+        if run is None:
+            return False
+        reason = f"no registered device can take it (waited {after_s:g} s)"
+        result = RunResult(
+            status=RunStatus.UNPLACEABLE,
+            reason=reason,
+            goal=run.request.goal,
+            run_id=run.id,
+            attempt=run.attempt,
+        )
+        return bool(
+            self._expire(
+                keys=[*self.k.run_and_steps(run_id), self.k.pending, self.k.batch_of(run.batch)],
+                args=[
+                    run_id,
+                    result.model_dump_json(),
+                    repr(time.time()),
+                    self.retention_s,
+                    reason,
+                ],
+            )
+        )
 
     # -- reads -----------------------------------------------------------------------------
 

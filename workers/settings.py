@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     """The scheduler's loop wakes at least this often (and at once when a device frees)."""
     orphan_after_s: Annotated[float, Field(gt=0)] = 120.0
     """A selector run reserved for a device that has been down this long is routed again."""
+    unplaceable_after_s: Annotated[float, Field(gt=0)] = 600.0
+    """A pending run whose device (or selector) matches no registered device ends
+    `unplaceable` after waiting this long, instead of waiting for ever."""
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
 

@@ -59,6 +59,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         CeleryEnqueuer(make_celery(settings)),
         overdue_after_s=overdue_after_s(settings),
         orphan_after_s=settings.orphan_after_s,
+        unplaceable_after_s=settings.unplaceable_after_s,
     )
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)

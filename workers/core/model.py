@@ -256,6 +256,7 @@ class RunStatus(StrEnum):
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
+    UNPLACEABLE = "unplaceable"  # no registered device could ever take it; expired unplaced
 
     @property
     def terminal(self) -> bool:

@@ -1,0 +1,125 @@
+"""Placement without head-of-line blocking, and the `unplaceable` expiry (issue 16 point 3),
+against a real redis-server with the recording enqueuer (no Celery worker involved)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import RecordingEnqueuer
+from scheduler.fleet import Fleet
+from scheduler.requests import BatchSubmit, RunSubmit
+from scheduler.store import FleetStore
+from workers.core.model import Platform, RunResult, RunStatus
+from workers.core.records import DeviceInfo, RunRecord
+from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.runstore import Failure, RunStore
+
+FLOOD = 1500  # more than one page of the pending index (1,000)
+Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
+
+
+@pytest.fixture
+def parts(client: redis.Redis) -> Parts:
+    keys = Keys("hol")
+    store = FleetStore(client, keys, retention_s=3600)
+    enq = RecordingEnqueuer()
+    fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
+    return store, RunStore(client, keys), enq, fleet
+
+
+def register(store: FleetStore, did: str, **labels: str) -> str:
+    info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5", labels=labels)
+    holder = lease_holder(worker_name(did))
+    store.registry.register(info, holder, lease_s=30)
+    return holder
+
+
+def flood(fleet: Fleet, store: FleetStore, n: int) -> None:
+    """`n` pending runs for a pool whose only device then leaves for good."""
+    holder = register(store, "gone", pool="gone")
+    busy, _ = fleet.submit_run(RunSubmit(goal="hold", device="gone"))
+    for _ in range(n // 1000):
+        fleet.submit_batch(
+            BatchSubmit(goal="stuck", selector={"labels": {"pool": "gone"}}, count=1000)
+        )
+    if n % 1000:
+        fleet.submit_batch(
+            BatchSubmit(goal="stuck", selector={"labels": {"pool": "gone"}}, count=n % 1000)
+        )
+    fleet.store.cancel(busy.id)
+    assert store.registry.deregister("gone", holder, keep_s=60)
+
+
+def loaded(store: FleetStore, run_id: str) -> RunRecord:
+    record = store.load(run_id)
+    assert record is not None
+    return record
+
+
+def finish(store: FleetStore, rs: RunStore, run_id: str, did: str) -> None:
+    claim = rs.claim(run_id, did, f"w@{did}", cap=3)
+    done = RunResult(status=RunStatus.DONE, goal="g")
+    record = loaded(store, run_id)
+    assert rs.finish(
+        record, claim.token, done, failure=Failure.NONE, quarantine_after=3, retention_s=60
+    )
+
+
+def test_a_flood_of_unplaceable_runs_does_not_hold_back_a_placeable_one(parts: Parts) -> None:
+    """1,500 runs for a dead pool sit ahead of a run an idle device can take: the next pass
+    sends the placeable run (the old dispatcher looked at the first 1,000 pending only)."""
+    store, rs, enq, fleet = parts
+    register(store, "d1", pool="live")
+    first, _ = fleet.submit_run(RunSubmit(goal="a", selector={"labels": {"pool": "live"}}))
+    assert enq.sent == [(first.id, "d1")]
+    flood(fleet, store, FLOOD)
+    later, _ = fleet.submit_run(RunSubmit(goal="b", selector={"labels": {"pool": "live"}}))
+    assert loaded(store, later.id).device is None  # d1 is busy
+    finish(store, rs, first.id, "d1")
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (later.id, "d1")
+    assert store.pending_count() == FLOOD
+
+
+def test_priority_and_submit_order_hold_within_a_class(parts: Parts) -> None:
+    store, rs, enq, fleet = parts
+    register(store, "d1")
+    hold, _ = fleet.submit_run(RunSubmit(goal="hold"))
+    low, _ = fleet.submit_run(RunSubmit(goal="low", priority=5))
+    high, _ = fleet.submit_run(RunSubmit(goal="high", priority=1))  # 0 is the highest
+    low2, _ = fleet.submit_run(RunSubmit(goal="low2", priority=5))
+    order: list[str] = []
+    prev = hold.id
+    for _ in range(3):
+        finish(store, rs, prev, "d1")
+        assert fleet.dispatcher.dispatch() == 1
+        prev = enq.sent[-1][0]
+        order.append(prev)
+    assert order == [high.id, low.id, low2.id]
+
+
+def test_unplaceable_runs_expire_with_a_typed_status(parts: Parts, client: redis.Redis) -> None:
+    """Runs whose selector matches no registered device end `unplaceable` after the wait;
+    a run whose device is registered but busy waits on; the batch counts the ended runs."""
+    store, _, enq, fleet = parts
+    register(store, "d1")
+    busy, _ = fleet.submit_run(RunSubmit(goal="busy", device="d1"))
+    waiting, _ = fleet.submit_run(RunSubmit(goal="waits", device="d1"))
+    flood(fleet, store, 5)
+    d = Dispatcher(store, enq, unplaceable_after_s=50)
+    assert d.sweep(now=time.time() + 10) == 0
+    assert d.sweep(now=time.time() + 100) == 5
+    assert store.pending_ids() == [waiting.id]
+    batches = client.keys("hol:batch:*")
+    counts = [client.hgetall(b) for b in batches if client.type(b) == "hash"]
+    assert any(c.get("n:unplaceable") == "5" for c in counts)
+    members = [str(m) for b in batches if client.type(b) == "list" for m in client.lrange(b, 0, -1)]
+    ended = store.load_many(members)
+    assert len(ended) == 5
+    assert all(r.status is RunStatus.UNPLACEABLE for r in ended)
+    assert all(r.result is not None and "no registered device" in r.result.reason for r in ended)
+    assert loaded(store, busy.id).status is RunStatus.QUEUED
