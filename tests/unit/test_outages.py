@@ -1,0 +1,118 @@
+"""`is_outage`: the one classification of "Redis is unavailable, full or read-only"; and the
+worker's store client that waits an outage out (`OutageRetry`), against a real Redis."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+import redis
+import redis.exceptions as rex
+from kombu.exceptions import OperationalError
+from structlog.testing import capture_logs
+
+from scheduler.local.redis import LocalRedis
+from workers.fleet.connections import redis_client
+from workers.fleet.outages import Backoff, is_outage, requeue_delay_s
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        rex.ConnectionError("refused"),
+        rex.TimeoutError("slow"),
+        rex.BusyLoadingError("LOADING Redis is loading the dataset in memory"),
+        rex.OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'"),
+        rex.ReadOnlyError("READONLY You can't write against a read only replica"),
+        rex.ExecAbortError("EXECABORT Transaction discarded because of previous errors"),
+        rex.ResponseError("OOM command not allowed when used memory > 'maxmemory'"),
+        OperationalError("Error 111 connecting to 127.0.0.1:1"),
+    ],
+)
+def test_redis_trouble_is_an_outage(exc: Exception) -> None:
+    assert is_outage(exc)
+
+
+def test_a_wrapped_outage_is_an_outage() -> None:
+    outer = RuntimeError("store write failed")
+    outer.__cause__ = rex.OutOfMemoryError("OOM command not allowed")
+    assert is_outage(outer)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [ValueError("bad"), rex.ResponseError("WRONGTYPE Operation against a key"), KeyError("x")],
+)
+def test_bugs_and_bad_commands_are_not_outages(exc: Exception) -> None:
+    assert not is_outage(exc)
+
+
+# -- waiting an outage out ------------------------------------------------------------------
+
+
+def test_backoff_grows_to_its_cap_with_jitter() -> None:
+    """Wait n is drawn from [d/2, d], d = min(cap, base * 2**n): bounded, and not in step."""
+    backoff = Backoff(base_s=0.1, cap_s=2.0)
+    rng = random.Random(7)
+    for n, d in [(0, 0.1), (1, 0.2), (3, 0.8), (5, 2.0), (60, 2.0)]:
+        waits = [backoff.delay(n, rng) for _ in range(200)]
+        assert min(waits) >= d / 2
+        assert max(waits) <= d
+        assert len(set(waits)) > 100  # jittered, not one value
+
+
+def test_requeue_delay_fits_between_the_soft_and_the_hard_limit() -> None:
+    assert 0.25 <= requeue_delay_s(4, 5) <= 0.5
+    assert 1.0 <= requeue_delay_s(300, 330) <= 2.0
+
+
+def test_a_store_write_waits_for_a_full_redis_then_goes_through(redis_binary: str) -> None:
+    """A client with `outage_wait_s` sends a write Redis refuses (OOM under noeviction) again
+    with backoff; once memory is raised the write lands, once. One warning, one line after."""
+    with LocalRedis(binary=redis_binary) as server:
+        admin = redis.Redis.from_url(server.url)
+        client = redis_client(server.url, outage_wait_s=30)
+        admin.config_set("maxmemory", 1)
+        freed = threading.Timer(1.0, lambda: admin.config_set("maxmemory", 0))
+        freed.start()
+        started = time.monotonic()
+        with capture_logs() as logs:
+            client.hset("gf:run:1", "status", "running")
+            client.hset("gf:run:1", "attempt", "1")  # Redis answers at once now
+        waited = time.monotonic() - started
+        freed.join()
+        assert client.hgetall("gf:run:1") == {"status": "running", "attempt": "1"}
+        assert waited >= 0.9  # it waited for the memory, it did not fail
+        events = [e["event"] for e in logs]
+        assert events == ["redis_outage_waiting", "redis_outage_over"], logs
+        client.close()
+        admin.close()
+
+
+def test_the_wait_is_bounded_then_the_outage_is_raised(redis_binary: str) -> None:
+    with LocalRedis(binary=redis_binary) as server:
+        admin = redis.Redis.from_url(server.url)
+        client = redis_client(server.url, outage_wait_s=0.8)
+        admin.config_set("maxmemory", 1)
+        started = time.monotonic()
+        with pytest.raises(rex.OutOfMemoryError):
+            client.set("k", "v")
+        waited = time.monotonic() - started
+        assert 0.8 <= waited < 5.0
+        admin.config_set("maxmemory", 0)
+        assert client.set("k", "v")
+        client.close()
+        admin.close()
+
+
+def test_a_bad_command_is_raised_at_once_not_retried(redis_binary: str) -> None:
+    with LocalRedis(binary=redis_binary) as server:
+        client = redis_client(server.url, outage_wait_s=30)
+        client.set("k", "v")
+        started = time.monotonic()
+        with pytest.raises(rex.ResponseError, match="WRONGTYPE"):
+            client.hset("k", "f", "v")
+        assert time.monotonic() - started < 1.0
+        client.close()
