@@ -12,9 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-import redis
 import structlog
-from kombu.exceptions import OperationalError
 
 from scheduler.enqueue import Enqueuer
 from scheduler.placement import Placement
@@ -22,8 +20,12 @@ from scheduler.routing import choose
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState
+from workers.fleet.outages import Backoff, describe, is_outage
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
+
+OUTAGE_BACKOFF = Backoff(base_s=0.25, cap_s=5.0)
+"""The dispatch loop's waits while Redis is unavailable."""
 
 
 class Dispatcher:
@@ -191,10 +193,12 @@ class Dispatcher:
     ) -> None:
         """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`.
 
-        Redis (or the broker) out of reach is one warning when it goes and one line when it
-        is back, not a traceback a pass; anything else is a bug, logged with its traceback,
-        and the loop goes on."""
+        A Redis outage of any kind (unreachable, full, read-only, loading: `is_outage`) is
+        one warning when it starts and one line when Redis answers again, with passes backing
+        off (jittered, up to `OUTAGE_BACKOFF.cap_s`) in between; anything else is a bug,
+        logged with its traceback, and the loop goes on."""
         down_since: float | None = None
+        failed_passes = 0
         while not stop.is_set():
             try:
                 self.sweep()
@@ -202,22 +206,22 @@ class Dispatcher:
                 if tick is not None:
                     tick()
                 if down_since is not None:
-                    log.info("redis_reachable_again", down_s=round(time.time() - down_since, 1))
-                    down_since = None
+                    log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
+                    down_since, failed_passes = None, 0
                 self.store.wait_wake(interval_s)
-            except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:
+            except Exception as exc:  # an outage or a bug: neither ends the loop
                 if stop.is_set():
                     return
+                if not is_outage(exc):
+                    log.exception("dispatch_pass_failed", hint="retrying")
+                    stop.wait(interval_s)
+                    continue
                 if down_since is None:
                     down_since = time.time()
                     log.warning(
-                        "redis_unreachable",
-                        error=f"{type(exc).__name__}: {exc}",
-                        hint="retrying every pass; dispatch resumes when Redis is back",
+                        "redis_unavailable",
+                        error=describe(exc),
+                        hint="waiting with backoff; dispatch resumes when Redis answers",
                     )
-                stop.wait(interval_s)
-            except Exception:  # a bug must not end the loop either; logged and retried
-                if stop.is_set():
-                    return
-                log.exception("dispatch_pass_failed", hint="retrying")
-                stop.wait(interval_s)
+                stop.wait(max(interval_s, OUTAGE_BACKOFF.delay(failed_passes)))
+                failed_passes += 1
