@@ -8,7 +8,6 @@ import time
 
 import pytest
 import redis
-from celery.exceptions import SoftTimeLimitExceeded
 from redis_values import keys_holding
 
 from scheduler.dispatcher import Dispatcher
@@ -457,42 +456,3 @@ def test_submit_survives_a_failing_broker(parts, client):
     assert store.pending_ids() == [run.id]
     assert client.hget(Keys("t").device("d1"), "run") == ""
 
-
-def test_soft_time_limit_ends_errored_with_the_rows_so_far(parts, client):
-    """A soft time limit mid-run ends it `errored` (infrastructure), keeps the step rows
-    written so far in the result, and closes the device."""
-    store, rs, _, fleet = parts
-    register(store, "d1")
-    device = make_sim_device("sim:signin-ios")
-    real_snapshot = device.snapshot
-    calls = {"n": 0}
-
-    def snapshot():
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise SoftTimeLimitExceeded
-        return real_snapshot()
-
-    device.snapshot = snapshot  # type: ignore[method-assign]
-    rt = WorkerRuntime(
-        settings=Settings(redis_url="redis://unused", key_prefix="t"),
-        spec=WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="x"),
-        redis=client,
-        store=rs,
-        open_device=lambda _rid: device,
-        make_decider=make_decider,
-        secrets=DictSecrets({"PW": "pw"}),
-    )
-    run, _ = fleet.submit_run(
-        RunSubmit(
-            goal="Sign in",
-            inputs={"email": "ada@example.com"},
-            secrets={"password": SecretRef(ref="env:PW")},
-        )
-    )
-    assert execute_run(rt, run.id) == "errored"
-    final = store.load(run.id)
-    assert "soft time limit" in final.reason
-    assert len(final.result.steps) == 2
-    assert device.closed
-    assert store.registry.devices()[0].infra_failures == 1

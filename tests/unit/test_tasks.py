@@ -45,9 +45,14 @@ def runtime(client, rs, *, decider=None, open_device=None) -> WorkerRuntime:
     )
 
 
-def submit(fleet) -> str:
+def submit(fleet, inputs: dict[str, str] | None = None) -> str:
     run, _ = fleet.submit_run(
-        RunSubmit(goal="Sign in", device="d1", secrets={"password": SecretRef(ref="env:PW")})
+        RunSubmit(
+            goal="Sign in",
+            device="d1",
+            inputs=inputs or {},
+            secrets={"password": SecretRef(ref="env:PW")},
+        )
     )
     return run.id
 
@@ -108,16 +113,19 @@ class Billing:
 
 
 @pytest.mark.parametrize(
-    ("failure", "reason"),
+    ("failure", "reason", "infra_failures"),
     [
-        (SoftTimeLimitExceeded(), "soft time limit (300 s) exceeded"),
-        (RuntimeError("a bug of ours"), "internal error (RuntimeError); see the worker log"),
+        (SoftTimeLimitExceeded(), "soft time limit (300 s) exceeded", 1),
+        (RuntimeError("a bug of ours"), "internal error (RuntimeError); see the worker log", 0),
     ],
 )
-def test_an_errored_run_keeps_its_rows_tokens_and_duration(parts, client, failure, reason):
+def test_an_errored_run_keeps_its_rows_tokens_and_duration(
+    parts, client, failure, reason, infra_failures
+):
     """A run ended by a soft time limit or by a bug on its third snapshot is `errored` with the
     two step rows written before, their totals (tokens included: the one totals function) and
-    the attempt's true duration, as a run that ends by itself would be."""
+    the attempt's true duration, as a run that ends by itself would be; the device is closed,
+    and only the time limit (a run that hung on the device) counts against it."""
     store, rs, _, fleet = parts
     register(store, "d1")
     device = make_sim_device("sim:signin-ios")
@@ -132,15 +140,7 @@ def test_an_errored_run_keeps_its_rows_tokens_and_duration(parts, client, failur
 
     device.snapshot = snapshot  # type: ignore[method-assign]
     rt = runtime(client, rs, decider=Billing(), open_device=lambda _rid: device)
-    run, _ = fleet.submit_run(
-        RunSubmit(
-            goal="Sign in",
-            device="d1",
-            inputs={"email": "ada@example.com"},
-            secrets={"password": SecretRef(ref="env:PW")},
-        )
-    )
-    run_id = run.id
+    run_id = submit(fleet, {"email": "ada@example.com"})
     assert execute_run(rt, run_id) == "errored"
     result = store.load(run_id).result
     assert result.reason == reason
@@ -150,3 +150,5 @@ def test_an_errored_run_keeps_its_rows_tokens_and_duration(parts, client, failur
     assert result.totals.decide_ms >= 60.0
     phases = result.totals.snapshot_ms + result.totals.decide_ms + result.totals.action_ms
     assert result.duration_ms >= phases
+    assert device.closed
+    assert store.registry.devices()[0].infra_failures == infra_failures
