@@ -9,13 +9,15 @@ a seed. The fleet's demo, tests, load tests and benchmarks run on it.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,7 @@ __all__ = [
     "Latencies",
     "SimDevice",
     "SimOptions",
+    "action_log",
     "make_sim_device",
 ]
 
@@ -98,7 +101,8 @@ class SimDevice:
     seed: int = 0
     sleep: Callable[[float], None] = time.sleep
     session_log: Path | None = None
-    """If set, `open`/`close` lines (pid, monotonic ns) are appended: overlap checks."""
+    """If set, `open`/`close` lines (pid, monotonic ns) are appended, and one JSON line per
+    command to its `action_log` beside it: overlap checks."""
     screen: str = ""
     values: dict[str, str] = field(default_factory=dict)
     commands: int = 0
@@ -126,6 +130,25 @@ class SimDevice:
         return self.platform_
 
     def snapshot(self) -> Snapshot:
+        with self._acting("snapshot"):
+            return self._snapshot()
+
+    def press(self, pinned_ref: str) -> ActionResult:
+        with self._acting("press"):
+            return self._press_ref(pinned_ref)
+
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        with self._acting("fill"):
+            return self._fill(pinned_ref, value)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._log_session("close")
+
+    # -- the commands -----------------------------------------------------------------------
+
+    def _snapshot(self) -> Snapshot:
         n = self._command()
         self._wait(self.latencies.snapshot_ms)
         if n in self.faults.empty_snapshot_on:
@@ -139,7 +162,7 @@ class SimDevice:
         frame = self._new_frame(rendered)
         return build_snapshot([n for _, n in rendered], str(frame.generation))
 
-    def press(self, pinned_ref: str) -> ActionResult:
+    def _press_ref(self, pinned_ref: str) -> ActionResult:
         n = self._command()
         element = self._resolve(pinned_ref, n)
         self._wait(self.latencies.press_ms)
@@ -147,7 +170,7 @@ class SimDevice:
         self._press(element)
         return self._settle(before)
 
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+    def _fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
         n = self._command()
         element = self._resolve(pinned_ref, n)
         if element.kind not in TEXT_KINDS:
@@ -165,11 +188,6 @@ class SimDevice:
             self._sensitive.discard(element.id)
         self._errors.pop(self.screen, None)
         return self._settle(before)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._log_session("close")
 
     # -- what the app does ------------------------------------------------------------------
 
@@ -314,6 +332,27 @@ class SimDevice:
             return
         with self._lock, self.session_log.open("a") as f:
             f.write(f"{what} {os.getpid()} {time.monotonic_ns()}\n")
+
+    @contextlib.contextmanager
+    def _acting(self, command: str) -> Iterator[None]:
+        """Time one command (a failed one too) into the action log: who drove the device
+        (pid), for which run (seed), from when to when (monotonic ns, one clock per machine)."""
+        if self.session_log is None:
+            yield
+            return
+        start = time.monotonic_ns()
+        try:
+            yield
+        finally:
+            line = {"pid": os.getpid(), "seed": self.seed, "command": command}
+            line |= {"start_ns": start, "end_ns": time.monotonic_ns()}
+            with self._lock, action_log(self.session_log).open("a") as f:
+                f.write(json.dumps(line) + "\n")
+
+
+def action_log(session_log: Path) -> Path:
+    """Where a sim device with `session_log` records each command's interval (JSON lines)."""
+    return session_log.with_name(session_log.name + ".actions.jsonl")
 
 
 def _stale(message: str, reason: str) -> StaleRefError:

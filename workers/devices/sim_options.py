@@ -63,7 +63,8 @@ class SimOptions:
     latency_scale: float = 0.0
     """0: instant; 1.0: realistic snapshot/press/fill/network latencies."""
     session_log: Path | None = None
-    """If set, `open`/`close` lines (pid, monotonic ns) are appended: overlap checks."""
+    """If set, `open`/`close` lines (pid, monotonic ns) are appended, and each command's
+    interval to `sim.action_log(session_log)` beside it: overlap checks."""
     faults: Faults = NO_FAULTS
     """Deterministic fault injection (chaos and quarantine tests)."""
 
