@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 AD_DIR := deploy/agent-device
 AD_STAMP := $(AD_DIR)/node_modules/.installed
 
-.PHONY: demo test lint unit fleet install agent-device linux-target observability-tools bench clean
+.PHONY: demo test lint unit fleet install agent-device linux-target observability-tools netns-tools bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ linux-target:
 observability-tools:
 	bash scripts/setup-observability.sh
 
+# iproute2 (`ip`) for the partition tests' network namespaces: Debian, needs root.
+netns-tools:
+	bash scripts/setup-netns.sh
+
 demo: install
 	$(BIN)/goalfleet demo $(ARGS)
 
@@ -49,7 +53,7 @@ fleet: install
 	$(BIN)/pytest -m fleet -q
 
 # Everything: lint, types, layering, and every test (a skip fails under CI=true).
-test: install agent-device linux-target observability-tools lint
+test: install agent-device linux-target observability-tools netns-tools lint
 	$(BIN)/pytest -q
 
 # Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
