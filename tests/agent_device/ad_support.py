@@ -21,3 +21,21 @@ class App:
 
     def state(self) -> dict[str, Any]:
         return json.loads(self.state_file.read_text(encoding="utf-8"))
+
+
+def daemons_under(root: Path) -> list[int]:
+    """Live agent-device daemons (and their helpers) whose state dir is under `root`, found by
+    their environment in /proc: what a test must not leave behind."""
+    found = []
+    wanted = f"AGENT_DEVICE_STATE_DIR={root}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if state != "Z" and any(v.startswith(wanted) for v in env.split(b"\0")):
+            found.append(int(proc.name))
+    return found

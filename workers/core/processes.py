@@ -36,7 +36,7 @@ from pathlib import Path
 from signal import SIGCONT, SIGKILL, SIGSTOP, SIGTERM
 from typing import Self
 
-__all__ = ["Child", "Stoppable", "pid_alive", "spawn", "stop_all"]
+__all__ = ["Child", "Stoppable", "pid_alive", "process_started", "spawn", "stop_all", "stop_group"]
 
 DEFAULT_GRACE_S = 10.0
 _REAP_S = 5.0
@@ -202,6 +202,37 @@ def pid_alive(pid: int) -> bool:
     except FileNotFoundError:
         return False  # it went between the two looks
     return stat.rpartition(")")[2].split()[0] != "Z"  # `pid (comm) state ...`
+
+
+def process_started(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, `/proc/<pid>/stat` field 22), or None when it
+    is gone or this is not Linux: with the pid, it names one process even after the pid is
+    reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[19]) if len(fields) > 19 else None  # noqa: PLR2004 - field 22 of stat
+
+
+def stop_group(pid: int, grace_s: float = DEFAULT_GRACE_S) -> None:
+    """Stop a process group this process did not `spawn` (a child a dead owner left behind):
+    SIGTERM to the group `pid` leads (to `pid` alone when it leads none), up to `grace_s` for
+    `pid` to exit, then SIGKILL. Only for a `pid` the caller has checked is the one it means."""
+    try:
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    send = functools.partial(os.killpg, pid) if group == pid else functools.partial(os.kill, pid)
+    for sig in (SIGTERM, SIGCONT):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            send(sig)
+    deadline = time.monotonic() + grace_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        send(SIGKILL)  # what the leader left behind goes too
 
 
 _PR_SET_PDEATHSIG = 1

@@ -80,6 +80,8 @@ DEFAULT_SETTLE_QUIET_MS = 300
 300 keeps a margin for slower apps; `ActionResult.settled` says when the window ran out."""
 DEFAULT_ACTION_TIMEOUT_MS = 5000
 TransportKind = Literal["socket", "http"]
+_LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
+"""agent-device 0.21.5's INVALID_ARGS messages for an `open` of a session already open."""
 
 
 def record_name(input_name: str) -> str:
@@ -188,11 +190,21 @@ class AgentDeviceDevice:
         return self._platform
 
     def open(self) -> None:
+        """Open the session. A session of this name left open (by a run killed mid-way, on a
+        daemon that outlived it) is closed and opened again: the daemon refuses to re-open it
+        ("Session already active", or "can only arm a fresh session" with a recording)."""
         flags: dict[str, Any] = {"platform": self._platform.value, **self._device}
         if self._record_script is not None:
             flags["saveScript"] = str(self._record_script)
         positionals = [self._app] if self._app else []
-        self._call("open", positionals, flags)
+        try:
+            self._call("open", positionals, flags)
+        except ProtocolError as exc:
+            if not any(m in exc.message for m in _LEFTOVER_SESSION):
+                raise
+            _log.warning("leftover_session_closed", session=self.session)
+            self._close_session()
+            self._call("open", positionals, flags)
         self._opened = True
 
     def snapshot(self) -> Snapshot:
@@ -236,11 +248,7 @@ class AgentDeviceDevice:
         try:
             if self._opened:
                 self._opened = False
-                try:
-                    self._call("close", [], {})
-                except FatalDeviceError as exc:
-                    if exc.code != "SESSION_NOT_FOUND":
-                        raise
+                self._close_session()
         finally:
             self._transport.close()
             if self._on_close is not None:
@@ -252,6 +260,13 @@ class AgentDeviceDevice:
                 self._record_script.unlink(missing_ok=True)
 
     # -- internals --------------------------------------------------------------------------
+
+    def _close_session(self) -> None:
+        try:
+            self._call("close", [], {})
+        except FatalDeviceError as exc:
+            if exc.code != "SESSION_NOT_FOUND":
+                raise
 
     def _settled(
         self,
@@ -361,8 +376,10 @@ def open_device(
 ) -> AgentDeviceDevice:
     """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device.
 
-    Reuses a live daemon in `<state_root>/<spec>` or starts one there (stopped again on
-    `close()`); see `agent_device_launch.resolve_spec` for `env`."""
+    Reuses this process's live daemon in `<state_root>/<spec>`, or starts one there (stopped
+    again on `close()`) after stopping any daemon a dead owner left there; refuses a daemon a
+    live process owns (`agent_device_owner`). See `agent_device_launch.resolve_spec` for
+    `env`."""
     target = resolve_spec(spec, env=env, state_root=state_root)
     daemon = ensure_daemon(target)
     on_close = daemon.stop if daemon is not None else None

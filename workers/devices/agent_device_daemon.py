@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
 from workers.core.processes import Child, Stoppable, pid_alive, spawn
+from workers.devices.agent_device_owner import Owner, clear_owner, write_owner
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""
@@ -103,9 +104,9 @@ def linux_desktop_env(
 
 @dataclass
 class DaemonProcess(Stoppable):
-    """A daemon this process started, in its own process group. `stop()` ends the group:
-    SIGTERM, a grace period, then SIGKILL (its helpers, e.g. the AT-SPI snapshot helper, go
-    with it)."""
+    """A daemon this process started, in its own process group, and owns (`owner.json`, see
+    `agent_device_owner`). `stop()` ends the group: SIGTERM, a grace period, then SIGKILL (its
+    helpers, e.g. the AT-SPI snapshot helper, go with it), and removes the owner file."""
 
     child: Child
     state_dir: Path
@@ -124,6 +125,7 @@ class DaemonProcess(Stoppable):
             return
         self._stopped = True
         self.child.stop(timeout_s)
+        clear_owner(self.state_dir, self.child.pid)
 
 
 def start_daemon(
@@ -138,7 +140,8 @@ def start_daemon(
     ready_timeout_s: float = 20.0,
 ) -> DaemonProcess:
     """Start a daemon with its own `state_dir` and exactly `env` (plus its AGENT_DEVICE_*
-    settings), wait for its `daemon.json`, and return a handle.
+    settings), wait for its `daemon.json`, record this process as its owner (`owner.json`),
+    and return a handle.
 
     `claims_dir`: where it records device claims; give each Linux-desktop daemon its own
     (e.g. `state_dir / "claims"`). None keeps agent-device's host-wide default, which is right
@@ -185,6 +188,7 @@ def start_daemon(
             )
         info = read_daemon_info(state_dir)
         if info is not None and info.pid == child.pid:
+            write_owner(state_dir, Owner.this_process(child.pid, env))
             return DaemonProcess(child=child, state_dir=state_dir, info=info)
         time.sleep(0.02)
     child.stop()

@@ -1,7 +1,8 @@
 """Which agent-device daemon a device uses, and making sure it runs: a device spec becomes a
 `DeviceTarget` (platform, selector, state dir, the daemon's environment), `ensure_daemon` reuses
-the live daemon of that state dir or starts one, and `find_daemon` reads its `daemon.json` and
-refuses a daemon whose wire this adapter has not been checked against.
+this process's own daemon of that state dir, stops one a dead owner left behind and starts a
+fresh one (`agent_device_owner`), and `find_daemon` reads its `daemon.json` and refuses a daemon
+whose wire this adapter has not been checked against.
 
 The adapter (`agent_device.AgentDeviceDevice`) talks to a daemon; this module finds and starts
 one; `agent_device_daemon` owns the daemon process.
@@ -18,7 +19,6 @@ from typing import Any
 
 from workers.core.errors import ConfigError, FatalDeviceError, ProtocolError
 from workers.core.model import Platform
-from workers.core.processes import pid_alive
 from workers.devices.agent_device_daemon import (
     DEFAULT_PACKAGE_DIR,
     SUPPORTED_DAEMON_VERSIONS,
@@ -28,9 +28,18 @@ from workers.devices.agent_device_daemon import (
     read_daemon_info,
     start_daemon,
 )
+from workers.devices.agent_device_owner import Found, claim_state_dir, release_state_dir
 from workers.devices.agent_device_wire import SUPPORTED_RPC_PROTOCOL, HttpTransport, JsonObject
 
-__all__ = ["DeviceTarget", "check_daemon", "ensure_daemon", "find_daemon", "resolve_spec"]
+__all__ = [
+    "DeviceTarget",
+    "check_daemon",
+    "ensure_daemon",
+    "find_daemon",
+    "release_daemon",
+    "resolve_spec",
+    "state_dir_for",
+]
 
 
 def check_daemon(info: DaemonInfo, health: Mapping[str, Any] | None = None) -> None:
@@ -87,6 +96,17 @@ class DeviceTarget:
     """A Linux-desktop daemon's own device-claims dir (see `agent_device_daemon`)."""
 
 
+def state_dir_for(
+    spec: str, *, env: Mapping[str, str] | None = None, state_root: Path | None = None
+) -> Path:
+    """Where the daemon of `spec` keeps its state: `<state_root>/<spec>`, by default under
+    `$HOME/.cache/goalfleet/agent-device`."""
+    source = os.environ if env is None else env
+    home = source.get("HOME", str(Path.home()))
+    root = state_root or Path(home) / ".cache" / "goalfleet" / "agent-device"
+    return root / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
+
+
 def resolve_spec(
     spec: str, *, env: Mapping[str, str] | None = None, state_root: Path | None = None
 ) -> DeviceTarget:
@@ -99,8 +119,7 @@ def resolve_spec(
     """
     source = dict(os.environ if env is None else env)
     home = source.get("HOME", str(Path.home()))
-    root = state_root or Path(home) / ".cache" / "goalfleet" / "agent-device"
-    state_dir = root / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
+    state_dir = state_dir_for(spec, env=source, state_root=state_root)
     kind, _, ident = spec.partition(":")
     if spec == "agent-device:linux":
         daemon_env = linux_desktop_env(
@@ -126,10 +145,11 @@ def resolve_spec(
 def ensure_daemon(
     target: DeviceTarget, *, package_dir: Path = DEFAULT_PACKAGE_DIR
 ) -> DaemonProcess | None:
-    """The live daemon of the target's state dir (None: not ours to stop), or a new one this
-    process started (stop it when done)."""
-    info = read_daemon_info(target.state_dir)
-    if info is not None and pid_alive(info.pid):
+    """This process's live daemon of the target's state dir, serving the target's display and
+    bus (None: stopped by whoever started it), or a new one this process started (stop it when
+    done). A daemon a dead owner left there is stopped first; a live owner's is refused
+    (`DaemonOwnedError`)."""
+    if claim_state_dir(target.state_dir, target.daemon_env) is Found.OURS:
         return None
     return start_daemon(
         target.state_dir,
@@ -137,3 +157,9 @@ def ensure_daemon(
         package_dir=package_dir,
         claims_dir=target.claims_dir,
     )
+
+
+def release_daemon(state_dir: Path) -> bool:
+    """Stop the daemon of `state_dir` if its owner is gone or is this process (a worker at
+    start and at stop); True if there was one."""
+    return release_state_dir(state_dir)

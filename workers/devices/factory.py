@@ -50,3 +50,19 @@ def make_device(spec: str, *, seed: int = 0, sim: SimOptions = DEFAULT_SIM) -> D
     from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec)
+
+
+def release_device(spec: str) -> bool:
+    """Stop what a device spec's process left running on this host when its owner is gone or
+    is this process: the agent-device daemon of its state dir (a worker calls this before its
+    first run and at stop, for the daemons of its pool children). True if one was stopped;
+    sim devices hold nothing."""
+    check_device_spec(spec)
+    if spec.startswith("sim:"):
+        return False
+    from workers.devices.agent_device_launch import (  # noqa: PLC0415 - Node tooling is optional
+        release_daemon,
+        state_dir_for,
+    )
+
+    return release_daemon(state_dir_for(spec))
