@@ -164,7 +164,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
         enqueuer = CeleryEnqueuer(make_celery(settings))
     store = FleetStore(client, keys, retention_s=settings.retention_s)
-    fleet = Fleet(store, Dispatcher(store, enqueuer), max_pending=settings.max_pending)
+    dispatcher = Dispatcher(store, enqueuer, view_max_age_s=settings.device_view_max_age_s)
+    fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)
     questions = QuestionStore(
         client,

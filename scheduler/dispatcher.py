@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
+from scheduler.device_view import DeviceView
 from scheduler.enqueue import Enqueuer
 from scheduler.placement import Placement
 from scheduler.routing import choose
@@ -37,17 +38,20 @@ class Dispatcher:
         overdue_after_s: float | None = None,
         orphan_after_s: float | None = None,
         unplaceable_after_s: float | None = None,
+        view_max_age_s: float = 0.0,
     ) -> None:
         self.store = store
         self.placement = Placement(store)
+        self.view = DeviceView(store.registry, max_age_s=view_max_age_s)
         self.unplaceable_after_s = unplaceable_after_s
         """A pending run that no registered device can ever take (its device is not
         registered, its selector matches none) ends `unplaceable` after this long."""
         self._expired_at = 0.0
         self.enqueuer = enqueuer
         self.overdue_after_s = overdue_after_s
-        """A run still `running` this long after it started is ended `errored` (the pool child
-        was killed at the hard time limit, which acks the message): frees the device."""
+        """A run still `running` this long after it started is ended `errored`, freeing its
+        device: no delivery came back for it (a hard time limit requeues the message at once,
+        a dead worker's comes back after the visibility timeout), so its message is lost."""
         self.orphan_after_s = orphan_after_s
         """A selector run reserved for a device that has been down this long goes back to
         pending (the stale message is skipped by the claim if the device ever returns)."""
@@ -61,7 +65,7 @@ class Dispatcher:
         if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
             self._expired_at = now
             fixed += self.expire_unplaceable(now=now)
-        busy = [d for d in self.store.registry.devices() if d.run]
+        busy = [d for d in self.view.all() if d.run]
         for run in self.store.load_many([d.run for d in busy if d.run]):
             dev = next(d for d in busy if d.run == run.id)
             if (
@@ -117,55 +121,60 @@ class Dispatcher:
 
         With `run_ids` (the API's fast path) only those runs are tried; without, every pending
         run in order, skipping whole placement classes no idle device can take (see
-        `scheduler.placement`), so unplaceable runs never hold back placeable ones."""
-        devices = {d.info.id: d for d in self.store.registry.devices()}
-        if not any(d.idle for d in devices.values()):
+        `scheduler.placement`), so unplaceable runs never hold back placeable ones. Devices
+        come from the cached `DeviceView` (O(idle) per dispatch, not O(devices))."""
+        idle = {d.info.id: d for d in self.view.idle()}
+        if not idle:
             return 0
         if run_ids is not None:
-            return self._dispatch_ids(run_ids, devices)
+            return self._dispatch_ids(run_ids, idle)
         sent = 0
         full: set[str] = set()  # classes no idle device can take for the rest of this pass
         for p in self.placement.pending():
             if p.klass in full:
                 continue
-            device = self.placement.choose(p.klass, devices.values())
+            device = self.placement.choose(p.klass, idle.values())
             if device is None:
                 full.add(p.klass)
                 continue
-            if self._send(p.run_id, device, devices):
+            if self._send(p.run_id, device, idle):
                 sent += 1
-            if not any(d.idle for d in devices.values()):
+            if not idle:
                 break
         return sent
 
-    def _dispatch_ids(self, run_ids: list[str], devices: dict[str, DeviceState]) -> int:
+    def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
         sent = 0
         for run in self.store.load_many(run_ids):
             if run.device is not None or run.status.terminal:
                 continue
-            device = choose(devices.values(), run.target, run.selector)
-            if device is not None and self._send(run.id, device, devices):
+            device = choose(idle.values(), run.target, run.selector)
+            if device is not None and self._send(run.id, device, idle):
                 sent += 1
-            if not any(d.idle for d in devices.values()):
+            if not idle:
                 break
         return sent
 
-    def _send(self, run_id: str, device: DeviceState, devices: dict[str, DeviceState]) -> bool:
-        """Reserve `device` for the run and enqueue it; the device is not idle for the rest
-        of the pass whatever happens."""
+    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> bool:
+        """Reserve `device` for the run and enqueue it. The device leaves `idle` for the rest
+        of the pass whatever happens; a refused reservation (the view was stale: the device
+        is busy, down or quarantined) re-reads it."""
         did = device.info.id
-        devices[did] = device.model_copy(update={"run": run_id})
+        del idle[did]
         if not self.store.reserve(run_id, did):
+            self.view.refresh([did])
             return False
+        self.view.put(device.model_copy(update={"run": run_id}))
         try:
             self.enqueuer.enqueue(run_id, did)
         except Exception:
             run = self.store.load(run_id)
             if run is not None:
                 self.store.unreserve(run, did)
+            self.view.refresh([did])
             raise
-        devices[did] = device.model_copy(
-            update={"run": run_id, "runs_total": device.runs_total + 1}
+        self.view.put(
+            device.model_copy(update={"run": run_id, "runs_total": device.runs_total + 1})
         )
         return True
 
@@ -175,7 +184,7 @@ class Dispatcher:
         if self.unplaceable_after_s is None:
             return 0
         now = time.time() if now is None else now
-        devices = self.store.registry.devices()
+        devices = self.view.all()
         ended = 0
         for rid in self.placement.unplaceable(devices, before=now - self.unplaceable_after_s):
             if self.store.expire_unplaceable(rid, after_s=self.unplaceable_after_s):
@@ -208,7 +217,7 @@ class Dispatcher:
                 if down_since is not None:
                     log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
                     down_since, failed_passes = None, 0
-                self.store.wait_wake(interval_s)
+                self.view.touch(self.store.wait_wake(interval_s))
             except Exception as exc:  # an outage or a bug: neither ends the loop
                 if stop.is_set():
                     return

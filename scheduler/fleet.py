@@ -56,8 +56,7 @@ class Fleet:
     ) -> tuple[RunRecord, bool]:
         """Returns (the run, whether it was created now). A repeated idempotency key with the
         same body returns the first run; with a different body it is a 409."""
-        devices = self.store.registry.devices()
-        self._check_target(devices, sub.device, sub.selector)
+        self._check_target(sub.device, sub.selector)
         self._check_backlog(1)
         run = RunRecord(
             id=new_id(),
@@ -78,8 +77,13 @@ class Fleet:
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
     ) -> tuple[BatchRecord, bool]:
-        devices = self.store.registry.devices()
+        view = self.dispatcher.view
+        devices = view.all() if sub.count is not None else []
         targets = matching(devices, None, sub.selector)
+        if not targets:  # not in the cached view (or a fan-out, which reads afresh): re-read
+            view.reload()
+            devices = view.all()
+            targets = matching(devices, None, sub.selector)
         if not targets:
             raise InvalidRequestError(
                 "selector",
@@ -137,7 +141,8 @@ class Fleet:
         """The fast path. The runs are already stored and pending, so a failure here is not
         the caller's: the scheduler's loop places them later."""
         try:
-            self.dispatcher.dispatch(run_ids)
+            if self.dispatcher.dispatch(run_ids) < len(run_ids):
+                self.store.wake()  # the scheduler places the rest (its view may know more)
         except Exception:  # a broker or store blip; logged, and the scheduler retries
             log.exception(
                 "dispatch_after_submit_failed",
@@ -145,9 +150,15 @@ class Fleet:
                 hint="the runs are pending; the scheduler will place them",
             )
 
-    def _check_target(
-        self, devices: list[DeviceState], device: str | None, selector: Selector | None
-    ) -> None:
+    def _check_target(self, device: str | None, selector: Selector | None) -> None:
+        """The run names a registered device, or its selector matches one. Checked against
+        the dispatcher's cached view; only a miss re-reads the registry, so a device that
+        registered a moment ago is never refused."""
+        view = self.dispatcher.view
+        if view.has_match(device, selector):
+            return
+        view.reload()
+        devices = view.all()
         if device is not None and not matching(devices, device, None):
             raise InvalidRequestError(
                 "device",

@@ -288,12 +288,20 @@ class FleetStore(RedisStore):
             retention_s=self.retention_s,
         )
 
-    def wait_wake(self, timeout_s: float) -> bool:
-        """Block until a device frees (or `timeout_s`); drain the wake list."""
-        got = self.r.blpop([self.k.wake], timeout=min(max(timeout_s, 0.01), 4.0))
-        if got is not None:
-            self.r.delete(self.k.wake)
-        return got is not None
+    def wait_wake(self, timeout_s: float) -> list[str]:
+        """Block until a device frees (or `timeout_s`); drain the wake list and return what it
+        named (ended runs' ids, recovered devices' ids, "submit"); [] on a timeout."""
+        got = cast(
+            "tuple[str, str] | None",
+            self.r.blpop([self.k.wake], timeout=min(max(timeout_s, 0.01), 4.0)),
+        )
+        if got is None:
+            return []
+        with self.r.pipeline(transaction=True) as p:
+            p.lrange(self.k.wake, 0, -1)
+            p.delete(self.k.wake)
+            rest = cast("list[str]", p.execute()[0])
+        return [got[1], *rest]
 
     def wake(self) -> None:
         self.r.rpush(self.k.wake, "submit")

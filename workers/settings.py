@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     `unplaceable` after waiting this long, instead of waiting for ever."""
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
+    device_view_max_age_s: Annotated[float, Field(ge=0, le=60)] = 1.0
+    """The scheduler's and the API's cached view of the devices is re-read in full when it is
+    older than this (ended runs and recovered devices are re-read at once; a reservation is
+    always checked in Redis). 0 re-reads on every dispatch: O(devices) per submit."""
 
     @field_validator("model_mode")
     @classmethod

@@ -60,6 +60,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         overdue_after_s=overdue_after_s(settings),
         orphan_after_s=settings.orphan_after_s,
         unplaceable_after_s=settings.unplaceable_after_s,
+        view_max_age_s=settings.device_view_max_age_s,
     )
     fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
     schedules = Schedules(client, keys)

@@ -1,0 +1,177 @@
+"""Scheduler cost against fleet size: N = 10, 100, 1,000, 10,000 registered devices.
+
+No worker processes: N synthetic devices are registered in a private redis-server (presence
+records and leases only, as `goalfleet worker` writes them) and a stub consumer stands in for
+the workers (it claims and finishes a run the moment the dispatcher sends it, through the
+same `RunStore` calls a worker makes). The dispatcher and the submit path run in this
+process against that Redis, exactly as the scheduler and the API call them.
+
+The dispatcher runs with the production `device_view_max_age_s` (its cached device view,
+`scheduler/device_view.py`): the view's full re-read, at most once a second, is inside the
+timed calls whenever it falls due, so its cost shows in p95 and in CPU per pass.
+
+Per N, with every device busy and 200 runs pending:
+- **pass** — one device's run finishes (not timed), then one scheduler pass as the loop makes
+  it (drain the wake list, re-read the device it names, `Dispatcher.dispatch()`) places the
+  next pending run on it: p50 / p95 ms, Redis commands
+  per pass (INFO total_commands_processed), CPU ms per pass (this process);
+- **submit** — `Fleet.submit_run` of a selector run while no device is idle (validation, the
+  atomic write, the fast-path dispatch attempt): p50 / p95 ms, commands, and the submits/s one
+  process reaches.
+
+    .venv/bin/python -m bench.bench_scheduler            # full: N up to 10,000, 300 samples
+    .venv/bin/python -m bench.bench_scheduler --quick    # CI: N = 10 and 100, 50 samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import redis
+
+from bench._fleet import machine, median, pct
+from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import RecordingEnqueuer
+from scheduler.fleet import Fleet
+from scheduler.local.redis import LocalRedis
+from scheduler.requests import BatchSubmit, RunSubmit
+from scheduler.store import FleetStore
+from workers.core.model import Platform, RunResult, RunStatus
+from workers.core.records import DeviceInfo
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.runstore import Failure, RunStore
+from workers.settings import Settings
+
+BACKLOG = 200
+
+
+@dataclass(frozen=True)
+class Row:
+    n: int
+    pass_p50: float
+    pass_p95: float
+    pass_cmds: float
+    pass_cpu: float
+    submit_p50: float
+    submit_p95: float
+    submit_cmds: float
+    submits_per_s: float
+
+
+def commands(r: redis.Redis) -> int:
+    return int(r.info("stats")["total_commands_processed"])
+
+
+class Consumer:
+    """Stands in for the workers: claims what was sent; `finish_one` ends the oldest."""
+
+    def __init__(self, store: FleetStore, runs: RunStore, enq: RecordingEnqueuer) -> None:
+        self.store, self.runs, self.enq = store, runs, enq
+        self.claimed: list[tuple[str, str, str]] = []  # run, device, claim token
+        self._seen = 0
+
+    def take(self) -> None:
+        for rid, did in self.enq.sent[self._seen :]:
+            claim = self.runs.claim(rid, did, f"w@{did}", cap=3)
+            self.claimed.append((rid, did, claim.token))
+        self._seen = len(self.enq.sent)
+
+    def finish_one(self) -> None:
+        rid, _, token = self.claimed.pop(0)
+        record = self.store.load(rid)
+        if record is None:
+            raise RuntimeError(f"run {rid} vanished")
+        done = RunResult(status=RunStatus.DONE, goal="g")
+        self.runs.finish(
+            record, token, done, failure=Failure.NONE, quarantine_after=3, retention_s=600
+        )
+
+
+def measure(r: redis.Redis, n: int, samples: int) -> Row:
+    keys = Keys(f"bs{n}")
+    store = FleetStore(r, keys, retention_s=600)
+    enq = RecordingEnqueuer()
+    dispatcher = Dispatcher(store, enq, view_max_age_s=Settings().device_view_max_age_s)
+    fleet = Fleet(store, dispatcher, max_pending=1_000_000)
+    consumer = Consumer(store, RunStore(r, keys), enq)
+    for i in range(n):
+        info = DeviceInfo(id=f"d{i}", platform=Platform.IOS, os_version="17.5")
+        store.registry.register(info, lease_holder(worker_name(f"d{i}")), lease_s=3600)
+    left = n + BACKLOG
+    while left:
+        count = min(left, 1000)
+        fleet.submit_batch(BatchSubmit(goal="Sign in", count=count))
+        left -= count
+    consumer.take()
+    if len(consumer.claimed) != n:
+        raise RuntimeError(f"{len(consumer.claimed)} of {n} devices busy after the fill")
+
+    pass_ms: list[float] = []
+    pass_cmds: list[int] = []
+    cpu = 0.0
+    for _ in range(samples):
+        consumer.finish_one()
+        c0, t0, p0 = commands(r), time.perf_counter(), time.process_time()
+        dispatcher.view.touch(store.wait_wake(0.01))  # what the scheduler's loop does
+        sent = dispatcher.dispatch()
+        t1, p1, c1 = time.perf_counter(), time.process_time(), commands(r)
+        if sent != 1:
+            raise RuntimeError(f"a pass after a finish sent {sent} runs, not 1")
+        pass_ms.append((t1 - t0) * 1000)
+        cpu += p1 - p0
+        pass_cmds.append(c1 - c0 - 1)  # the INFO itself
+        consumer.take()
+        fleet.submit_batch(BatchSubmit(goal="Sign in", count=1))  # keep the backlog
+
+    submit_ms: list[float] = []
+    submit_cmds: list[int] = []
+    wall0 = time.perf_counter()
+    for _ in range(samples):
+        c0, t0 = commands(r), time.perf_counter()
+        fleet.submit_run(RunSubmit(goal="Sign in"))
+        t1, c1 = time.perf_counter(), commands(r)
+        submit_ms.append((t1 - t0) * 1000)
+        submit_cmds.append(c1 - c0 - 1)
+    wall = time.perf_counter() - wall0
+    return Row(
+        n=n,
+        pass_p50=median(pass_ms),
+        pass_p95=pct(pass_ms, 0.95),
+        pass_cmds=median(pass_cmds),
+        pass_cpu=cpu * 1000 / samples,
+        submit_p50=median(submit_ms),
+        submit_p95=pct(submit_ms, 0.95),
+        submit_cmds=median(submit_cmds),
+        submits_per_s=samples / wall,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="CI: N = 10 and 100, 50 samples")
+    args = ap.parse_args()
+    sizes, samples = ((10, 100), 50) if args.quick else ((10, 100, 1000, 10_000), 300)
+    with LocalRedis() as server:
+        r = redis_client(server.url)
+        rows = [measure(r, n, samples) for n in sizes]
+    base = rows[0]
+    print(f"{machine()}; {samples} samples per N, {BACKLOG} runs pending, every device busy\n")
+    print(
+        "| N devices | pass p50 ms | p95 | vs N=10 | cmds/pass | CPU ms/pass "
+        "| submit p50 ms | p95 | vs N=10 | cmds/submit | submits/s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for x in rows:
+        print(
+            f"| {x.n:,} | {x.pass_p50:.2f} | {x.pass_p95:.2f} | {x.pass_p50 / base.pass_p50:.2f}x "
+            f"| {x.pass_cmds:.0f} | {x.pass_cpu:.2f} | {x.submit_p50:.2f} | {x.submit_p95:.2f} "
+            f"| {x.submit_p50 / base.submit_p50:.2f}x | {x.submit_cmds:.0f} "
+            f"| {x.submits_per_s:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The dispatcher's view of the registered devices, so a dispatch does not read every device.
+
+Reading all N device records costs two Redis commands per device; at farm scale (thousands of
+devices) doing that on every submit and every scheduler pass made both grow with N. The view
+keeps the last states in memory and:
+
+- re-reads everything when it is older than `max_age_s` (new registrations, lapsed leases
+  and quarantines are seen within that; 0, the default, re-reads on every use: exact, O(N),
+  what tests of single calls want; the scheduler and the API run with
+  `Settings.device_view_max_age_s`), and at once when a lookup misses (a submit naming a
+  device registered a moment ago is never refused because of the cache);
+- re-reads single devices when told they changed: the scheduler's wake list names the run
+  that ended or the device that recovered (`touch`), and a reservation that failed re-reads
+  its device;
+- keeps the idle devices in a set, so choosing one costs O(idle), not O(N).
+
+The view is only a hint: `FleetStore.reserve` checks, atomically in Redis, that the device is
+registered, alive, idle and not quarantined, so a stale entry can cost a retry, never a wrong
+placement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import cast
+
+from scheduler.routing import matching
+from workers.core.records import DeviceState, Selector
+from workers.fleet.registry import DeviceRegistry
+
+
+class DeviceView:
+    def __init__(
+        self,
+        registry: DeviceRegistry,
+        *,
+        max_age_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._states: dict[str, DeviceState] = {}
+        self._idle: dict[str, DeviceState] = {}
+        self._read_at = float("-inf")
+        self._matches: dict[str, bool] = {}
+        """Placement class -> whether some registered device matches it (cleared whenever a
+        device joins or leaves the view)."""
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def all(self) -> list[DeviceState]:
+        """Every registered device (re-read when the view is older than `max_age_s`)."""
+        self._fresh()
+        return list(self._states.values())
+
+    def idle(self) -> list[DeviceState]:
+        """Devices that were idle (alive, free, not quarantined) when last read."""
+        self._fresh()
+        return list(self._idle.values())
+
+    def has_match(self, device_id: str | None, selector: Selector | None) -> bool:
+        """Whether a registered device is `device_id` / matches `selector` (cached per class
+        until the set of devices changes: O(1) per submit at any fleet size)."""
+        self._fresh()
+        if device_id is not None:
+            return device_id in self._states
+        key = selector.model_dump_json() if selector is not None else "{}"
+        if key not in self._matches:
+            self._matches[key] = bool(matching(self._states.values(), None, selector))
+        return self._matches[key]
+
+    def get(self, device_id: str) -> DeviceState | None:
+        self._fresh()
+        return self._states.get(device_id)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Re-read every registered device now."""
+        states = self.registry.devices()
+        self._states = {d.info.id: d for d in states}
+        self._matches.clear()
+        self._idle = {d.info.id: d for d in states if d.idle}
+        self._read_at = self.clock()
+
+    def refresh(self, device_ids: Iterable[str]) -> None:
+        """Re-read these devices (a device no longer registered leaves the view)."""
+        ids = sorted(set(device_ids))
+        if not ids:
+            return
+        r, k = self.registry.r, self.registry.k
+        with r.pipeline(transaction=False) as p:
+            for did in ids:
+                p.hgetall(k.device(did))
+                p.exists(k.lease(did))
+                p.sismember(k.devices, did)
+            out = p.execute()
+        for i, did in enumerate(ids):
+            raw = cast("dict[str, str]", out[3 * i])
+            if raw.get("info") and out[3 * i + 2]:
+                self.put(DeviceState.from_hash(raw, alive=bool(out[3 * i + 1])))
+            elif self._states.pop(did, None) is not None:
+                self._idle.pop(did, None)
+                self._matches.clear()
+
+    def touch(self, items: Iterable[str]) -> None:
+        """Re-read what a wake-up names: device ids, or ids of runs that ended (their device
+        is read from the run); other items ("submit") are ignored."""
+        devices: set[str] = set()
+        runs: list[str] = []
+        for item in items:
+            if item in self._states:
+                devices.add(item)
+            else:
+                runs.append(item)
+        if runs:
+            r, k = self.registry.r, self.registry.k
+            with r.pipeline(transaction=False) as p:
+                for rid in runs:
+                    p.hget(k.run(rid), "device")
+                found = cast("list[str | None]", p.execute())
+            devices.update(d for d in found if d)
+        self.refresh(devices)
+
+    def put(self, state: DeviceState) -> None:
+        """Record a device's state as the dispatcher changed it (or read it)."""
+        did = state.info.id
+        if did not in self._states:
+            self._matches.clear()
+        self._states[did] = state
+        if state.idle:
+            self._idle[did] = state
+        else:
+            self._idle.pop(did, None)
+
+    def _fresh(self) -> None:
+        if self.clock() - self._read_at >= self.max_age_s:
+            self.reload()

@@ -1,0 +1,103 @@
+"""The dispatcher's cached device view: a dispatch reads O(idle) devices, not every device,
+and the cache is never trusted for a placement (the reservation checks Redis)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from scheduler.device_view import DeviceView
+from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import RecordingEnqueuer
+from scheduler.fleet import Fleet
+from scheduler.requests import RunSubmit
+from scheduler.store import FleetStore
+from workers.core.model import Platform, RunResult, RunStatus
+from workers.core.records import DeviceInfo, Selector
+from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.runstore import Failure, RunStore
+
+Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
+
+
+@pytest.fixture
+def parts(client: redis.Redis) -> Parts:
+    keys = Keys("dv")
+    store = FleetStore(client, keys, retention_s=3600)
+    enq = RecordingEnqueuer()
+    # a view that never goes stale by age: only wake-ups and misses re-read it
+    fleet = Fleet(store, Dispatcher(store, enq, view_max_age_s=3600), max_pending=100)
+    return store, RunStore(client, keys), enq, fleet
+
+
+def register(store: FleetStore, did: str, **labels: str) -> str:
+    info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5", labels=labels)
+    holder = lease_holder(worker_name(did))
+    store.registry.register(info, holder, lease_s=30)
+    return holder
+
+
+def finish(store: FleetStore, rs: RunStore, run_id: str, did: str) -> None:
+    claim = rs.claim(run_id, did, f"w@{did}", cap=3)
+    record = store.load(run_id)
+    assert record is not None
+    done = RunResult(status=RunStatus.DONE, goal="g")
+    assert rs.finish(
+        record, claim.token, done, failure=Failure.NONE, quarantine_after=3, retention_s=60
+    )
+
+
+def test_a_freed_device_is_seen_through_the_wake_up_not_a_full_read(parts: Parts) -> None:
+    store, rs, enq, fleet = parts
+    register(store, "d1")
+    a, _ = fleet.submit_run(RunSubmit(goal="a"))
+    b, _ = fleet.submit_run(RunSubmit(goal="b"))
+    assert enq.sent == [(a.id, "d1")]
+    finish(store, rs, a.id, "d1")
+    assert fleet.dispatcher.dispatch() == 0  # the view still has d1 busy: nothing read
+    woken = store.wait_wake(0.1)
+    assert a.id in woken  # the finish named its run
+    fleet.dispatcher.view.touch(woken)
+    assert fleet.dispatcher.dispatch() == 1
+    assert enq.sent[-1] == (b.id, "d1")
+
+
+def test_a_device_registered_after_the_view_was_read_is_accepted(parts: Parts) -> None:
+    store, _, enq, fleet = parts
+    register(store, "d1")
+    fleet.submit_run(RunSubmit(goal="a"))
+    register(store, "new-1", pool="new")
+    run, _ = fleet.submit_run(RunSubmit(goal="b", device="new-1"))  # a miss re-reads
+    assert enq.sent[-1] == (run.id, "new-1")
+    run2, _ = fleet.submit_run(RunSubmit(goal="c", selector=Selector(labels={"pool": "new"})))
+    assert store.load(run2.id) is not None
+
+
+def test_a_stale_idle_entry_costs_a_retry_never_a_wrong_placement(
+    parts: Parts, client: redis.Redis
+) -> None:
+    """The view says d1 is idle but its lease lapsed (its worker died): the reservation is
+    refused in Redis, nothing is sent, and the view learns the truth."""
+    store, _, enq, fleet = parts
+    register(store, "d1")
+    view = fleet.dispatcher.view
+    assert [d.info.id for d in view.idle()] == ["d1"]
+    client.delete(Keys("dv").lease("d1"))
+    run, _ = fleet.submit_run(RunSubmit(goal="a"))
+    assert enq.sent == []
+    assert view.idle() == []
+    assert store.pending_ids() == [run.id]
+
+
+def test_view_reads_only_what_it_is_told_changed(parts: Parts, client: redis.Redis) -> None:
+    store, _, _, _ = parts
+    for i in range(50):
+        register(store, f"d{i}")
+    view = DeviceView(store.registry, max_age_s=3600)
+    assert len(view.all()) == 50
+    before = int(client.info("stats")["total_commands_processed"])
+    view.touch(["d7"])
+    used = int(client.info("stats")["total_commands_processed"]) - before - 1
+    assert used == 3  # HGETALL, EXISTS, SISMEMBER of one device (the INFO excluded)
+    assert view.has_match(None, Selector(platform=Platform.IOS))
+    assert not view.has_match(None, Selector(labels={"pool": "none"}))
