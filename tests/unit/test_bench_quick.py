@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
         "bench.bench_memory",
         "bench.bench_decision_memory",
         "bench.bench_flood",
+        "bench.bench_scheduler",
     ],
 )
 def test_benchmark_runs_in_quick_mode(module: str) -> None:
