@@ -33,7 +33,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.store import FleetStore
-from workers.fleet.keys import device_queue
 from workers.telemetry.metrics import NAMESPACE, Spec, make_metrics
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -191,7 +190,7 @@ class FleetCollector(Collector):
     def _queue_depths(self, device_ids: list[str]) -> dict[str, int]:
         with self.store.r.pipeline(transaction=False) as p:
             for did in device_ids:
-                q = device_queue(did)
+                q = self.store.k.queue(did)
                 p.llen(q)
                 for step in PRIORITY_STEPS:
                     p.llen(f"{q}{KOMBU_PRIORITY_SEP}{step}")

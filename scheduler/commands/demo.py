@@ -147,9 +147,7 @@ def _demo(args: argparse.Namespace) -> int:
         )
         fleet.start_api()
         fleet.start_scheduler()
-        # on a shared Redis, device queues get this demo's tag so two demos never mix
-        suffix = "" if local is not None else f"-{settings.key_prefix[-6:]}"
-        workers = _workers(args, suffix)
+        workers = _workers(args)  # on a shared Redis, the demo's own key prefix sets it apart
         for w in workers:
             fleet.start_worker(w)
         out.print(f"API {fleet.api_url}; starting {len(workers)} sim workers …")
@@ -166,7 +164,7 @@ def _demo(args: argparse.Namespace) -> int:
         if fleet is not None:
             fleet.stop()
             if local is None:  # someone else's Redis: leave nothing of ours behind
-                _forget(fleet.settings, list(fleet.started))
+                _forget(fleet.settings)
         if local is not None:
             local.stop()
         log_file.close()
@@ -215,7 +213,7 @@ def _report(
     out.print(_summary_table(summary))
 
 
-def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
+def _workers(args: argparse.Namespace) -> list[SimWorker]:
     from scheduler.local.fleet import SimWorker  # noqa: PLC0415 - heavy imports
 
     workers = []
@@ -223,7 +221,7 @@ def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
         platform, os_version, model = FLAVOURS[i % len(FLAVOURS)]
         workers.append(
             SimWorker(
-                device=f"sim-{platform}-{i // len(FLAVOURS) + 1}{suffix}",
+                device=f"sim-{platform}-{i // len(FLAVOURS) + 1}",
                 platform=platform,
                 os_version=os_version,
                 model=model,
@@ -235,21 +233,14 @@ def _workers(args: argparse.Namespace, suffix: str) -> list[SimWorker]:
     return workers
 
 
-def _forget(settings: Settings, devices: list[str]) -> None:
+def _forget(settings: Settings) -> None:
+    """Delete every key of this demo's fleet: all start with its prefix, Celery's too."""
     from workers.fleet.connections import redis_client  # noqa: PLC0415 - only on shared Redis
-    from workers.fleet.keys import Keys, device_queue  # noqa: PLC0415 - same reason
+    from workers.fleet.keys import Keys  # noqa: PLC0415 - same reason
 
     client = redis_client(settings.redis_url)
-    keys = Keys(settings.key_prefix)
     try:
-        for key in client.scan_iter(match=keys.run("*"), count=1000):
-            if key.count(":") == 2:  # noqa: PLR2004 - {p}:run:{id}, not its :steps
-                client.delete(f"celery-task-meta-{key.rsplit(':', 1)[1]}")
-        for d in devices:
-            q = device_queue(d)
-            client.delete(q, f"_kombu.binding.{q}", f"_kombu.binding_permanent.{q}")
-            client.zrem("_kombu.binding_deadlines", q)
-        for key in client.scan_iter(match=keys.pattern(), count=1000):
+        for key in client.scan_iter(match=Keys(settings.key_prefix).pattern(), count=1000):
             client.delete(key)
     finally:
         client.close()

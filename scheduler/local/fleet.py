@@ -76,8 +76,6 @@ class LocalFleet(Stoppable):
         self.log_dir = log_dir
         self.env = {**os.environ, **settings.to_env(), **extra_env}
         self.workers: dict[str, Child] = {}
-        self.started: set[str] = set()
-        """Every device a worker was started for (the demo cleans their queues up)."""
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -121,7 +119,6 @@ class LocalFleet(Stoppable):
             env = {**env, MULTIPROC_ENV: str(self.log_dir / f"metrics-{w.device}")}
         child = spawn(w.argv(), env=env, log=self.log_dir / f"worker-{w.device}.log")
         self.workers[w.device] = child
-        self.started.add(w.device)
         return child
 
     def wait_devices(self, ids: list[str], *, timeout_s: float = 60.0) -> None:

@@ -7,6 +7,7 @@ import httpx
 import pytest
 import redis
 from conftest import SECRET_VALUE, TOKEN, create
+from redis_values import keys_holding
 
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.local.fleet import LocalFleet
@@ -51,13 +52,14 @@ BAD_RUNS = [
 
 
 def _dbsize(settings: Settings) -> tuple[int, int, int]:
-    """Our keys, pending runs, and messages in device queues. (Not DBSIZE: kombu's own
-    transient keys such as `unacked_mutex` come and go on their own.)"""
+    """Our store's keys, pending runs, and messages in device queues. (Not all our keys:
+    kombu's own transient keys such as `unacked_mutex` come and go on their own.)"""
     c = redis_client(settings.redis_url)
+    keys = Keys(settings.key_prefix)
     try:
-        ours = sum(1 for _ in c.scan_iter(match=Keys(settings.key_prefix).pattern(), count=1000))
-        queued = sum(c.llen(q) for q in c.scan_iter(match="device.*", _type="list"))
-        return ours, c.zcard(Keys(settings.key_prefix).pending), queued
+        ours = sum(1 for k in c.scan_iter(match=keys.pattern(), count=1000) if keys.is_store_key(k))
+        queues = c.scan_iter(match=keys.queue("*"), _type="list")
+        return ours, c.zcard(keys.pending), sum(c.llen(q) for q in queues)
     finally:
         c.close()
 
@@ -176,6 +178,4 @@ def test_no_secret_value_in_redis(api, db: redis.Redis):
     body = {**OK, "device": "android-1", "secrets": {"password": {"ref": "env:FLEET_PW"}}}
     final = api.wait(api.submit_run(body).id, timeout_s=60)
     assert final.status.value == "done"
-    for key in db.scan_iter("*"):
-        assert SECRET_VALUE not in key
-        assert SECRET_VALUE.encode() not in (db.dump(key) or b"")
+    assert keys_holding(db, SECRET_VALUE) == []

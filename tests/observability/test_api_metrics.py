@@ -18,7 +18,7 @@ from scheduler.store import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
-from workers.fleet.keys import Keys, device_queue
+from workers.fleet.keys import Keys
 from workers.fleet.registry import DeviceRegistry
 from workers.settings import Settings
 
@@ -54,7 +54,7 @@ def test_request_metrics_and_fleet_gauges(redis_url: str) -> None:
     devices.register(DeviceInfo(id="and-2", platform=Platform.ANDROID), "w@and-2", lease_s=30)
     client.hset(keys.device("and-1"), "quarantined", "1")
     client.delete(keys.lease("and-2"))  # its worker died without deregistering
-    client.rpush(device_queue("ios-1"), "m1", "m2")
+    client.rpush(Keys("obs").queue("ios-1"), "m1", "m2")
 
     registry = new_registry()
     app = create_app(settings, client=client, enqueuer=RecordingEnqueuer(), registry=registry)

@@ -37,8 +37,8 @@ class Api:
         p = self.settings.key_prefix
         return (
             int(self.db.dbsize()),
-            int(self.db.llen(f"device.{DEVICE}")),
-            int(self.db.llen("goalfleet")),
+            int(self.db.llen(Keys(p).queue(DEVICE))),
+            int(self.db.llen(Keys(p).default_queue)),
             int(self.db.zcard(f"{p}:pending")),
             int(self.db.llen(f"{p}:wake")),
         )

@@ -22,12 +22,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
 import redis
 from fakes.model_server import FakeModelServer, Reply, _structured
+from redis_values import redis_values
 
 from scheduler.local.redis import LocalRedis, free_port
 from workers.core.errors import ConfigError
@@ -37,8 +38,7 @@ pytestmark = pytest.mark.fleet
 
 TOKEN = "leak-api-token-5521"
 SECRETS = {"LEAK_PW": "Zq7-leak-Pw!41", "LEAK_PIN": "738291"}
-"""Worker-side secret values (GOALFLEET_SECRET_<NAME>). Short enough that Redis DUMP never
-compresses them, so a raw DUMP would show them too."""
+"""Worker-side secret values (GOALFLEET_SECRET_<NAME>)."""
 MODEL = "openai/fake-model"
 
 
@@ -157,32 +157,12 @@ def _wait(c: httpx.Client, ids: list[str], timeout_s: float = 90) -> list[dict[s
 
 
 def _redis_dump(url: str) -> list[bytes]:
-    """Every key name and value in the fleet's Redis: type-aware reads, plus DUMP."""
+    """Every key name and value in the fleet's Redis, read by type (`redis_values`)."""
     db = redis.Redis.from_url(url)
-    out: list[bytes] = []
     try:
-        for key in db.scan_iter(count=1000):
-            out.append(key)
-            kind = cast("bytes", db.type(key)).decode()
-            values: list[bytes] = []
-            if kind == "string":
-                values = [cast("bytes", db.get(key) or b"")]
-            elif kind == "hash":
-                pairs = cast("dict[bytes, bytes]", db.hgetall(key))
-                values = [b for kv in pairs.items() for b in kv]
-            elif kind == "list":
-                values = cast("list[bytes]", db.lrange(key, 0, -1))
-            elif kind == "set":
-                values = list(cast("set[bytes]", db.smembers(key)))
-            elif kind == "zset":
-                values = cast("list[bytes]", db.zrange(key, 0, -1))
-            out.extend(values)
-            dumped = db.dump(key)
-            if isinstance(dumped, bytes):
-                out.append(dumped)
+        return [b for key, values in redis_values(db).items() for b in (key, *values)]
     finally:
         db.close()
-    return out
 
 
 def test_no_secret_leaks_anywhere(fleet: Fleet) -> None:

@@ -5,6 +5,10 @@ The settings that make a run survive a worker's death without running twice at o
 - prefork, concurrency 1, prefetch 1: one run at a time per device; solo/threads pools lose
   the time limits and terminate.
 - `task_acks_late` + `task_reject_on_worker_lost`: a killed pool child puts the run back.
+- `task_acks_on_timeout` off: a pool child killed at the hard time limit puts the run back too
+  (attempt + 1, up to the attempt cap).
+- `global_keyprefix` (`Keys.celery`): the queues, kombu's unacked hash and Celery's results
+  carry the fleet's key prefix.
 - soft < hard time limit < `visibility_timeout`, the latter set on the broker, the result
   backend and the app alike (a shorter value anywhere wins): otherwise a long run is
   redelivered while still running, forever.
@@ -21,6 +25,7 @@ from typing import Any
 
 from celery import Celery
 
+from workers.fleet.keys import DEFAULT_QUEUE, Keys
 from workers.settings import Settings
 
 
@@ -35,6 +40,9 @@ def restore_interval_s(visibility_timeout_s: int) -> int:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     vt = settings.visibility_timeout_s
+    # Every key kombu and Celery write (queues, unacked hash and index, bindings, results)
+    # starts with the fleet's prefix, as the store's do: fleets share one Redis DB untouched.
+    prefix = Keys(settings.key_prefix).celery
     return {
         "broker_url": settings.redis_url,
         "result_backend": settings.redis_url,
@@ -42,16 +50,19 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": vt,
             "unacked_restore_interval": restore_interval_s(vt),
             "unacked_restore_throttle": 1,
+            "global_keyprefix": prefix,
         },
-        "result_backend_transport_options": {"visibility_timeout": vt},
+        "result_backend_transport_options": {"visibility_timeout": vt, "global_keyprefix": prefix},
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         # A pool child SIGKILLed mid-run is sometimes only noticed by billiard at the hard time
         # limit, as TimeLimitExceeded rather than WorkerLostError; acked, that run would never
-        # be redelivered. Not acking time-limit failures requeues it: attempt + 1, up to the cap.
-        "task_acks_on_failure_or_timeout": False,
+        # be redelivered. A hard time limit therefore requeues the message (attempt + 1; the
+        # claim ends the run `errored` at the attempt cap); any other failure is acked.
+        "task_acks_on_timeout": False,
+        "task_acks_on_failure": True,
         "task_soft_time_limit": settings.soft_time_limit_s,
         "task_time_limit": settings.time_limit_s,
         "worker_prefetch_multiplier": 1,
@@ -65,7 +76,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_serializer": "json",
         "accept_content": ["json"],
         "result_expires": settings.result_ttl_s,
-        "task_default_queue": "goalfleet",
+        "task_default_queue": DEFAULT_QUEUE,
         "task_create_missing_queues": True,
         "task_publish_retry_policy": {
             "max_retries": 2,

@@ -18,6 +18,12 @@
 {p}:mem:index           set    keys of memory entries (expired ones are pruned on listing)
 {p}:question:{id}       string a parked run's question (JSON), while it awaits an answer
 {p}:questions           zset   parked run ids by the time their question expires
+{p}:timings             hash   the fleet's visibility timeout and time limits, and each
+                               process's published timings (`workers.fleet.timings`)
+{p}:celery:*            -      Celery's and kombu's own keys, under the fleet's prefix too
+                               (`global_keyprefix`): the device queues `{p}:celery:device.{id}`,
+                               the default queue, the unacked hash and index, the queue
+                               bindings and the results `{p}:celery:celery-task-meta-{id}`
 """
 
 from __future__ import annotations
@@ -102,6 +108,32 @@ class Keys:
         """A SCAN pattern matching every key of this fleet (tests count keys with it)."""
         return f"{self.prefix}:*"
 
+    @property
+    def timings(self) -> str:
+        return f"{self.prefix}:timings"
+
+    @property
+    def celery(self) -> str:
+        """kombu's and Celery's `global_keyprefix`: every key the broker and the result backend
+        write starts with it, so fleets with other prefixes share one Redis DB untouched."""
+        return f"{self.prefix}:celery:"
+
+    def queue(self, device_id: str) -> str:
+        """The Redis list behind a device's Celery queue (what LLEN counts)."""
+        return f"{self.celery}{device_queue(device_id)}"
+
+    @property
+    def default_queue(self) -> str:
+        """The Redis list behind Celery's default queue."""
+        return f"{self.celery}{DEFAULT_QUEUE}"
+
+    def is_store_key(self, key: str) -> bool:
+        """A key of the fleet's own store (not one of Celery's or kombu's)."""
+        return key.startswith(f"{self.prefix}:") and not key.startswith(self.celery)
+
+
+DEFAULT_QUEUE = "goalfleet"
+"""Celery's default queue (nothing is sent to it: every run goes to its device's queue)."""
 
 RUN_TASK = "goalfleet.run"
 """The one task's name: senders (API, scheduler) use it without importing the task code."""
