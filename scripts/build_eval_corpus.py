@@ -40,6 +40,9 @@ GTK_FIXTURES = ROOT / "tests" / "fixtures" / "agent_device"
 GTK_INPUTS = Inputs.of({"email": "alice@example.com"}, {"password": "fixture-Pa55word!"})
 """What capture.py typed (its fixtures hold the email in the field's value): scrubbed."""
 INPUTS = Inputs.of({"email": "ada@example.com", "code": "123456"}, {"password": "pw-for-eval"})
+LOOP_APPS = frozenset({"login"})
+"""Sim apps for the loop's own tests, not walked here: `login` refuses every password but
+its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py)."""
 DISTRACTORS = (
     "Forgot password?",
     "Create account",
@@ -100,7 +103,7 @@ def _key(state: DecideState, c: Candidate) -> CandidateKey:
 
 
 def sim_cases() -> Iterator[EvalCase]:
-    for app in sorted(APPS):
+    for app in sorted(APPS.keys() - LOOP_APPS):
         for platform in ("ios", "android"):
             for goal in ("Sign in", "Log in") if app in {"signin", "code"} else ("Sign in",):
                 oracle = Oracle()

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simkit import Act, ErrorBlind, RecordingSim
 
 from workers.core.loop import run_goal
-from workers.core.model import ActionResult, DecideState, Decision, Inputs, InputValue, Snapshot
+from workers.core.model import (
+    ActionResult,
+    DecideState,
+    Decision,
+    Inputs,
+    InputValue,
+    Kind,
+    Snapshot,
+)
 from workers.core.params import RunParams
 from workers.devices.sim import Faults, SimDevice, make_sim_device
-from workers.devices.sim_apps import APPS
+from workers.devices.sim_apps import APPS, LOGIN_PASSWORD
 
 SUPPLIED = {"email": "ada@example.com", "password": "s3cret-pw", "code": "123456"}
 
@@ -111,3 +121,106 @@ def test_loop_invariants(
         assert snap.candidate(ref) is not None, "never acts on a ref that is not on screen"
         assert text is None or text in SUPPLIED.values(), "never types unsupplied text"
     assert SUPPLIED["password"] not in result.model_dump_json()
+
+
+INPUT_NAMES = ("email", "password", "code")
+FORWARD = ("Continue", "Next", "Sign in", "Log in", "Verify", "Allow")
+
+
+def _forward(state: DecideState) -> Decision | None:
+    """What a competent decider would do here: type each input once, then press on."""
+    for c in state.candidates:
+        if c.kind.fillable:
+            secure = c.kind is Kind.SECURE_TEXT_FIELD
+            want = "password" if secure else "code" if "code" in c.name.lower() else "email"
+            if want not in state.used_inputs:
+                return Decision(target=c.ref, input=want)
+    return next((Decision(target=c.ref) for c in state.candidates if c.name in FORWARD), None)
+
+
+class ScreenDecider:
+    """Cycles through `choices`: (candidate index, input index) picks a control of the screen
+    it is shown (and an input for a text field); a negative index is what a competent decider
+    would do, when it knows. So runs get deep into the sim apps and repeat themselves."""
+
+    def __init__(self, choices: list[tuple[int, int]]) -> None:
+        self.choices = choices
+        self.i = 0
+
+    def decide(self, state: DecideState) -> Decision:
+        pick, which = self.choices[self.i % len(self.choices)]
+        self.i += 1
+        forward = _forward(state) if pick < 0 else None
+        if forward is not None:
+            return forward
+        if not state.candidates:
+            return Decision(blocked=True, reason="nothing to press")
+        c = state.candidates[abs(pick) % len(state.candidates)]
+        return Decision(target=c.ref, input=INPUT_NAMES[which] if c.kind.fillable else "none")
+
+
+def _brought_an_error(a: Act) -> bool:
+    """The press left the sim with an error text it did not show before."""
+    assert a.after is not None
+    return any(e[0] == "error" for e in a.after) and not any(e[0] == "error" for e in a.before)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    app=st.sampled_from(sorted(APPS)),
+    platform=st.sampled_from(["ios", "android"]),
+    choices=st.lists(st.tuples(st.integers(-4, 9), st.integers(0, 2)), min_size=1, max_size=8),
+    fault_plan=faults,
+    max_steps=st.integers(1, 20),
+    max_unproductive=st.integers(0, 5),
+    password=st.sampled_from([SUPPLIED["password"], LOGIN_PASSWORD]),
+    blind=st.booleans(),
+)
+def test_no_repeated_submits(
+    app: str,
+    platform: str,
+    choices: list[tuple[int, int]],
+    fault_plan: Faults,
+    max_steps: int,
+    max_unproductive: int,
+    password: str,
+    blind: bool,  # noqa: FBT001 - a strategy argument
+) -> None:
+    """Judged by what the sim app saw, under any choices and faults: no control pressed again
+    on a screen that looks as it did right after a press of it that changed nothing or
+    brought up an error (one the loop could see: `blind` hides them); at most one credential
+    submit (a button pressed right after a secret was typed, or on a screen where one was)
+    per screen; no fill of a field that already holds that text."""
+    device = RecordingSim(make_sim_device(f"sim:{app}-{platform}", faults=fault_plan))
+    result = run_goal(
+        ErrorBlind(device) if blind else device,
+        "Sign in",
+        decider=ScreenDecider(choices),
+        inputs=Inputs.of(
+            {"email": SUPPLIED["email"], "code": SUPPLIED["code"]}, {"password": password}
+        ),
+        params=RunParams(
+            max_steps=max_steps, min_confidence=0.0, max_unproductive=max_unproductive
+        ),
+        sleep=lambda _: None,
+    )
+    assert result.status.terminal
+    made = device.made()
+    for i, a in enumerate(made):
+        if a.kind == "press" and (a.after == a.before or (_brought_an_error(a) and not blind)):
+            again = [b for b in made[i + 1 :] if b.kind == "press" and b.element == a.element]
+            assert all(b.before != a.after for b in again), f"{a.element} pressed again"
+    submits: Counter[str] = Counter()
+    armed: set[str] = set()
+    secret_just_typed = False
+    for a in made:
+        if a.kind == "fill":
+            assert a.held != a.text, f"{a.element} already held what was typed again"
+            secret_just_typed = a.text == password
+            armed |= {a.screen} if secret_just_typed else set()
+            continue
+        if a.element_kind == "button" and (secret_just_typed or a.screen in armed):
+            submits[a.screen] += 1
+        secret_just_typed = False
+    assert all(n <= 1 for n in submits.values()), submits
+    assert password not in result.model_dump_json()

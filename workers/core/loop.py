@@ -7,7 +7,8 @@ generation, with settle → read "did anything change" from the settle diff → 
 ends there, why (`End`); `_Run.run` is the only place that records a row. A step that fails
 inside a phase still returns a row, with that phase's real duration.
 
-This module imports only the model, the parameters, the errors and the two ports.
+What the loop will not do twice (a futile press, a second credential submit, a fill a field
+already holds) is `workers.core.repeats`, checked after every decider's answer.
 """
 
 from __future__ import annotations
@@ -43,24 +44,17 @@ from workers.core.model import (
 )
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
+from workers.core.repeats import Repeats
 from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, totals
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""
 BACKOFF_BASE_S = 0.05
 BACKOFF_MAX_S = 1.0
-_SOURCES: dict[str, MemorySource] = {
-    "rules": "rules",
-    "scripted": "scripted",
-    "human": "human",
-    "model": "model",
-}
-"""Who a remembered decision came from, by its `decided_by` (a decider that does not say
-is taken for a model)."""
+_SOURCES: dict[str, MemorySource] = {"rules": "rules", "scripted": "scripted", "human": "human"}
+"""Who a remembered decision came from, by its `decided_by` (any other: a model)."""
 
 _T = TypeVar("_T")
-
-
 StepHook = Callable[[StepRow], None]
 CancelCheck = Callable[[], bool]
 
@@ -75,6 +69,7 @@ class _Run:
     params: RunParams
     should_cancel: CancelCheck | None
     guards: Guards
+    repeats: Repeats
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     memory: DecisionMemory | None = None
@@ -131,6 +126,10 @@ class _Run:
         except DeviceError as exc:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
         row.snap = snap
+        ended = self.repeats.seen(snap)
+        if ended is not None:  # a credential submit brought up an error: never try again
+            row.decision = Decision(blocked=True, reason=ended[:200])
+            return row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, ended)
         return snap
 
     def _decide_and_act(self, row: Row, snap: Snapshot, state: DecideState) -> Step:
@@ -148,6 +147,9 @@ class _Run:
         target = snap.candidate(decision.target)
         if target is None:  # _judge returns a verdict for this; kept for the type checker
             raise AssertionError("judged decision has no target")
+        refused = self.repeats.refusal(decision, snap)
+        if refused is not None:  # nothing is done; the decider reads why in its history
+            return self._unproductive(row, f"{row.index}: {refused}", refused)
         stepped = self._act(row, snap, decision, target)
         if stepped[0].outcome is Outcome.ACTED:
             self._learn(state, decision, row)
@@ -158,8 +160,8 @@ class _Run:
     def _from_memory(
         self, memory: DecisionMemory, row: Row, snap: Snapshot, state: DecideState
     ) -> Step | None:
-        """The step decided from memory, or None to ask the decider (a miss, or a remembered
-        action that changed nothing: that entry is invalidated, one action wasted at most)."""
+        """The step decided from memory, or None to ask the decider (a miss, a repeat, or a
+        remembered action that changed nothing: that entry is invalidated, one action wasted)."""
         key = memory_key(state, memory.decider)
         with row.timed("decide", self.clock):
             entry = memory.recall(key)
@@ -170,8 +172,8 @@ class _Run:
             row.memory = MemoryNote(entry=key, outcome="invalidated", source=entry.source, why=why)
             return None
         self.seen_keys.add(key)
-        if entry is None or decision is None:
-            row.memory = MemoryNote(entry=key, outcome="miss")
+        if entry is None or decision is None or self.repeats.refusal(decision, snap):
+            row.memory = MemoryNote(entry=key, outcome="miss")  # a repeat: the decider decides
             return None
         row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
         row.seen, row.decision = state, decision
@@ -284,6 +286,7 @@ class _Run:
         except DeviceError as exc:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
         self.stale = 0
+        self.repeats.acted(snap, target.ref, value.name if value else None, changed=result.changed)
         if value is not None and value.name not in self.used_inputs:
             self.used_inputs.append(value.name)
         verb = f"filled {value.name} into" if value is not None else "pressed"
@@ -292,24 +295,27 @@ class _Run:
             self.unproductive = 0
             self.history.append(f"{row.index}: {verb} {what}; screen changed")
             return row.finish(Outcome.ACTED), None
+        return self._unproductive(row, f"{row.index}: {verb} {what}; nothing changed")
+
+    def _unproductive(self, row: Row, line: str, refused: str | None = None) -> Step:
+        """A step whose action changed nothing, or was `refused` as a repeat."""
         self.unproductive += 1
-        self.history.append(f"{row.index}: {verb} {what}; nothing changed")
+        self.history.append(line)
+        stepped = row.finish(Outcome.UNPRODUCTIVE, error=refused)
         limit = self.params.max_unproductive
-        if self.unproductive > limit:
-            why = f"{self.unproductive} actions in a row changed nothing (max_unproductive={limit})"
-            return row.finish(Outcome.UNPRODUCTIVE), End(RunStatus.BLOCKED, why)
-        return row.finish(Outcome.UNPRODUCTIVE), None
+        if self.unproductive <= limit:
+            return stepped, None
+        why = f"{self.unproductive} steps in a row changed nothing (max_unproductive={limit})"
+        return stepped, End(RunStatus.BLOCKED, f"{why}; the last was {refused}" if refused else why)
 
     def _stale(self, row: Row, exc: StaleRefError) -> Step:
         self.stale += 1
         ref = row.action.ref if row.action else "?"
         self.history.append(f"{row.index}: {ref} was stale; re-snapshot")
         stepped = row.finish(Outcome.STALE, error=f"stale ref: {exc.reason}")
-        if self.stale >= MAX_STALE_IN_A_ROW:
-            return stepped, End(
-                RunStatus.ERRORED, f"refs went stale {self.stale} times in a row", exc
-            )
-        return stepped, None
+        if self.stale < MAX_STALE_IN_A_ROW:
+            return stepped, None
+        return stepped, End(RunStatus.ERRORED, f"refs went stale {self.stale} times in a row", exc)
 
     # -- the run: the one place rows are recorded --------------------------------------------
 
@@ -385,6 +391,7 @@ def run_goal(
         params=params,
         should_cancel=should_cancel,
         guards=Guards(inputs or Inputs(), word_pattern(dangerous)),
+        repeats=Repeats(inputs or Inputs()),
         sleep=sleep,
         clock=clock,
         memory=memory,

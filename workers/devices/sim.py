@@ -196,6 +196,10 @@ class SimDevice:
             if not element.disabled_until_valid and element.error:
                 self._errors[self.screen] = element.error
             return
+        if refused := self.app.refusal(element, self.values):  # its error, the fields cleared
+            self._errors[self.screen] = refused
+            self.values.update(dict.fromkeys(element.requires, ""))
+            return
         self._errors.pop(self.screen, None)
         if element.goto is None:
             return
@@ -216,6 +220,10 @@ class SimDevice:
         if self.screen == WAIT_SCREEN.name:
             return WAIT_SCREEN
         return self.app.screen(self.screen)
+
+    def shown(self) -> tuple[tuple[str, str, str, str, bool | None], ...]:
+        """(id, type, label, value, enabled) of each element shown now; takes no command."""
+        return tuple((el.id, n.type, n.label, n.value, n.enabled) for el, n in self._render())
 
     # -- rendering in the platform's accessibility shapes -----------------------------------
 

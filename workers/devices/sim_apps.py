@@ -31,6 +31,10 @@ class Element:
     """If True the button reports enabled=False until `requires` are valid; otherwise
     pressing it early shows `error` on the same screen."""
     error: str = ""
+    wrong: str = ""
+    """Shown instead of going on when `requires` are valid but one of them is not what the
+    app's `account` accepts (a refused log-in): the press stays on the screen and clears
+    those fields. `{email}` quotes the email field's value, as many apps do."""
     slow: bool = False
     """A network-backed transition: a "Please wait" screen first, the target after it."""
 
@@ -47,9 +51,20 @@ class App:
     start: str
     screens: dict[str, Screen] = field(default_factory=dict)
     success: str = "Welcome"
+    account: dict[str, str] = field(default_factory=dict)
+    """Field id → the one value the app accepts there (see `Element.wrong`)."""
 
     def screen(self, name: str) -> Screen:
         return self.screens[name]
+
+    def refusal(self, element: Element, values: dict[str, str]) -> str:
+        """The error pressing `element` with these field values shows when it is a refused
+        log-in (`{field_id}` in `Element.wrong` quotes a field's value), else ""."""
+        if not element.wrong or all(
+            values.get(r) == self.account[r] for r in element.requires if r in self.account
+        ):
+            return ""
+        return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), ""), element.wrong)
 
 
 def valid(element: Element, value: str) -> bool:
@@ -245,6 +260,41 @@ def _relabel(seed: int = 0) -> App:
     )
 
 
+LOGIN_PASSWORD = "open-sesame-42"  # noqa: S105 - the sim login app's one accepted password
+"""The password the `login` app accepts; any other is refused with `REFUSED_LOG_IN`."""
+REFUSED_LOG_IN = "Wrong password for {email}. Try again."
+
+
+def _login() -> App:
+    """A two-step log-in: email → Next → password → Log in. A wrong password shows
+    `REFUSED_LOG_IN` and stays on the screen with the password cleared; no password shows
+    "Enter your password"."""
+    email = _form(
+        "email",
+        "Log in to Acme",
+        (Element("field", "Email", "email"),),
+        Element("button", "Next", "next", goto="password", error="Enter a valid email address"),
+        _CREATE,
+    )
+    log_in = Element(
+        "button",
+        "Log in",
+        "log_in",
+        goto="welcome",
+        error="Enter your password",
+        wrong=REFUSED_LOG_IN,
+    )
+    password = _form(
+        "password", "Your password", (Element("secure", "Password", "password"),), log_in, _FORGOT
+    )
+    return App(
+        "login",
+        "email",
+        {"email": email, "password": password, "welcome": _welcome(), **_DEAD_ENDS},
+        account={"password": LOGIN_PASSWORD},
+    )
+
+
 APPS = {
     "signin": _signin,
     "code": _code,
@@ -255,6 +305,7 @@ APPS = {
     "wide": _wide,
     "relabel": _relabel,
     "twins": _twins,
+    "login": _login,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""
