@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
+from workers.core.processes import Child, spawn
+from workers.testing.linux_desktop import LinuxDesktop
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "tests" / "apps" / "gtk_signin.py"
+LEFTOVER = Path(__file__).with_name("leftover_owner.py")
 EMAIL = "alice@example.com"
 PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
 """Fresh per test session, so a leak scan cannot pass by luck."""
@@ -39,3 +46,27 @@ def daemons_under(root: Path) -> list[int]:
         if state != "Z" and any(v.startswith(wanted) for v in env.split(b"\0")):
             found.append(int(proc.name))
     return found
+
+
+def start_leftover_owner(
+    desk: LinuxDesktop, root: Path, log: Path, *, opener: str = "thread", home: Path | None = None
+) -> tuple[Child, int]:
+    """A process that opened the device (daemon started with state root `root`, session open)
+    from a thread or its main thread (`opener`), with the desktop's environment (and `home`);
+    alive until killed (`kill_owner`)."""
+    env = {**desk.env, "PYTHONPATH": str(REPO)}
+    if home is not None:
+        env["HOME"] = str(home)
+    argv = [sys.executable, str(LEFTOVER), str(root), opener]
+    owner = spawn(argv, env=env, log=log, pipe_stdout=True)
+    assert owner.proc.stdout is not None
+    for raw in owner.proc.stdout:  # structlog's lines, then ours (EOF if it died)
+        line = raw.decode(errors="replace").split()
+        if line[:1] == ["opened"]:
+            return owner, int(line[1])
+    raise AssertionError(f"the owner process did not open the device: {owner.tail()}")
+
+
+def kill_owner(owner: Child) -> None:
+    owner.signal(signal.SIGKILL, leader_only=True)
+    owner.wait(timeout=10)

@@ -14,18 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ad_support import EMAIL, PASSWORD, App, daemons_under
+from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_leftover_owner
 
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
-from workers.core.processes import Child, spawn, stop_group
+from workers.core.processes import spawn, stop_group
 from workers.devices.agent_device import AgentDeviceDevice, open_device
 from workers.devices.agent_device_daemon import DaemonProcess, read_daemon_info
 from workers.devices.agent_device_owner import DaemonOwnedError, read_owner
 from workers.devices.agent_device_wire import SocketTransport
 from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
-LEFTOVER = Path(__file__).with_name("leftover_owner.py")
 SPEC = "agent-device:linux"
 FILL = re.compile(r'"command": "fill"|\bcommand=fill\b')
 """A fill's request-log line, in the console or the JSON log format."""
@@ -53,27 +52,6 @@ def state_root(tmp_path: Path) -> Iterator[Path]:
     yield root
     for pid in daemons_under(root):
         stop_group(pid, 5.0)
-
-
-def start_leftover_owner(
-    desk: LinuxDesktop, root: Path, log: Path, *, opener: str = "thread"
-) -> tuple[Child, int]:
-    """A process that opened the device (daemon started, session open) from a thread or its
-    main thread (`opener`); alive until killed."""
-    env = {**desk.env, "PYTHONPATH": str(Path(__file__).parents[2])}
-    argv = [sys.executable, str(LEFTOVER), str(root), opener]
-    owner = spawn(argv, env=env, log=log, pipe_stdout=True)
-    assert owner.proc.stdout is not None
-    for raw in owner.proc.stdout:  # structlog's lines, then ours (EOF if it died)
-        line = raw.decode(errors="replace").split()
-        if line[:1] == ["opened"]:
-            return owner, int(line[1])
-    pytest.fail(f"the owner process did not open the device: {owner.tail()}")
-
-
-def kill_owner(owner: Child) -> None:
-    owner.signal(signal.SIGKILL, leader_only=True)
-    owner.wait(timeout=10)
 
 
 def test_a_dead_owners_daemon_with_an_open_session_is_replaced(
@@ -176,9 +154,8 @@ def test_the_quarantine_probe_recovers_a_leftover_daemon(
     from workers.fleet.runtime import WorkerSpec, default_device_opener  # noqa: PLC0415
 
     home = state_root / "home"
-    owner, _ = start_leftover_owner(
-        desktop, home / ".cache" / "goalfleet" / "agent-device", tmp_path / "owner.log"
-    )
+    root = home / ".cache" / "goalfleet" / "agent-device"
+    owner, _ = start_leftover_owner(desktop, root, tmp_path / "owner.log", home=home)
     kill_owner(owner)
     for key, value in {**desktop.env, "HOME": str(home)}.items():
         monkeypatch.setenv(key, value)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ad_support import EMAIL, PASSWORD, App, daemons_under
+from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_leftover_owner
 from fleetkit import quick_settings
 
 from scheduler.client import FleetClient
@@ -40,9 +40,9 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.fixture
-def fleet(redis_binary: str, desktop: LinuxDesktop, tmp_path: Path) -> Iterator[LocalFleet]:
-    """The API, the scheduler and one agent-device worker for the desktop's app, with a HOME of
-    its own (so its daemon's state dir is the test's)."""
+def bare_fleet(redis_binary: str, desktop: LinuxDesktop, tmp_path: Path) -> Iterator[LocalFleet]:
+    """The API and the scheduler; `start_worker` adds the agent-device worker for the desktop's
+    app, with a HOME of its own (so its daemon's state dir is the test's)."""
     home = tmp_path / "home"
     env = {
         **{k: v for k, v in desktop.env.items() if k != "PATH"},
@@ -54,16 +54,27 @@ def fleet(redis_binary: str, desktop: LinuxDesktop, tmp_path: Path) -> Iterator[
         with LocalFleet(settings, log_dir=tmp_path, extra_env=env) as f:
             f.start_api()
             f.start_scheduler()
-            argv = [
-                *(sys.executable, "-m", "scheduler", "worker", "--device", DEVICE),
-                *("--backend", "agent-device", "--platform", "linux"),
-                *("--target", "agent-device:linux", "--loglevel", "INFO"),
-            ]
-            f.workers[DEVICE] = spawn(argv, env=f.env, log=tmp_path / f"worker-{DEVICE}.log")
-            f.wait_devices([DEVICE], timeout_s=90)
             yield f
         for pid in daemons_under(home):
             stop_group(pid, 5.0)
+
+
+def start_worker(fleet: LocalFleet) -> None:
+    argv = [
+        *(sys.executable, "-m", "scheduler", "worker", "--device", DEVICE),
+        *("--backend", "agent-device", "--platform", "linux"),
+        *("--target", "agent-device:linux", "--loglevel", "INFO"),
+    ]
+    log = fleet.log_dir / f"worker-{DEVICE}.log"
+    fleet.workers[DEVICE] = spawn(argv, env=fleet.env, log=log)
+    fleet.wait_devices([DEVICE], timeout_s=90)
+
+
+@pytest.fixture
+def fleet(bare_fleet: LocalFleet) -> LocalFleet:
+    """`bare_fleet` with its worker up."""
+    start_worker(bare_fleet)
+    return bare_fleet
 
 
 def state_root(fleet: LocalFleet) -> Path:
@@ -116,3 +127,23 @@ def test_stopping_a_worker_mid_run_leaves_no_daemon(fleet: LocalFleet, app: App)
     while daemons_under(root) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert daemons_under(root) == []
+
+
+def test_a_worker_stops_a_dead_owners_daemon_before_its_first_run(
+    bare_fleet: LocalFleet, desktop: LinuxDesktop, app: App, tmp_path: Path
+):
+    """A daemon left in the worker's state dir by a dead owner, its session open: the worker
+    stops it when it starts, before any run; its first run ends `done`."""
+    root = state_root(bare_fleet)
+    home = Path(bare_fleet.env["HOME"])
+    owner, leftover = start_leftover_owner(
+        desktop, root / "agent-device", tmp_path / "owner.log", home=home
+    )
+    kill_owner(owner)
+    assert leftover in daemons_under(root)
+    start_worker(bare_fleet)
+    wait_for("the leftover daemon to go", lambda: leftover not in daemons_under(root), 30)
+    with bare_fleet.client() as c:
+        run = wait_terminal(c, c.submit_run(SIGN_IN).id)
+    assert run.status is RunStatus.DONE, run.reason
+    assert run.attempt == 1

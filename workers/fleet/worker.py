@@ -85,6 +85,9 @@ def start_worker(
     registry = DeviceRegistry(redis_client(settings.redis_url), Keys(settings.key_prefix))
     presence = Presence(registry, spec, settings, probe=_probe(spec))
     presence.register()
+    from workers.devices.factory import release_device  # noqa: PLC0415 - only workers open devices
+
+    release_device(spec.device_spec)  # a daemon a dead owner left in its state dir
     presence.start()
 
     def on_process_init(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
@@ -114,6 +117,7 @@ def start_worker(
         app.worker_main(argv=worker_argv(spec, loglevel=loglevel))
     finally:
         presence.stop()
+        release_device(spec.device_spec)  # its pool children's daemons, its probe's
         telemetry.stop()
 
 
