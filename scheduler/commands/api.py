@@ -60,6 +60,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api import create_app  # noqa: PLC0415 - same reason
+    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - same reason
 
     server = uvicorn.Server(
         uvicorn.Config(
@@ -70,6 +71,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         )
     )
     port = sock.getsockname()[1]
+    publish_at_start(settings, role="api", who=f"api@{socket.gethostname()}:{port}")
     shown_host = f"[{host}]" if ":" in host else host
     start_line(
         "api",

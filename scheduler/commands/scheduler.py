@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import threading
 from typing import Any
 
@@ -29,10 +30,11 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 def overdue_after_s(settings: Settings) -> float:
     """How long a run may stay `running` before the sweep ends it `errored`.
 
-    Past the hard time limit (the pool child was killed and its message acked) and past the
-    visibility timeout plus one restore sweep (the whole worker died: its unacked message comes
-    back and a restarted worker claims it with attempt + 1), plus two leases for that restart.
-    Ending it any earlier would pre-empt that redelivery."""
+    Past the hard time limit (the pool child is killed and its message requeued: the next
+    delivery claims the run with attempt + 1) and past the visibility timeout plus one restore
+    sweep (the whole worker died: its unacked message comes back and a restarted worker claims
+    it with attempt + 1), plus two leases for that restart. Ending it any earlier would pre-empt
+    that redelivery."""
     from workers.fleet.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
 
     vt = settings.visibility_timeout_s
@@ -50,7 +52,9 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     from workers.fleet.connections import redis_client  # noqa: PLC0415
     from workers.fleet.keys import Keys  # noqa: PLC0415
     from workers.fleet.questions import QuestionStore  # noqa: PLC0415
+    from workers.fleet.timings import publish_at_start  # noqa: PLC0415
 
+    publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     client = redis_client(settings.redis_url)
     keys = Keys(settings.key_prefix)
     store = FleetStore(client, keys, retention_s=settings.retention_s)

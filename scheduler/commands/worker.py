@@ -30,6 +30,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.devices.sim import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
+from workers.fleet.timings import publish_at_start
 from workers.settings import Settings
 from workers.telemetry.metrics import ensure_multiproc_env
 
@@ -169,6 +170,8 @@ def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
 def main(settings: Settings, args: argparse.Namespace) -> int:
     spec = spec_from(args)
     check_redis(settings.redis_url)
+    # other timings than the fleet's: one line, exit 2, before anything starts
+    publish_at_start(settings, role="worker", who=spec.name)
     _reexec_with_metrics_dir(args)
     from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 

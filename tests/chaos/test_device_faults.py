@@ -5,6 +5,7 @@ after repeated infrastructure failures, and recovery."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -61,6 +62,29 @@ def fault_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
         for device, faults in WORKERS.items():
             fleet.start_worker(SimWorker(device, "android", labels={"pool": device}, faults=faults))
         fleet.wait_devices(list(WORKERS), timeout_s=90)
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+@pytest.fixture
+def tool_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
+    """The API and the scheduler of a fleet of its own, for an agent-device worker: its time
+    limits leave room for starting the daemon on a loaded machine (the sim fleet's 4 s do not)."""
+    settings = chaos_settings(
+        aof_redis.url,
+        key_prefix="gfc-tool",
+        soft_time_limit_s=30,
+        time_limit_s=40,
+        visibility_timeout_s=60,
+        probe_interval_s=2.0,
+    )
+    fleet = LocalFleet(
+        settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
+    )
+    try:
+        fleet.start_api()
+        fleet.start_scheduler()
         yield fleet
     finally:
         fleet.stop()
@@ -138,6 +162,28 @@ def test_device_faults_end_typed_bounded_and_recover(fault_fleet: LocalFleet) ->
     c.close()
 
 
+ANDROID_SDK_VARS = ("ANDROID_HOME", "ANDROID_SDK_ROOT")
+"""Where agent-device may also look for adb (platform-tools under the SDK)."""
+
+
+def _path_without(tool: str, path: str, shadow: Path) -> str:
+    """`path` with `tool` taken out: each directory holding it is replaced by a shadow
+    directory of links to everything else in it (node and the rest stay reachable)."""
+    dirs = []
+    for i, d in enumerate(p for p in path.split(os.pathsep) if p):
+        here = Path(d)
+        if not (here / tool).exists():
+            dirs.append(d)
+            continue
+        copy = shadow / str(i)
+        copy.mkdir(parents=True)
+        for entry in here.iterdir():
+            if entry.name != tool:
+                (copy / entry.name).symlink_to(entry)
+        dirs.append(str(copy))
+    return os.pathsep.join(dirs)
+
+
 def _merge_report(numbers: dict[str, object]) -> None:
     old = json.loads(REPORT.read_text()) if REPORT.exists() else {}
     REPORT.write_text(json.dumps({**old, **numbers}, indent=2) + "\n")
@@ -147,20 +193,25 @@ def _merge_report(numbers: dict[str, object]) -> None:
 @pytest.mark.skipif(
     not AGENT_DEVICE.exists(), reason="agent-device is not installed (make agent-device)"
 )
-@pytest.mark.skipif(shutil.which("adb") is not None, reason="adb is installed: no TOOL_MISSING")
-def test_tool_missing_quarantines_and_keeps_runs_pending(fault_fleet: LocalFleet) -> None:
-    """A real agent-device worker for an Android device on a machine without adb: every run
-    ends errored TOOL_MISSING (a fatal error, not retried), the third quarantines the device,
-    its probe keeps failing so the quarantine holds, and a new run for it stays pending."""
+def test_tool_missing_quarantines_and_keeps_runs_pending(
+    tool_fleet: LocalFleet, tmp_path: Path
+) -> None:
+    """A real agent-device worker for an Android device on a host without adb (its PATH has
+    none, wherever adb is installed): every run ends errored TOOL_MISSING (a fatal error, not
+    retried), the third quarantines the device, its probe keeps failing so the quarantine
+    holds, and a new run for it stays pending."""
+    env = {k: v for k, v in tool_fleet.env.items() if not k.startswith(ANDROID_SDK_VARS)}
+    env["PATH"] = _path_without("adb", env.get("PATH", ""), tmp_path / "path")
+    assert shutil.which("adb", path=env["PATH"]) is None
     argv = [
         sys.executable, "-m", "scheduler", "worker",
         "--device", "nodroid-1", "--backend", "agent-device", "--platform", "android",
         "--target", "android:emulator-5554", "--label", "pool=nodroid", "--loglevel", "WARNING",
     ]  # fmt: skip
-    log = fault_fleet.log_dir / "worker-nodroid-1.log"
-    fault_fleet.workers["nodroid-1"] = spawn(argv, env=fault_fleet.env, log=log)  # stopped with it
-    fault_fleet.wait_devices(["nodroid-1"], timeout_s=90)
-    c = fault_fleet.client()
+    log = tool_fleet.log_dir / "worker-nodroid-1.log"
+    tool_fleet.workers["nodroid-1"] = spawn(argv, env=env, log=log)  # stopped with it
+    tool_fleet.wait_devices(["nodroid-1"], timeout_s=90)
+    c = tool_fleet.client()
     for _ in range(3):
         r = _run(c, "nodroid-1")
         assert r.status is RunStatus.ERRORED
@@ -173,7 +224,7 @@ def test_tool_missing_quarantines_and_keeps_runs_pending(fault_fleet: LocalFleet
     assert state.quarantined
     assert state.infra_failures == 3
     waiting = c.submit_run({**SIGN_IN, "device": "nodroid-1"})
-    time.sleep(3 * fault_fleet.settings.probe_interval_s)  # a few failed probes
+    time.sleep(3 * tool_fleet.settings.probe_interval_s)  # a few failed probes
     assert c.run(waiting.id).status is RunStatus.QUEUED
     assert c.run(waiting.id).device is None
     assert {d.info.id: d for d in c.devices()}["nodroid-1"].quarantined

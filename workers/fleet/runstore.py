@@ -46,7 +46,7 @@ class Failure(StrEnum):
     """How a finished run counts towards its device's health."""
 
     NONE = "none"  # done: resets both counters
-    INFRA = "infra"  # errored: device, model transport, worker loss
+    INFRA = "infra"  # errored on the device: its error, a soft time limit, a worker lost on it
     DECISION = "decision"  # blocked, escalated, max-steps: the device worked
     NEUTRAL = "neutral"  # cancelled, or a configuration error: counts for nothing
 
