@@ -188,7 +188,7 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
             assert r.result.attempt == r.attempt, r.id
             if r.status is RunStatus.ERRORED and r.reason.startswith("still running after"):
                 # A SIGKILLed pool child that billiard only noticed at the hard time limit must
-                # be requeued (task_acks_on_failure_or_timeout=False), not ended by the sweep.
+                # be requeued (task_acks_on_timeout=False), not ended by the sweep.
                 swept.append(f"{r.id} attempt {r.attempt} on {r.device}")
                 continue
             steps = c.steps(r.id)
