@@ -16,8 +16,8 @@ import structlog
 
 from scheduler.device_view import DeviceView
 from scheduler.enqueue import Enqueuer
-from scheduler.placement import Placement
-from scheduler.routing import choose
+from scheduler.placement import Placement, class_of
+from scheduler.routing import IdleByClass
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState
@@ -122,18 +122,20 @@ class Dispatcher:
         With `run_ids` (the API's fast path) only those runs are tried; without, every pending
         run in order, skipping whole placement classes no idle device can take (see
         `scheduler.placement`), so unplaceable runs never hold back placeable ones. Devices
-        come from the cached `DeviceView` (O(idle) per dispatch, not O(devices))."""
+        come from the cached `DeviceView` and are handed out per class by `IdleByClass`."""
         idle = {d.info.id: d for d in self.view.idle()}
         if not idle:
             return 0
         if run_ids is not None:
             return self._dispatch_ids(run_ids, idle)
         sent = 0
+        picker = IdleByClass(idle)
         full: set[str] = set()  # classes no idle device can take for the rest of this pass
         for p in self.placement.pending():
             if p.klass in full:
                 continue
-            device = self.placement.choose(p.klass, idle.values())
+            run = self.placement.example(p.klass)
+            device = picker.pick(p.klass, run.target, run.selector) if run is not None else None
             if device is None:
                 full.add(p.klass)
                 continue
@@ -145,10 +147,11 @@ class Dispatcher:
 
     def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
         sent = 0
+        picker = IdleByClass(idle)
         for run in self.store.load_many(run_ids):
             if run.device is not None or run.status.terminal:
                 continue
-            device = choose(idle.values(), run.target, run.selector)
+            device = picker.pick(class_of(run), run.target, run.selector)
             if device is not None and self._send(run.id, device, idle):
                 sent += 1
             if not idle:

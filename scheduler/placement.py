@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from scheduler.routing import choose, matching
+from scheduler.routing import matching
 from scheduler.store import FleetStore
 from workers.core.records import DeviceState, RunRecord
 
@@ -87,10 +87,9 @@ class Placement:
             return []
         return matching(devices, run.target, run.selector)
 
-    def choose(self, klass: str, devices: Iterable[DeviceState]) -> DeviceState | None:
-        """An idle device the class may go to now (see `routing.choose`), or None."""
-        run = self._example.get(klass)
-        return None if run is None else choose(devices, run.target, run.selector)
+    def example(self, klass: str) -> RunRecord | None:
+        """A pending run of the class (all of a class match the same devices)."""
+        return self._example.get(klass)
 
     def unplaceable(self, devices: list[DeviceState], *, before: float) -> list[str]:
         """Pending runs submitted before `before` whose class no registered device matches."""

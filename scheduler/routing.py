@@ -30,4 +30,34 @@ def choose(
     idle = [d for d in matching(devices, target, selector) if d.idle]
     if not idle:
         return None
-    return min(idle, key=lambda d: (d.runs_total, d.info.id))
+    return min(idle, key=load_order)
+
+
+def load_order(device: DeviceState) -> tuple[int, str]:
+    """Which idle device goes first: fewest runs so far, then id (a stable order)."""
+    return (device.runs_total, device.info.id)
+
+
+class IdleByClass:
+    """`choose` for many runs in one dispatch pass: each placement class's idle matching
+    devices are listed once, in `load_order`, and handed out in that order, so placing k runs
+    on a farm with n idle devices costs O(n log n + k) per class, not O(k x n).
+
+    `idle` is the pass's own dict of idle devices; the dispatcher deletes a device from it once
+    used (or refused), and `pick` skips such devices."""
+
+    def __init__(self, idle: dict[str, DeviceState]) -> None:
+        self.idle = idle
+        self._lists: dict[str, list[DeviceState]] = {}
+
+    def pick(self, klass: str, target: str | None, selector: Selector | None) -> DeviceState | None:
+        cands = self._lists.get(klass)
+        if cands is None:
+            found = matching(self.idle.values(), target, selector)
+            cands = sorted((d for d in found if d.idle), key=load_order, reverse=True)
+            self._lists[klass] = cands
+        while cands:
+            if cands[-1].info.id in self.idle:
+                return cands[-1]
+            cands.pop()
+        return None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from scheduler.routing import choose, matching
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.routing import IdleByClass, choose, matching
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, DeviceState, Selector
 
@@ -65,3 +68,25 @@ def test_least_loaded_first_then_id():
     """Among idle matches the device with the fewest runs wins; ties go by id."""
     devices = [dev("c", runs_total=1), dev("b", runs_total=5), dev("a", runs_total=1)]
     assert choose(devices, None, None).info.id == "a"
+
+
+@given(
+    loads=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=12),
+    platforms=st.lists(st.sampled_from(["ios", "android"]), min_size=12, max_size=12),
+    wants=st.lists(st.sampled_from([None, "ios", "android"]), min_size=1, max_size=20),
+)
+def test_idle_by_class_hands_out_what_choose_would(
+    loads: list[int], platforms: list[str], wants: list[str | None]
+) -> None:
+    """Picking run after run from one `IdleByClass` (the device used leaves `idle`, as the
+    dispatcher does) gives exactly what `choose` over the remaining idle devices gives."""
+    devices = [dev(f"d{i}", platforms[i], runs_total=n) for i, n in enumerate(loads)]
+    idle = {d.info.id: d for d in devices}
+    picker = IdleByClass(idle)
+    for want in wants:
+        sel = Selector(platform=Platform(want)) if want else None
+        expected = choose(idle.values(), None, sel)
+        got = picker.pick(want or "any", None, sel)
+        assert got == expected
+        if got is not None:
+            del idle[got.info.id]
