@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
+import redis
 from clikit import goalfleet_json
+
+from scheduler.local.redis import LocalRedis
 
 pytestmark = pytest.mark.fleet
 
@@ -51,3 +54,24 @@ def test_demo_escalations_answers_as_a_person_and_the_fleet_learns() -> None:
     assert len(chooser) == 4
     assert all(s["decision"]["decided_by"] == "memory" for s in chooser)
     assert all(s["memory"]["source"] == "human" for s in chooser)
+
+
+def test_demo_on_a_shared_redis_keeps_its_device_ids_and_leaves_nothing(
+    redis_server: LocalRedis,
+) -> None:
+    """On someone else's Redis (GOALFLEET_REDIS_URL) the demo's fleet is set apart by its key
+    prefix alone: its devices keep their plain ids, its runs end done, and on the way out it
+    deletes every key it wrote (Celery's too) and nothing else."""
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"  # a DB of its own in the session's Redis
+    db = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        db.flushdb()
+        db.set("someone:else", "theirs")
+        env = {**fresh_machine(), "GOALFLEET_REDIS_URL": url}
+        out, _ = goalfleet_json("demo", "--devices", "2", "--runs", "3", env=env)
+        assert out["summary"]["statuses"] == {"done": 3}
+        assert {r["device"] for r in out["runs"]} <= {"sim-ios-1", "sim-android-1"}
+        assert sorted(db.scan_iter(count=1000)) == ["someone:else"]
+    finally:
+        db.flushdb()
+        db.close()
