@@ -28,7 +28,8 @@ agent-device: $(AD_STAMP)
 linux-target:
 	bash scripts/setup-linux-target.sh
 
-# Prometheus + promtool, docker-compose (config validation only) and redis-server: Debian.
+# Prometheus + promtool, docker-compose (config validation only) and redis-server: Debian,
+# needs root; none of them is started or enabled as a service (scripts/apt-ensure.sh).
 observability-tools:
 	bash scripts/setup-observability.sh
 
@@ -36,6 +37,7 @@ observability-tools:
 netns-tools:
 	bash scripts/setup-netns.sh
 
+# Flags go through ARGS: make demo ARGS="--runs 20 --devices 6"
 demo: install
 	$(BIN)/goalfleet demo $(ARGS)
 
@@ -46,8 +48,10 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The fast tests: no daemon, fleet, chaos, Prometheus or model server, and nothing marked slow
+# (the kill test, the quick benchmarks; `make test` runs those).
 unit: install
-	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability and not model_server" -q
+	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability and not model_server and not slow" -q
 
 fleet: install
 	$(BIN)/pytest -m fleet -q
@@ -66,4 +70,5 @@ bench: install
 	$(BIN)/python -m bench.bench_decision_memory
 
 clean:
-	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+		.import_linter_cache *.egg-info

@@ -2,6 +2,9 @@
 
 Exit codes: 0 success; 1 the run (or eval) ended but not as hoped; 2 bad input; 3 something
 needed is unavailable (the API, Redis, a device's tools on this host); 130 interrupted.
+
+The command modules (and what they import: pydantic, httpx, redis, rich) load inside `main`,
+so a Ctrl-C while they load is the same one line and exit 130 as a Ctrl-C later on.
 """
 
 from __future__ import annotations
@@ -10,41 +13,44 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from scheduler.commands import _common
-from scheduler.commands import api as api_command
-from scheduler.commands import cancel as cancel_command
-from scheduler.commands import demo as demo_command
-from scheduler.commands import devices as devices_command
-from scheduler.commands import eval as eval_command
-from scheduler.commands import memory as memory_command
-from scheduler.commands import questions as questions_command
-from scheduler.commands import run as run_command
-from scheduler.commands import scheduler as scheduler_command
-from scheduler.commands import status as status_command
-from scheduler.commands import steps as steps_command
-from scheduler.commands import submit as submit_command
-from scheduler.commands import watch as watch_command
-from scheduler.commands import worker as worker_command
-from workers.core.errors import GoalfleetError
+EXIT_INTERRUPTED = 130
 
-COMMANDS = [
-    run_command,
-    demo_command,
-    submit_command,
-    status_command,
-    watch_command,
-    steps_command,
-    cancel_command,
-    devices_command,
-    eval_command,
-    memory_command,
-    questions_command,
-    api_command,
-    worker_command,
-    scheduler_command,
-]
-"""Each module has `register(subparsers)`, which adds its parser and sets `func`."""
+
+def commands() -> list[ModuleType]:
+    """Each module has `register(subparsers)`, which adds its parser and sets `func`."""
+    from scheduler.commands import api as api_command  # noqa: PLC0415 - see the docstring
+    from scheduler.commands import cancel as cancel_command  # noqa: PLC0415
+    from scheduler.commands import demo as demo_command  # noqa: PLC0415
+    from scheduler.commands import devices as devices_command  # noqa: PLC0415
+    from scheduler.commands import eval as eval_command  # noqa: PLC0415
+    from scheduler.commands import memory as memory_command  # noqa: PLC0415
+    from scheduler.commands import questions as questions_command  # noqa: PLC0415
+    from scheduler.commands import run as run_command  # noqa: PLC0415
+    from scheduler.commands import scheduler as scheduler_command  # noqa: PLC0415
+    from scheduler.commands import status as status_command  # noqa: PLC0415
+    from scheduler.commands import steps as steps_command  # noqa: PLC0415
+    from scheduler.commands import submit as submit_command  # noqa: PLC0415
+    from scheduler.commands import watch as watch_command  # noqa: PLC0415
+    from scheduler.commands import worker as worker_command  # noqa: PLC0415
+
+    return [
+        run_command,
+        demo_command,
+        submit_command,
+        status_command,
+        watch_command,
+        steps_command,
+        cancel_command,
+        devices_command,
+        eval_command,
+        memory_command,
+        questions_command,
+        api_command,
+        worker_command,
+        scheduler_command,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,14 +61,26 @@ def build_parser() -> argparse.ArgumentParser:
         "3 unavailable (API, Redis, device tools), 130 interrupted",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
+    for module in commands():
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(given)
+    except KeyboardInterrupt:  # while the commands load, or while argparse reads the flags
+        name = next((a for a in given if not a.startswith("-")), "")
+        sys.stderr.write(f"goalfleet{' ' + name if name else ''}: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str]) -> int:
+    from scheduler.commands import _common  # noqa: PLC0415 - see the module's docstring
+    from workers.core.errors import GoalfleetError  # noqa: PLC0415
+
+    args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ import redis
 from pydantic import ValidationError
 
 from scheduler.client import ApiError, FleetClient
+from scheduler.commands._render import visible
 from scheduler.errors import UnavailableError
 from scheduler.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
@@ -67,7 +68,11 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
 
 def add_log_args(p: argparse.ArgumentParser) -> None:
     """`--loglevel` and `--log-format`, for the long-running processes (api, scheduler, worker)."""
-    p.add_argument("--loglevel", default="INFO")
+    p.add_argument(
+        "--loglevel",
+        default="INFO",
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)",
+    )
     p.add_argument(
         "--log-format",
         choices=["auto", "json", "console"],
@@ -100,8 +105,9 @@ def start_line(command: str, message: str) -> None:
 
 
 def error_line(command: str, message: str) -> None:
-    """`goalfleet <command>: <message>` on stderr, one line whatever the width (no wrapping)."""
-    sys.stderr.write(f"goalfleet {command}: {message}\n")
+    """`goalfleet <command>: <message>` on stderr, one line whatever the width (no wrapping),
+    its control characters shown as escapes (a message may quote what a user typed)."""
+    sys.stderr.write(f"goalfleet {command}: {visible(message)}\n")
     sys.stderr.flush()
 
 
@@ -111,7 +117,8 @@ def report(exc: GoalfleetError, command: str) -> int:
     error_line(command, str(exc))
     if isinstance(exc, ApiError):
         for p in exc.body.get("problems", [])[1:]:  # the first is the message already
-            sys.stderr.write(f"  {p.get('field')}: {p.get('problem')} — {p.get('fix')}\n")
+            line = f"{p.get('field')}: {p.get('problem')} — {p.get('fix')}"
+            sys.stderr.write(f"  {visible(line)}\n")
         return EXIT_UNAVAILABLE if exc.status == 503 else EXIT_BAD_INPUT  # noqa: PLR2004
     if isinstance(exc, ConfigError):
         return EXIT_BAD_INPUT

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from scheduler.client import FleetClient
 from scheduler.commands._common import (
@@ -34,7 +35,7 @@ from scheduler.commands._common import (
     report,
     shown_url,
 )
-from scheduler.commands._render import plain_console, result_table, watch_batch
+from scheduler.commands._render import plain_console, result_table, visible, watch_batch
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
@@ -61,9 +62,21 @@ FLAVOURS = (
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("demo", help="bring up a local fleet of sim devices and run a batch")
-    p.add_argument("--devices", type=int, default=4, help="sim devices (half iOS, half Android)")
-    p.add_argument("--runs", type=int, default=8, help="sign-in runs in the batch")
-    p.add_argument("--latency-scale", type=float, default=1.0, help="1.0 = realistic, 0 = none")
+    p.add_argument(
+        "--devices",
+        type=int,
+        default=4,
+        help="sim devices, half iOS, half Android (1-32; default: 4)",
+    )
+    p.add_argument(
+        "--runs", type=int, default=8, help="sign-in runs in the batch (1-500; default: 8)"
+    )
+    p.add_argument(
+        "--latency-scale",
+        type=float,
+        default=1.0,
+        help="simulated device latency: 1.0 realistic, 0 none (default: 1.0)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary and runs as JSON")
     p.add_argument(
         "--escalations",
@@ -193,7 +206,8 @@ def _escalate_and_answer(client: FleetClient, body: dict[str, Any], out: Console
         time.sleep(0.2)
     [question] = [q for q in client.questions() if q.run_id == run.id]
     names = ", ".join(repr(c.name) for c in question.screen.candidates)
-    out.print(f"[bold]question[/]: {question.reason}; on screen: {names}", highlight=False)
+    said = f": {visible(question.reason)}; on screen: {visible(names)}"
+    out.print(Text.assemble(("question", "bold"), said), highlight=False)
     out.print(f'$ goalfleet answer {run.id[:8]} --target "Continue as ada"', highlight=False)
     client.answer(run.id, {"target": "Continue as ada"})
     return client.wait(run.id, timeout_s=120)

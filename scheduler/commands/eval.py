@@ -27,6 +27,7 @@ from scheduler.commands._common import (
     print_json,
     report,
 )
+from scheduler.commands._render import inert, plain_console
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.model import NONE, StepRow
 from workers.decide.evaluate import (
@@ -99,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print(reports, Console() if sys.stdout.isatty() else Console(width=200))
+        _print(reports, plain_console())
     if args.min_accuracy is not None:
         failing = [r for r in reports if r.accuracy < args.min_accuracy or r.false_done]
         for r in failing:
@@ -147,13 +148,15 @@ def _print(reports: list[Report], out: Console) -> None:
     for r in reports:
         for x in r.results:
             if not x.correct:
-                wrong.add_row(r.decider, x.case_id, x.expected, x.error or x.answer)
+                wrong.add_row(
+                    *(inert(v) for v in (r.decider, x.case_id, x.expected, x.error or x.answer))
+                )
     if wrong.row_count:
         out.print(wrong)
     table = Table(title="decide-step eval", title_justify="left")
     table.add_column("")
     for r in reports:
-        table.add_column(r.decider, justify="right")
+        table.add_column(inert(r.decider), justify="right")
     summaries = [r.summary() for r in reports]
     for label, key, fmt in ROWS:
         table.add_row(label, *(fmt.format(s[key]) for s in summaries))

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from scheduler.client import FleetClient
 from scheduler.commands._common import EXIT_OK, add_api_args, print_json, with_client
+from scheduler.commands._render import plain_console, visible
 from workers.core.errors import ConfigError
 from workers.core.memory import Remembered
 
@@ -50,15 +49,14 @@ def _list(client: FleetClient, args: argparse.Namespace) -> int:
     for e in entries:
         table.add_row(
             e.key[:12],
-            e.goal,
-            e.screen,
-            _decision(e),
-            f"{e.source} ({e.origin})" if e.origin else e.source,
+            visible(e.goal),
+            visible(e.screen),
+            visible(_decision(e)),
+            visible(f"{e.source} ({e.origin})" if e.origin else e.source),
             str(e.hits),
             _when(e.last_used_at),
         )
-    out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe gets full rows
-    out.print(table, markup=False, highlight=False)
+    plain_console().print(table, markup=False, highlight=False)
     return EXIT_OK
 
 
@@ -67,7 +65,7 @@ def _show(client: FleetClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json(entry.model_dump(mode="json"))
         return EXIT_OK
-    out = Console(highlight=False)
+    out = plain_console()
     for label, value in (
         ("key", entry.key),
         ("goal", entry.goal),
@@ -79,7 +77,7 @@ def _show(client: FleetClient, args: argparse.Namespace) -> int:
         ("created", _when(entry.created_at)),
         ("last used", _when(entry.last_used_at)),
     ):
-        out.print(f"{label:>10}  {value}", markup=False)
+        out.print(f"{label:>10}  {visible(value)}", markup=False, highlight=False)
     return EXIT_OK
 
 
@@ -96,7 +94,7 @@ def _forget(client: FleetClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json({"forgotten": n})
     else:
-        Console().print(f"forgot {n} entr{'y' if n == 1 else 'ies'}", markup=False)
+        plain_console().print(f"forgot {n} entr{'y' if n == 1 else 'ies'}", markup=False)
     return EXIT_OK
 
 

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from scheduler.client import FleetClient
 from scheduler.commands._common import EXIT_OK, add_client_command, print_json, run_id_arg
-from scheduler.commands._render import plain_console
+from scheduler.commands._render import plain_console, visible
 from workers.core.records import Question
 
 
@@ -51,17 +51,18 @@ def _questions(client: FleetClient, args: argparse.Namespace) -> int:
 def _table(q: Question) -> Table:
     asked = dt.datetime.fromtimestamp(q.asked_at, tz=dt.UTC).strftime("%H:%M:%S")
     t = Table(
-        title=f"run {q.run_id} — {q.goal!r}, step {q.step} on {q.device or '?'} (asked {asked})",
+        title=f"run {q.run_id} — {visible(repr(q.goal))}, step {q.step} on "
+        f"{visible(q.device or '?')} (asked {asked})",
         title_justify="left",
-        caption=f"why: {q.reason}",
+        caption=f"why: {visible(q.reason)}",
         caption_justify="left",
     )
     for col in ("ref", "kind", "name"):
         t.add_column(col)
     for c in q.screen.candidates:
-        t.add_row(c.ref, c.kind.value, c.name)
+        t.add_row(visible(c.ref), c.kind.value, visible(c.name))
     for text in q.screen.context:
-        t.add_row("", "text", text)
+        t.add_row("", "text", visible(text))
     for a in q.attempts:
         said = "no valid answer"
         if a.decision is not None:
@@ -69,7 +70,7 @@ def _table(q: Question) -> Table:
             said = (
                 "done" if d.done else "blocked" if d.blocked else f"{d.target} ({d.confidence:.2f})"
             )
-        t.add_row("", f"{a.decider} said", f"{said} — {a.escalated or 'used'}")
+        t.add_row("", visible(f"{a.decider} said"), visible(f"{said} — {a.escalated or 'used'}"))
     return t
 
 
@@ -89,6 +90,6 @@ def _answer(client: FleetClient, args: argparse.Namespace) -> int:
         print_json(record.model_dump(mode="json"))
     else:
         plain_console().print(
-            f"run {record.id}: {record.status.value} — {record.reason}", markup=False
+            f"run {record.id}: {record.status.value} — {visible(record.reason)}", markup=False
         )
     return EXIT_OK

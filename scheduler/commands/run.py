@@ -11,6 +11,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from scheduler.commands._common import (
     add_run_param_flags,
@@ -19,7 +20,7 @@ from scheduler.commands._common import (
     report,
     run_params_from,
 )
-from scheduler.commands._render import plain_console, steps_table
+from scheduler.commands._render import plain_console, steps_table, visible
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
@@ -51,7 +52,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         metavar="NAME=env:VAR",
         help="a sensitive input, read from environment variable VAR (repeatable)",
     )
-    p.add_argument("--decider", default="rules", help="rules | <provider>/<model>")
+    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
     add_run_param_flags(p)
     p.add_argument(
         "--latency-scale",
@@ -68,7 +69,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     )
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     p.add_argument(
-        "--loglevel", default="WARNING", help="log level on stderr (DEBUG shows device commands)"
+        "--loglevel",
+        default="WARNING",
+        help="log level on stderr, DEBUG shows device commands (default: WARNING)",
     )
     p.set_defaults(func=main)
 
@@ -166,6 +169,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_result(result: RunResult, console: Console) -> None:
-    title = f"{result.goal} → {result.status.value}"
+    title = Text(f"{visible(result.goal)} → {result.status.value}")
     console.print(steps_table(list(result.steps), title, detail=True))
-    console.print(f"status: {result.status.value} — {result.reason}", markup=False)
+    console.print(f"status: {result.status.value} — {visible(result.reason)}", markup=False)

@@ -13,7 +13,7 @@ from scheduler.commands._render import plain_console, result_table, run_line
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "status", main, help="show a run (or --batch ID)")
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters (batch id with --batch)")
-    p.add_argument("--batch", action="store_true")
+    p.add_argument("--batch", action="store_true", help="ID is a batch id: its runs, one a line")
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ from scheduler.commands._render import plain_console, steps_table
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "steps", main, help="print a run's step rows")
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters")
-    p.add_argument("--after", type=int, default=0)
+    p.add_argument(
+        "--after", type=int, default=0, metavar="N", help="only the steps after step N (default: 0)"
+    )
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:

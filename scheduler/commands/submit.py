@@ -23,13 +23,21 @@ from workers.core.model import RunStatus
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = add_client_command(sub, "submit", main, help="submit a goal run (or a batch) to the fleet")
-    p.add_argument("--goal", required=True)
+    p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
     where = p.add_argument_group("where (default: any device)")
     where.add_argument("--device", default=None, help="one exact device id")
     where.add_argument("--platform", default=None, help="selector: ios | android | linux")
     where.add_argument("--os-version", default=None, help="selector: exact, or a prefix like 17.*")
-    where.add_argument("--label", action="append", default=[], metavar="K=V")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
+    where.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="selector: a label (repeatable)"
+    )
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a plain input the run may type (repeatable)",
+    )
     p.add_argument(
         "--secret",
         action="append",
@@ -37,12 +45,21 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         metavar="NAME=env:VAR",
         help="resolved on the worker from GOALFLEET_SECRET_VAR (never sent)",
     )
-    p.add_argument("--decider", default="rules")
+    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
     add_run_param_flags(p, server_defaults=True)
-    p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9")
+    p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9 (default: 0)")
     p.add_argument("--batch", action="store_true", help="one run on every matching device")
-    p.add_argument("--count", type=int, default=None, help="with --batch: N runs instead")
-    p.add_argument("--idempotency-key", default=None)
+    p.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="with --batch: N runs instead (default: one a device)",
+    )
+    p.add_argument(
+        "--idempotency-key",
+        default=None,
+        help="the same key again returns the first submit's run, never a second one",
+    )
     p.add_argument("--watch", action="store_true", help="follow it live until it ends")
 
 

@@ -22,7 +22,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         sub, "watch", main, help="follow a run (or --batch ID) live until it ends"
     )
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters (batch id with --batch)")
-    p.add_argument("--batch", action="store_true")
+    p.add_argument("--batch", action="store_true", help="ID is a batch id: follow its progress")
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:

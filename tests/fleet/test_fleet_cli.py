@@ -12,7 +12,9 @@ import sys
 import pytest
 import redis
 from conftest import SECRET_VALUE, TOKEN
+from conftest import SIGN_IN as SIGN_IN_BODY
 
+from scheduler.client import FleetClient
 from scheduler.local.fleet import LocalFleet
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -107,10 +109,14 @@ def test_submit_watch_json_pipes_into_a_json_parser(cli_env: dict[str, str]) -> 
 def test_piped_output_is_full_width_with_the_run_id_on_its_own_line(
     cli_env: dict[str, str],
 ) -> None:
-    """In a pipe: the final table once, nothing cut to 80 columns, then the run id alone on
-    the last line."""
+    """In a pipe: the final table once, plain (no box-drawing lines), one line per step,
+    nothing cut to 80 columns, then the run id alone on the last line."""
     code, out, _ = goalfleet(cli_env, *SUBMIT, "--watch")
     assert code == 0
+    assert not any(0x2500 <= ord(c) <= 0x257F for c in out), out
+    assert out.count("on ios-1 (attempt") == 1  # the live view, printed once
+    steps = [line.split()[0] for line in out.splitlines()[2:-1]]  # status line, header … id
+    assert steps == [str(i) for i in range(1, len(steps) + 1)], out
     lines = out.rstrip("\n").splitlines()
     run_id = lines[-1]
     assert len(run_id) == 32
@@ -121,6 +127,7 @@ def test_piped_output_is_full_width_with_the_run_id_on_its_own_line(
     code, out, _ = goalfleet(cli_env, "status", run_id[:8])
     assert code == 0
     assert "…" not in out
+    assert not any(0x2500 <= ord(c) <= 0x257F for c in out), out
     assert any("~s" in line and "@e" in line for line in out.splitlines())
 
 
@@ -135,3 +142,27 @@ def test_a_rejected_submit_and_a_wrong_token_are_one_line_each(cli_env: dict[str
     assert code == 2
     assert "set GOALFLEET_API_TOKEN" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+HOSTILE = "[bold red]PWNED[/bold red] [link=http://evil.example]click[/link] \x1b[31mred"
+
+
+def test_markup_and_escapes_a_submitter_typed_print_inert(
+    api: FleetClient, cli_env: dict[str, str]
+) -> None:
+    """A goal and a typed value holding Rich markup and an escape sequence: the API keeps them
+    as given; `status`, `steps` and `watch` print them as typed, with ESC shown as `\\x1b`
+    (no style, no link, no escape sequence reaches the terminal)."""
+    goal, email = f"Sign in {HOSTILE}", f"ada@example.com{HOSTILE}"
+    body = {**SIGN_IN_BODY, "device": "ios-1", "goal": goal, "inputs": {"email": email}}
+    run = api.submit_run(body)
+    ended = api.wait(run.id, timeout_s=120)
+    assert (ended.request.goal, ended.request.inputs["email"]) == (goal, email)  # as given
+    shown = HOSTILE.replace("\x1b", "\\x1b")
+    for argv in (["status", run.id[:8]], ["steps", run.id[:8]], ["watch", run.id[:8]]):
+        code, out, err = goalfleet(cli_env, *argv)
+        assert code in {0, 1}, err  # 1: the run ended but not done (watch)
+        assert "\x1b" not in out + err
+        assert shown in out, (argv, out)
+    _, out, _ = goalfleet(cli_env, "status", run.id[:8])
+    assert f"Sign in {shown} → {ended.status.value}" in out  # the goal, in the table's title

@@ -10,6 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds: `make test` only
+
 
 @pytest.mark.parametrize(
     "module",

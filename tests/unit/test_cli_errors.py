@@ -1,11 +1,14 @@
 """Every subcommand, given bad input or a missing service, answers with one line on stderr, the
 documented exit code (2 bad input, 3 unavailable, 130 interrupted) and never a traceback.
 
-Each case runs the installed `goalfleet` in a fresh process, as a user would; the processes run
-side by side so the whole table costs about one start-up."""
+Each case is a process of its own, as a user's command is: one interpreter imports the CLI
+(and must print nothing while it does), then forks a child per case that runs `main(argv)` with
+its own stdout and stderr files, so the table costs one start-up, not one per case. Ctrl-C and a
+busy port run the whole command in a fresh process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,26 @@ CASES: dict[str, tuple[list[str], int, str]] = {
         "cannot reach Redis at redis://127.0.0.1:1/0",
     ),
     "scheduler-no-redis": (["scheduler"], 3, "cannot reach Redis at redis://127.0.0.1:1/0"),
+    "run-bad-decider": (
+        ["run", "--device", "sim:signin-ios", *SIGN_IN, "--decider", "magic"],
+        2,
+        "magic",
+    ),
+    "run-bad-max-steps": (
+        ["run", "--device", "sim:signin-ios", *SIGN_IN, "--max-steps", "0"],
+        2,
+        "--max-steps",
+    ),
+    "run-secret-value": (
+        ["run", "--device", "sim:signin-ios", *SIGN_IN, "--secret", "pw=hunter2"],
+        2,
+        "env:",
+    ),
+    "api-bad-port": (["api", "--port", "70000"], 2, "--port 70000"),
+    "devices-bad-wait": (["devices", "--wait", "-1"], 2, "--wait"),
+    "devices-device-without-wait": (["devices", "--device", "ios-1"], 2, "--wait"),
+    "memory-short-key": (["memory", "show", "abc"], 2, "at least 6 characters"),
+    "eval-bad-min-accuracy": (["eval", "--min-accuracy", "2"], 2, "--min-accuracy"),
 }
 
 
@@ -77,33 +99,69 @@ def _goalfleet(*args: str) -> list[str]:
     return [sys.executable, "-m", "scheduler.cli", *args]
 
 
+FORKER = """
+import json, os, sys, traceback
+from scheduler.cli import commands, main
+
+commands()  # every command module imported once, here; each case forks from this point
+cases, out = json.loads(sys.argv[1]), sys.argv[2]
+children = {}
+for name, argv in cases.items():
+    pid = os.fork()
+    if pid == 0:
+        for fd, suffix in ((1, "out"), (2, "err")):
+            os.dup2(os.open(f"{out}/{name}.{suffix}", os.O_WRONLY | os.O_CREAT, 0o600), fd)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # what Python would print for an uncaught exception
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    children[pid] = name
+codes = {}
+for pid, name in children.items():
+    codes[name] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(codes))
+"""
+
+
 @pytest.fixture(scope="module")
-def finished() -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every case's finished process, started all at once."""
-
-    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            _goalfleet(*argv), env=_env(), capture_output=True, text=True, timeout=60, check=False
-        )
-
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:  # side by side: ~15 s, not 19x
-        futures = {name: pool.submit(run, argv) for name, (argv, _, _) in CASES.items()}
-        return {name: f.result() for name, f in futures.items()}
+def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
+    """Every case's exit code and stderr, each case a child of one interpreter that imported
+    the CLI first; that interpreter's own stderr (the import) must be empty."""
+    out = tmp_path_factory.mktemp("cli-cases")
+    cases = {name: argv for name, (argv, _, _) in CASES.items()}
+    proc = subprocess.run(
+        [sys.executable, "-c", FORKER, json.dumps(cases), str(out)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # importing the CLI says nothing
+    codes = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {name: (codes[name], (out / f"{name}.err").read_text()) for name in CASES}
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_with_its_exit_code(
-    finished: dict[str, subprocess.CompletedProcess[str]], name: str
+    finished: dict[str, tuple[int, str]], name: str
 ) -> None:
     """One line on stderr naming the command, the documented exit code, no traceback."""
     _, code, part = CASES[name]
-    proc = finished[name]
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    returncode, stderr = finished[name]
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
     assert lines[0].startswith(f"goalfleet {CASES[name][0][0]}"), lines[0]
     assert part in lines[0]
-    assert proc.returncode == code, proc.stderr
+    assert returncode == code, stderr
 
 
 def test_api_on_a_busy_port_is_one_line(redis_server: LocalRedis) -> None:
@@ -126,6 +184,15 @@ def test_api_on_a_busy_port_is_one_line(redis_server: LocalRedis) -> None:
     assert proc.returncode == 3
 
 
+def _wait_past_start_up(pid: int, timeout_s: float = 60) -> None:
+    """Until the interpreter is inside `goalfleet`'s `main` (it has loaded pydantic, which only
+    the commands import): a Ctrl-C earlier, during Python's own start-up, is Python's to report."""
+    deadline = time.monotonic() + timeout_s
+    while "_pydantic_core" not in Path(f"/proc/{pid}/maps").read_text():
+        assert time.monotonic() < deadline, "the command did not start in 60 s"
+        time.sleep(0.05)
+
+
 def test_ctrl_c_during_run_exits_130_without_a_traceback() -> None:
     """SIGINT while a (slow) run is going: one line, exit 130, the device closed."""
     log = Path(tempfile.mkdtemp(prefix="gf-ctrl-c-")) / "run.log"
@@ -134,7 +201,8 @@ def test_ctrl_c_during_run_exits_130_without_a_traceback() -> None:
         env=_env(),
         log=log,
     )
-    time.sleep(3)  # past the imports, into the run
+    _wait_past_start_up(proc.pid)
+    time.sleep(2)  # into the run, most likely (a Ctrl-C while the commands load is the same)
     assert proc.alive(), log.read_text()
     proc.signal(signal.SIGINT)  # as a terminal does: to the whole process group
     proc.wait(timeout=30)

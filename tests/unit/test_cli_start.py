@@ -93,19 +93,23 @@ def test_worker_prints_a_start_line_and_no_celery_security_warning(
     redis_server: LocalRedis,
 ) -> None:
     """One start line naming the device, its latency and Redis; as root, one line of advice
-    instead of Celery's eight-line SecurityWarning."""
+    instead of Celery's eight-line SecurityWarning; no Celery banner (its `Transport://:**@`
+    shows a password where there is none)."""
     proc, line = _start(redis_server.url, "worker", "--device", "ios-9", "--platform", "ios")
     try:
         assert line.startswith("goalfleet worker "), line
         assert "device ios-9 (ios, sim:signin-ios), latency scale 0 (no simulated latency" in line
         assert f"on Redis {redis_server.url}" in line
-        deadline = time.monotonic() + 30  # the worker's next lines: ready, or the root advice
-        while len(proc.log.read_text().splitlines()) < 4 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60  # until the worker is ready (its banner came before)
+        while "worker_ready" not in proc.log.read_text() and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         err = _stop(proc)
     seen = err.splitlines()[1:4]
+    assert "worker_ready" in err
     assert "SecurityWarning" not in err
+    assert "[queues]" not in err  # the banner
+    assert ":**@" not in err
     if os.geteuid() == 0:
         assert "running as root" in seen[0]
 

@@ -33,6 +33,7 @@ log = structlog.stdlib.get_logger("goalfleet.worker")
 
 def worker_argv(spec: WorkerSpec, *, loglevel: str = "INFO") -> list[str]:
     return [
+        "--quiet",  # no banner: `goalfleet worker` prints its own start line
         "worker",
         "--hostname",
         spec.name,
