@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -38,12 +39,24 @@ from workers.telemetry.metrics import ensure_multiproc_env
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("worker", help="run the worker for one device")
     p.add_argument("--device", required=True, help="the device id, e.g. ios-1 or emulator-5554")
-    p.add_argument("--backend", choices=["sim", "agent-device"], default="sim")
-    p.add_argument("--platform", choices=[p.value for p in Platform], required=True)
+    p.add_argument(
+        "--backend",
+        choices=["sim", "agent-device"],
+        default="sim",
+        help="sim: a simulated device in the worker; agent-device: a real one (default: sim)",
+    )
+    p.add_argument(
+        "--platform",
+        choices=[p.value for p in Platform],
+        required=True,
+        help="what selectors match (--platform ios)",
+    )
     p.add_argument("--os-version", default="", help="e.g. 17.5 (selectors match it)")
     p.add_argument("--model", default="", help="e.g. iPhone 15")
     p.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
-    p.add_argument("--app", default="signin", help="sim backend: the scripted app to run")
+    p.add_argument(
+        "--app", default="signin", help="sim backend: the scripted app to run (default: signin)"
+    )
     p.add_argument(
         "--target",
         default=None,
@@ -65,7 +78,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
     )
     add_log_args(p)
-    p.add_argument("--metrics-host", default="127.0.0.1", help="where /metrics listens")
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", help="where /metrics listens (default: 127.0.0.1)"
+    )
     p.add_argument(
         "--metrics-port",
         type=int,
@@ -177,6 +192,9 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
 
     start_line("worker", _describe(spec, settings))
     _root_warning_in_one_line()
+    # the start line says which Redis; Celery's "Connected to …://:**@…" would show a password
+    # mask where there is no password
+    logging.getLogger("celery.worker.consumer.connection").setLevel(logging.WARNING)
     try:
         start_worker(
             settings,
