@@ -17,6 +17,9 @@ The settings that make a run survive a worker's death without running twice at o
 - no ETA/countdown tasks anywhere (they sit unacked in the worker, bypass prefetch and are
   redelivered after the visibility timeout): pending runs wait in our store instead.
 - events on, for monitoring.
+- a Redis outage (full, read-only, loading, gone) never ends a worker: the broker transport is
+  `workers.fleet.transport` (kombu's, riding out outages), channel errors restart the consumer
+  and reconnection is retried for ever.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_transport_options": {"visibility_timeout": vt, "global_keyprefix": prefix},
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,
+        # A Redis outage is waited out, never a reason to exit (`workers.fleet.transport`):
+        # kombu's ack emulation without the writes a full Redis refuses; the consumer restarts
+        # on anything else Redis refuses (OOM, READONLY) and reconnects for as long as it takes.
+        "broker_transport": "workers.fleet.transport:Transport",
+        "broker_channel_error_retry": True,
+        "broker_connection_max_retries": None,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         # A pool child SIGKILLed mid-run is sometimes only noticed by billiard at the hard time

@@ -88,7 +88,8 @@ def build_runtime(
     open_device: DeviceOpener | None = None,
     make_decider: DeciderMaker | None = None,
 ) -> WorkerRuntime:
-    client = redis_client(settings.redis_url)
+    # A run waits a Redis outage out (backoff with jitter) as long as it may run at all.
+    client = redis_client(settings.redis_url, outage_wait_s=settings.soft_time_limit_s)
     return WorkerRuntime(
         settings=settings,
         spec=spec,

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import redis
 import structlog
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
@@ -28,6 +27,7 @@ from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
+from workers.fleet.outages import describe, is_outage, requeue_delay_s
 from workers.fleet.questions import QuestionStore, question_for
 from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
 from workers.fleet.runtime import WorkerRuntime
@@ -221,9 +221,9 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
-    except (redis.ConnectionError, redis.TimeoutError):
-        raise  # the store is unreachable: the task requeues the run (attempt + 1)
-    except Exception as exc:  # noqa: BLE001 - every other failure becomes a recorded result
+    except Exception as exc:  # every other failure becomes a recorded result
+        if is_outage(exc):
+            raise  # Redis stayed unavailable for longer than the run may wait: requeued
         return _failed(rt, record, exc, tuple(rows), (time.perf_counter() - started) * 1000)
     finally:
         if device is not None:
@@ -265,11 +265,19 @@ def _failed(
 def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints
     """Bind the run task to `app` (time limits, acks_late etc. come from the app's conf)."""
 
-    @app.task(name=RUN_TASK, bind=True, ignore_result=False)  # type: ignore[untyped-decorator]
+    # No Celery result: the run record holds the result, and a result write Redis refuses
+    # (full) must not fail the task.
+    @app.task(name=RUN_TASK, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def run(self: Any, run_id: str) -> str:  # noqa: ANN401, ARG001 - Celery's bound task
+        rt = runtime_mod.current()
         try:
-            return execute_run(runtime_mod.current(), run_id)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            # The store is unreachable: put the message back (or leave it unacked for the
-            # visibility timeout); the next delivery restarts the run with attempt + 1.
-            raise Reject(f"store unreachable: {exc}", requeue=True) from exc
+            return execute_run(rt, run_id)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            # Every store call waited the outage out with backoff (`outages.OutageRetry`) for
+            # as long as a run may take: pause (jittered), then put the message back, or leave
+            # it unacked while Redis refuses even that (`transport`). One attempt at most,
+            # however long the outage; a short one costs the run time, not an attempt.
+            time.sleep(requeue_delay_s(rt.settings.soft_time_limit_s, rt.settings.time_limit_s))
+            raise Reject(f"Redis unavailable: {describe(exc)}", requeue=True) from exc
