@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from typing import Literal
 
 import structlog
 
@@ -26,6 +27,7 @@ from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
+CancelOutcome = Literal["cancelled", "requested"]
 IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,128}$"
 
 
@@ -228,7 +230,9 @@ class Fleet:
             raise NotFoundError(f"no batch {batch_id!r} (unknown, or past its retention)")
         return batch
 
-    def cancel(self, run_id: str) -> RunRecord:
+    def cancel(self, run_id: str) -> tuple[RunRecord, CancelOutcome]:
+        """The run after the cancel, and `cancelled` (it was queued: it is cancelled now) or
+        `requested` (it is running: its worker stops before its next step)."""
         out = self.store.cancel(run_id)
         if out == "missing":
             raise NotFoundError(f"no run {run_id!r} (unknown, or past its retention)")
@@ -236,7 +240,10 @@ class Fleet:
             raise ConflictError(f"run {run_id} already ended ({out.partition(':')[2]})")
         if out == "cancelled":
             self.store.wake()
-        return self.run(run_id)
+            return self.run(run_id), "cancelled"
+        if out != "requested":
+            raise ConflictError(f"run {run_id} is being placed right now; retry the cancel")
+        return self.run(run_id), "requested"
 
     def devices(self) -> list[DeviceState]:
         return self.store.registry.devices()

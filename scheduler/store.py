@@ -171,7 +171,10 @@ class FleetStore(RedisStore):
             if idem is not None and idem_key is not None:
                 p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
             for run in runs:
-                p.hset(self.k.run(run.id), mapping=run.to_hash())  # type: ignore[arg-type]
+                fields = run.to_hash()
+                if batch is not None:
+                    fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
+                p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
                 p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
             if batch is not None:
                 p.hset(
@@ -182,6 +185,7 @@ class FleetStore(RedisStore):
                         "finished": 0,
                         "created_at": repr(batch.created_at),
                         "goal": batch.goal,
+                        "request": runs[0].request.model_dump_json(),
                     },
                 )
                 p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
@@ -383,6 +387,15 @@ class FleetStore(RedisStore):
             for rid in run_ids:
                 p.hgetall(self.k.run(rid))
             raws = cast("list[dict[str, str]]", p.execute())
+        shared = sorted({b for raw in raws if (b := RunRecord.request_on_batch(raw))})
+        if shared:  # a batch's runs: their request is stored once, on the batch
+            with self.r.pipeline(transaction=False) as p:
+                for batch_id in shared:
+                    p.hget(self.k.batch(batch_id), "request")
+                requests = dict(zip(shared, cast("list[str | None]", p.execute()), strict=True))
+            for raw in raws:
+                if b := RunRecord.request_on_batch(raw):
+                    raw["request"] = requests[b] or ""
         return [RunRecord.from_hash(raw) for raw in raws if raw]
 
     def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:

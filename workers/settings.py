@@ -15,6 +15,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from workers.core.guards import DEFAULT_DANGEROUS
+from workers.core.records import MAX_LABEL_CHARS, MAX_LABELS
+from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.decide.factory import ModelSettings, check_mode
 from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 
@@ -123,6 +125,18 @@ class Settings(BaseSettings):
     """The scheduler's and the API's cached view of the devices is re-read in full when it is
     older than this (ended runs and recovered devices are re-read at once; a reservation is
     always checked in Redis). 0 re-reads on every dispatch: O(devices) per submit."""
+    api_max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    """A request body over this many bytes is refused (413) before it is read."""
+    api_max_inputs: Annotated[int, Field(ge=1, le=MAX_INPUTS)] = 100
+    """Inputs and secrets one request may name, together."""
+    api_max_input_chars: Annotated[int, Field(ge=1, le=MAX_INPUT_CHARS)] = 1000
+    """Characters of one input's value."""
+    api_max_labels: Annotated[int, Field(ge=1, le=MAX_LABELS)] = 20
+    """Labels one selector may name."""
+    api_max_label_chars: Annotated[int, Field(ge=1, le=MAX_LABEL_CHARS)] = 100
+    """Characters of one label's value in a selector."""
+    api_max_batch_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    """A batch's `count` x its request's size in bytes (the work one submit asks for)."""
 
     @field_validator("model_mode")
     @classmethod

@@ -53,6 +53,17 @@ def redis_server(redis_binary: str) -> Iterator[LocalRedis]:
         yield server
 
 
+@pytest.fixture
+def own_redis(redis_binary: str) -> Iterator[tuple[LocalRedis, redis.Redis]]:
+    """A Redis of the test's own (it may fill, flush or stop it) and a client on it."""
+    with LocalRedis(binary=redis_binary) as server:
+        db = redis_client(server.url)
+        try:
+            yield server, db
+        finally:
+            db.close()
+
+
 @pytest.fixture(scope="session")
 def settings(redis_server: LocalRedis) -> Settings:
     return quick_settings(redis_server.url, key_prefix="gft", token=TOKEN, dispatch_interval_s=0.5)

@@ -67,7 +67,7 @@ def test_request_metrics_and_fleet_gauges(redis_url: str) -> None:
         assert http.get("/v1/devices").status_code == 401
         resp = http.get("/health", headers={"X-Request-ID": "req-abc"})
         assert resp.headers["x-request-id"] == "req-abc"
-        assert http.get("/no/such/route").status_code == 404
+        assert http.get("/no/such/route", headers=auth).status_code == 404
         text = http.get("/metrics", headers=auth).text
 
     found = samples(text)

@@ -6,6 +6,7 @@ Sensitive input values are `SecretStr` and only ever leave this module as `*****
 
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 import re
@@ -97,8 +98,8 @@ class Inputs(BaseModel):
             InputValue(name=k, value=SecretStr(v), sensitive=True)
             for k, v in (secret or {}).items()
         ]
-        names = [v.name for v in vals]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = collections.Counter(v.name for v in vals)  # linear: 100k names stay cheap
+        dupes = sorted(name for name, n in counts.items() if n > 1)
         if dupes:
             raise ValueError(f"input {dupes[0]!r} is given twice; give each input name once")
         return cls(values=tuple(vals))

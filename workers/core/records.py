@@ -17,6 +17,10 @@ from workers.core.request import GoalRunRequest
 
 DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
+MAX_LABELS = 64
+"""The hard ceiling on a selector's labels (the API's own limit, `Settings.api_max_labels`,
+is lower by default)."""
+MAX_LABEL_CHARS = 200
 
 
 def _s(raw: dict[str, str], key: str) -> str | None:
@@ -37,9 +41,10 @@ class Selector(BaseModel):
     platform: Platform | None = None
     os_version: Annotated[str, Field(min_length=1, max_length=40)] | None = None
     """Exact match, or a prefix ending in `*` (e.g. `17.*`)."""
-    labels: dict[Annotated[str, Field(pattern=LABEL_KEY_PATTERN.pattern)], str] = Field(
-        default_factory=dict
-    )
+    labels: dict[
+        Annotated[str, Field(pattern=LABEL_KEY_PATTERN.pattern)],
+        Annotated[str, Field(max_length=MAX_LABEL_CHARS)],
+    ] = Field(default_factory=dict, max_length=MAX_LABELS)
 
     def matches(self, device: DeviceInfo) -> bool:
         if self.platform is not None and device.platform is not self.platform:
@@ -161,6 +166,13 @@ class RunRecord(BaseModel):
             out[name] = "" if v is None else repr(v)
         out["result"] = self.result.model_dump_json() if self.result else ""
         return out
+
+    @staticmethod
+    def request_on_batch(raw: dict[str, str]) -> str | None:
+        """The batch whose hash holds this run's request, or None when the run's own hash
+        does: a batch stores its request once (field `request` of `{p}:batch:{id}`) and its
+        runs leave theirs empty. The loader puts it into `raw["request"]` before `from_hash`."""
+        return (raw.get("batch") or None) if raw and not raw.get("request") else None
 
     @classmethod
     def from_hash(cls, raw: dict[str, str]) -> RunRecord:

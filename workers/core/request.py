@@ -16,6 +16,10 @@ class _Frozen(BaseModel):
 
 
 MAX_GOAL_CHARS = 500
+MAX_INPUTS = 1000
+"""The hard ceiling on a request's inputs, and on its secrets (the API's own limit,
+`Settings.api_max_inputs`, is lower by default)."""
+MAX_INPUT_CHARS = 1000
 
 
 class SecretRef(_Frozen):
@@ -38,8 +42,10 @@ class GoalRunRequest(RunParams):
     run parameters (`max_steps`, `min_confidence`, …) come from `RunParams`, flat."""
 
     goal: Annotated[str, Field(min_length=1, max_length=MAX_GOAL_CHARS)]
-    inputs: dict[str, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
-    secrets: dict[str, SecretRef] = Field(default_factory=dict)
+    inputs: dict[str, Annotated[str, Field(max_length=MAX_INPUT_CHARS)]] = Field(
+        default_factory=dict, max_length=MAX_INPUTS
+    )
+    secrets: dict[str, SecretRef] = Field(default_factory=dict, max_length=MAX_INPUTS)
     decider: Annotated[str, Field(min_length=1, max_length=100)] = "rules"
     memory: bool = True
     """Use the fleet's decision memory for this run (read and, if it ends done, write)."""

@@ -12,6 +12,7 @@
 {p}:batch:{id}          hash   batch totals and per-status counts
 {p}:batch:{id}:runs     list   the batch's run ids
 {p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
+{p}:epoch               string the API's start marker (SET NX); gone: Redis lost its data
 {p}:schedules           zset   schedule ids by next due time
 {p}:schedule:{id}       hash   one recurring schedule
 {p}:mem:{key}           hash   one decision-memory entry (entry JSON, hits, created/last used)
@@ -103,6 +104,10 @@ class Keys:
 
     def schedule(self, schedule_id: str) -> str:
         return f"{self.prefix}:schedule:{schedule_id}"
+
+    @property
+    def epoch(self) -> str:
+        return f"{self.prefix}:epoch"
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this fleet (tests count keys with it)."""

@@ -91,6 +91,8 @@ local function run_ended(run, steps, batch, status, keep)
   if keep > 0 then
     redis.call('EXPIRE', run, keep)
     redis.call('EXPIRE', steps, keep)
+    -- the batch holds its runs' request: it outlives each of them
+    if batch ~= '' and redis.call('TTL', batch) < keep then redis.call('EXPIRE', batch, keep) end
   end
 end
 """
@@ -144,6 +146,8 @@ class RunStore(RedisStore):
 
     def load(self, run_id: str) -> RunRecord | None:
         raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
+        if batch_id := RunRecord.request_on_batch(raw):  # a batch stores its request once
+            raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
         return RunRecord.from_hash(raw) if raw else None
 
     def claim(self, run_id: str, device_id: str, worker: str, *, cap: int) -> Claim:

@@ -1,0 +1,166 @@
+"""The API's edge: what is refused before a request's body is read.
+
+`Edge` is an ASGI middleware in front of the routes. It answers at once, reading nothing of
+the body, when a guarded path comes without a valid bearer token (401), or when the body is
+declared bigger than the cap (413, `Content-Length`). A body sent without a length (chunked)
+is counted as it is read and refused with a 413 as soon as it passes the cap, so the API
+never holds more than the cap of any request. Open paths (`/health`, the OpenAPI docs) pass.
+
+`Tokens` is the one place bearer tokens are compared (constant time, every token): the edge
+uses it to refuse early, the routes' guard to learn the token's name.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.datastructures import Headers
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scheduler.errors import AuthError
+
+
+class ErrorBody(BaseModel):
+    """The API's error shape, for every 4xx and 5xx it answers."""
+
+    error: str
+    message: str
+    fix: str = ""
+    problems: list[dict[str, str]] = []
+
+
+class Tokens:
+    """The API's bearer tokens by name."""
+
+    def __init__(self, named: Iterable[tuple[str, str]]) -> None:
+        self._tokens = [(name, token.encode()) for name, token in named]
+
+    def who(self, authorization: str | None) -> str | None:
+        """The name of the token an `Authorization: Bearer <token>` header carries, or None.
+        Every token is compared, in constant time, whatever matched before."""
+        scheme, _, given = (authorization or "").partition(" ")
+        raw = given.strip().encode() if scheme.lower() == "bearer" else b""
+        who = None
+        for name, token in self._tokens:
+            if hmac.compare_digest(raw, token) and raw:
+                who = name
+        return who
+
+
+async def _answer(send: Send, status: int, body: ErrorBody, headers: dict[str, str]) -> None:
+    raw = body.model_dump_json().encode()
+    head = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(raw)).encode()),
+        *((k.encode(), v.encode()) for k, v in headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": raw})
+
+
+def _unauthorized() -> ErrorBody:
+    exc = AuthError("missing or wrong bearer token")
+    return ErrorBody(error=exc.code, message=exc.message, fix=exc.hint)
+
+
+def _too_large(cap: int) -> ErrorBody:
+    return ErrorBody(
+        error="BODY_TOO_LARGE",
+        message=f"the request body is over the API's limit of {cap} bytes; nothing was read",
+        fix="send a smaller request (fewer or shorter inputs, a smaller batch), or raise "
+        "GOALFLEET_API_MAX_BODY_BYTES on the API",
+    )
+
+
+class Edge:
+    """Refuses unauthenticated requests and oversized bodies before the body is read."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: Tokens,
+        max_body_bytes: int,
+        open_paths: Iterable[str],
+        routes: Sequence[BaseRoute] = (),
+    ) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.cap = max_body_bytes
+        self.open_paths = frozenset(open_paths)
+        self.routes = routes
+        """The app's routes (the live list), to label a refused request with its route."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if scope["path"] not in self.open_paths and not self.tokens.who(
+            headers.get("authorization")
+        ):
+            self._label(scope)
+            await _answer(send, 401, _unauthorized(), {"www-authenticate": "Bearer"})
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.cap:
+            self._label(scope)
+            await _answer(send, 413, _too_large(self.cap), {"connection": "close"})
+            return
+        await _Capped(self.app, self.cap)(scope, receive, send)
+
+    def _label(self, scope: Scope) -> None:
+        """Set `scope["route"]` as the router would, so a refusal is counted by its route
+        template (the metrics middleware reads it), not as unmatched."""
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is not Match.NONE:
+                scope["route"] = route
+                return
+
+
+class _Capped:
+    """One request whose body is counted as the app reads it: past the cap, the client gets
+    a 413, the app sees a disconnect, and whatever the app sends after that is dropped."""
+
+    def __init__(self, app: ASGIApp, cap: int) -> None:
+        self.app = app
+        self.cap = cap
+        self.read = 0
+        self.refused = False
+        self.started = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def capped_receive() -> Message:
+            if self.refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                self.read += len(message.get("body", b""))
+                if self.read > self.cap:
+                    self.refused = True
+                    if not self.started:
+                        self.started = True
+                        await _answer(send, 413, _too_large(self.cap), {"connection": "close"})
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if self.refused:
+                return
+            if message["type"] == "http.response.start":
+                self.started = True
+            await send(message)
+
+        await self.app(scope, capped_receive, guarded_send)
+
+
+def open_paths(app: Any) -> set[str]:  # noqa: ANN401 - a FastAPI app (no import cycle here)
+    """The paths served without a token: /health and the OpenAPI docs."""
+    paths = {"/health", app.openapi_url, app.docs_url, app.redoc_url}
+    paths.add(app.swagger_ui_oauth2_redirect_url)
+    return {p for p in paths if p}

@@ -1,0 +1,184 @@
+"""The API's edge, against a real `goalfleet api` process: a request without a valid token is
+refused before its body is read, and a body over the cap is refused before it is read, so
+eight concurrent 50 MB bodies leave the API's memory (peak RSS, from /proc) as it was; a
+trailing-slash URL is a 404, never a redirect built from the request's Host header."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import TOKEN
+
+from scheduler.local.redis import LocalRedis, free_port
+from workers.core.processes import Child, spawn
+
+pytestmark = pytest.mark.fleet
+
+BIG = 50 * 1024 * 1024
+MAX_GROWTH_KB = 5 * 1024
+"""What "a few MB" means here: the peak RSS may grow by this much across all the bodies."""
+
+
+@dataclass
+class ApiProcess:
+    child: Child
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def reset_peak(self) -> None:
+        """Start `VmHWM` again from the current RSS (Linux: 5 > clear_refs)."""
+        Path(f"/proc/{self.child.pid}/clear_refs").write_text("5")
+
+    def status_kb(self, field: str) -> int:
+        """`VmRSS` / `VmHWM` (peak RSS) of the API process, in kB."""
+        for line in Path(f"/proc/{self.child.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} in /proc/{self.child.pid}/status")
+
+
+@pytest.fixture(scope="module")
+def api_process(
+    redis_binary: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApiProcess]:
+    log = tmp_path_factory.mktemp("edge") / "api.log"
+    with LocalRedis(binary=redis_binary) as own:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
+        env |= {
+            "GOALFLEET_REDIS_URL": own.url,
+            "GOALFLEET_KEY_PREFIX": "edge",
+            "GOALFLEET_API_TOKENS": TOKEN,
+            "GOALFLEET_LOG_FORMAT": "json",
+        }
+        argv = [sys.executable, "-m", "scheduler.cli", "api", "--port", str(port)]
+        child = spawn(argv, env=env, log=log)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert child.alive(), log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            yield ApiProcess(child, port)
+        finally:
+            child.stop(grace_s=10)
+
+
+def _post_big(port: int, headers: dict[str, str], size: int) -> str:
+    """POST a `size`-byte body (declared with Content-Length) streamed in 64 KB chunks from a
+    thread while this thread reads the answer; returns the status line (or '' when the
+    connection closed before any answer)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(
+        f"POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n{head}\r\n".encode()
+    )
+
+    def send_body() -> None:
+        chunk = b"x" * 65536
+        try:
+            for _ in range(size // len(chunk)):
+                sock.sendall(chunk)
+        except OSError:
+            return  # the server closed the connection: what it did not read, it never held
+
+    sender = threading.Thread(target=send_body, daemon=True)
+    sender.start()
+    got = b""
+    try:
+        while b"\r\n" not in got:
+            data = sock.recv(4096)
+            if not data:
+                break
+            got += data
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):  # the server may have closed it already
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        sender.join(timeout=30)
+    return got.split(b"\r\n", 1)[0].decode()
+
+
+def _warm(api: ApiProcess) -> None:
+    """One of each answer first, so what the process allocates once is already allocated."""
+    for headers in ({}, {"Authorization": f"Bearer {TOKEN}"}):
+        httpx.post(api.url + "/v1/runs", content=b"{bad", headers=headers, timeout=10)
+        assert _post_big(api.port, headers, 4 * 1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("label", "headers", "status"),
+    [
+        ("no token", {}, "401"),
+        ("wrong token", {"Authorization": "Bearer wrong"}, "401"),
+        ("valid token, over the cap", {"Authorization": f"Bearer {TOKEN}"}, "413"),
+    ],
+)
+def test_big_bodies_are_refused_unread(
+    api_process: ApiProcess, label: str, headers: dict[str, str], status: str
+) -> None:
+    """Eight concurrent 50 MB bodies: each refused with `status` as soon as its headers are
+    in; the API's peak RSS grows by less than a few MB."""
+    _warm(api_process)
+    api_process.reset_peak()
+    peak_before = api_process.status_kb("VmHWM")
+    answers: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(_post_big(api_process.port, headers, BIG)))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    growth = api_process.status_kb("VmHWM") - peak_before
+    print(f"{label}: peak RSS grew {growth} kB over 8 x 50 MB bodies")  # noqa: T201 - the figure
+    assert len(answers) == 8
+    assert all(a.split(" ")[1:2] == [status] for a in answers), answers
+    assert growth < MAX_GROWTH_KB, f"{label}: peak RSS grew by {growth} kB"
+    health = httpx.get(api_process.url + "/health", timeout=10)
+    assert health.status_code == 200
+
+
+def test_trailing_slash_is_not_redirected_to_the_host_header(api_process: ApiProcess) -> None:
+    """`GET /v1/devices/` with `Host: evil.example`: a 404 in the API's error shape, no
+    Location header, and nothing in the answer names evil.example."""
+    for headers in ({"Authorization": f"Bearer {TOKEN}"}, {}):
+        resp = httpx.get(
+            api_process.url + "/v1/devices/",
+            headers={**headers, "Host": "evil.example"},
+            follow_redirects=False,
+            timeout=10,
+        )
+        assert resp.status_code in {401, 404}, resp.text
+        assert "location" not in resp.headers
+        assert "evil.example" not in resp.text
+        assert resp.json()["error"]
+    authed = httpx.get(
+        api_process.url + "/v1/devices/",
+        headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"},
+        follow_redirects=False,
+        timeout=10,
+    )
+    assert authed.status_code == 404
