@@ -44,6 +44,8 @@ class DeviceView:
         self._states: dict[str, DeviceState] = {}
         self._idle: dict[str, DeviceState] = {}
         self._read_at = float("-inf")
+        self._raw: dict[str, tuple[dict[str, str], bool]] = {}
+        """What the last full read saw per device (its hash and whether its lease was held)."""
         self._matches: dict[str, bool] = {}
         """Placement class -> whether some registered device matches it (cleared whenever a
         device joins or leaves the view)."""
@@ -81,11 +83,32 @@ class DeviceView:
     # -- updates -----------------------------------------------------------------------------
 
     def reload(self) -> None:
-        """Re-read every registered device now."""
-        states = self.registry.devices()
-        self._states = {d.info.id: d for d in states}
-        self._matches.clear()
-        self._idle = {d.info.id: d for d in states if d.idle}
+        """Re-read every registered device now (one pipelined round trip; a device whose
+        record and lease are unchanged keeps its parsed state, so only changes are parsed)."""
+        r, k = self.registry.r, self.registry.k
+        ids = sorted(cast("set[str]", r.smembers(k.devices)))
+        with r.pipeline(transaction=False) as p:
+            for did in ids:
+                p.hgetall(k.device(did))
+                p.exists(k.lease(did))
+            out = p.execute()
+        raws: dict[str, tuple[dict[str, str], bool]] = {}
+        states: dict[str, DeviceState] = {}
+        for i, did in enumerate(ids):
+            raw, alive = cast("dict[str, str]", out[2 * i]), bool(out[2 * i + 1])
+            if not raw.get("info"):
+                continue
+            raws[did] = (raw, alive)
+            known = self._raw.get(did)
+            if known is not None and known == (raw, alive) and did in self._states:
+                states[did] = self._states[did]
+            else:
+                states[did] = DeviceState.from_hash(raw, alive=alive)
+        if states.keys() != self._states.keys():
+            self._matches.clear()
+        self._raw = raws
+        self._states = states
+        self._idle = {did: d for did, d in states.items() if d.idle}
         self._read_at = self.clock()
 
     def refresh(self, device_ids: Iterable[str]) -> None:
@@ -109,8 +132,8 @@ class DeviceView:
                 self._matches.clear()
 
     def touch(self, items: Iterable[str]) -> None:
-        """Re-read what a wake-up names: device ids, or ids of runs that ended (their device
-        is read from the run); other items ("submit") are ignored."""
+        """Re-read what a wake-up names: device ids (a device recovered or registered), or ids
+        of runs that ended (their device is read from the run); other items are ignored."""
         devices: set[str] = set()
         runs: list[str] = []
         for item in items:
@@ -118,13 +141,18 @@ class DeviceView:
                 devices.add(item)
             else:
                 runs.append(item)
-        if runs:
+        if runs:  # a run that ended names its device; a device that just registered is new
             r, k = self.registry.r, self.registry.k
             with r.pipeline(transaction=False) as p:
-                for rid in runs:
-                    p.hget(k.run(rid), "device")
-                found = cast("list[str | None]", p.execute())
-            devices.update(d for d in found if d)
+                for item in runs:
+                    p.hget(k.run(item), "device")
+                    p.sismember(k.devices, item)
+                found = p.execute()
+            for i, item in enumerate(runs):
+                if found[2 * i + 1]:
+                    devices.add(item)
+                elif found[2 * i]:
+                    devices.add(cast("str", found[2 * i]))
         self.refresh(devices)
 
     def put(self, state: DeviceState) -> None:

@@ -124,10 +124,10 @@ class Dispatcher:
         `scheduler.placement`), so unplaceable runs never hold back placeable ones. Devices
         come from the cached `DeviceView` and are handed out per class by `IdleByClass`."""
         idle = {d.info.id: d for d in self.view.idle()}
-        if not idle:
-            return 0
         if run_ids is not None:
             return self._dispatch_ids(run_ids, idle)
+        if not idle:
+            return 0
         sent = 0
         picker = IdleByClass(idle)
         full: set[str] = set()  # classes no idle device can take for the rest of this pass
@@ -151,12 +151,19 @@ class Dispatcher:
         for run in self.store.load_many(run_ids):
             if run.device is not None or run.status.terminal:
                 continue
+            if run.target is not None and run.target not in idle:
+                self._recheck(run.target, idle)  # the view may be older than its last finish
             device = picker.pick(class_of(run), run.target, run.selector)
             if device is not None and self._send(run.id, device, idle):
                 sent += 1
-            if not idle:
-                break
         return sent
+
+    def _recheck(self, device_id: str, idle: dict[str, DeviceState]) -> None:
+        """Re-read one device the view thinks busy (3 commands); idle now: it joins `idle`."""
+        self.view.refresh([device_id])
+        state = self.view.get(device_id)
+        if state is not None and state.idle:
+            idle[device_id] = state
 
     def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> bool:
         """Reserve `device` for the run and enqueue it. The device leaves `idle` for the rest

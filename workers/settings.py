@@ -121,10 +121,11 @@ class Settings(BaseSettings):
     `unplaceable` after waiting this long, instead of waiting for ever."""
     max_pending: Annotated[int, Field(ge=1)] = 100_000
     """Submits beyond this many pending runs are refused with 429."""
-    device_view_max_age_s: Annotated[float, Field(ge=0, le=60)] = 1.0
+    device_view_max_age_s: Annotated[float, Field(ge=0, le=300)] = 10.0
     """The scheduler's and the API's cached view of the devices is re-read in full when it is
-    older than this (ended runs and recovered devices are re-read at once; a reservation is
-    always checked in Redis). 0 re-reads on every dispatch: O(devices) per submit."""
+    older than this (the scheduler re-reads ended runs' and recovered devices' records at once;
+    a run for an exact device re-reads that device; a lookup that misses re-reads all; a
+    reservation is always checked in Redis). 0 re-reads on every dispatch: O(devices) each."""
     api_max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     """A request body over this many bytes is refused (413) before it is read."""
     api_max_inputs: Annotated[int, Field(ge=1, le=MAX_INPUTS)] = 100

@@ -101,3 +101,41 @@ def test_view_reads_only_what_it_is_told_changed(parts: Parts, client: redis.Red
     assert used == 3  # HGETALL, EXISTS, SISMEMBER of one device (the INFO excluded)
     assert view.has_match(None, Selector(platform=Platform.IOS))
     assert not view.has_match(None, Selector(labels={"pool": "none"}))
+
+
+def test_a_device_that_registers_is_seen_through_the_wake_up(parts: Parts) -> None:
+    store, _, _, fleet = parts
+    register(store, "d1")
+    view = fleet.dispatcher.view
+    assert [d.info.id for d in view.all()] == ["d1"]
+    register(store, "d2")
+    view.touch(store.wait_wake(0.1))
+    assert sorted(d.info.id for d in view.idle()) == ["d1", "d2"]
+
+
+def test_a_run_for_a_device_the_view_thinks_busy_rechecks_that_device(parts: Parts) -> None:
+    """The API's view is not woken by finishes: a run for an exact device re-reads that one
+    device (3 commands), so the fast path still places it the moment the device is free."""
+    store, rs, enq, fleet = parts
+    register(store, "d1")
+    a, _ = fleet.submit_run(RunSubmit(goal="a", device="d1"))
+    finish(store, rs, a.id, "d1")
+    b, _ = fleet.submit_run(RunSubmit(goal="b", device="d1"))
+    assert enq.sent == [(a.id, "d1"), (b.id, "d1")]
+
+
+def test_unchanged_devices_are_not_parsed_again_on_a_full_read(
+    parts: Parts, client: redis.Redis
+) -> None:
+    store, _, _, _ = parts
+    for i in range(5):
+        register(store, f"d{i}")
+    view = DeviceView(store.registry, max_age_s=3600)
+    view.reload()
+    first = {d.info.id: d for d in view.all()}
+    client.hset(Keys("dv").device("d3"), "quarantined", "1")
+    view.reload()
+    again = {d.info.id: d for d in view.all()}
+    assert all(again[f"d{i}"] is first[f"d{i}"] for i in (0, 1, 2, 4))
+    assert again["d3"].quarantined
+    assert "d3" not in {d.info.id for d in view.idle()}
