@@ -1,5 +1,6 @@
-"""A full Redis (`maxmemory` reached under `noeviction`) mid-burst is an outage, not a crash:
-no worker exits, no device is lost, and every accepted run finishes once memory frees.
+"""A full Redis (`maxmemory` reached under `noeviction`) or a read-only one (a replica after a
+failover) mid-burst is an outage, not a crash: no worker exits, no device is lost, and every
+accepted run finishes once Redis takes writes again; a Redis restarted empty is repaired.
 
 Each test starts its own `redis-server` (no persistence) on a random loopback port."""
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -18,7 +20,7 @@ import redis
 from chaoskit import SECRET_VALUE, TOKEN, chaos_settings, report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
-from scheduler.local.redis import LocalRedis
+from scheduler.local.redis import LocalRedis, free_port
 from workers.core.model import RunStatus
 from workers.settings import Settings
 
@@ -123,12 +125,49 @@ def registered(db: redis.Redis, prefix: str) -> set[str]:
     return cast("set[str]", db.smembers(f"{prefix}:devices"))
 
 
+@dataclass(frozen=True)
+class Outage:
+    """A kind of Redis trouble the fleet must ride out: how to start it (returns numbers for
+    the report), whether Redis still refuses a write, how to end it."""
+
+    name: str
+    start: Callable[[redis.Redis], dict[str, int]]
+    refused: Callable[[redis.Redis], bool]
+    end: Callable[[redis.Redis], object]
+
+
+def _read_only(db: redis.Redis) -> dict[str, int]:
+    db.replicaof("127.0.0.1", free_port())  # a replica of nobody: writes get READONLY
+    return {}
+
+
+def _refuses_as_replica(db: redis.Redis) -> bool:
+    try:
+        db.set("probe", "x")
+    except redis.exceptions.ReadOnlyError:
+        return True
+    return False
+
+
+FULL = Outage(
+    "full",
+    lambda db: {"ballast_bytes": fill(db)},
+    refuses_writes,
+    lambda db: db.config_set("maxmemory", 0),  # the ballast stays
+)
+READ_ONLY = Outage(
+    "read-only", _read_only, _refuses_as_replica, lambda db: db.replicaof("NO", "ONE")
+)
+
+
+@pytest.mark.parametrize("outage", [FULL, READ_ONLY], ids=lambda o: o.name)
 def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario end to end: start, fill, free, check, report
-    plain_redis: LocalRedis, tmp_path: Path
+    plain_redis: LocalRedis, tmp_path: Path, outage: Outage
 ) -> None:
-    """Fill Redis while a burst of runs is under way and keep it full past a lease: every
-    worker stays up and keeps its device registered; once `maxmemory` is raised, every run
-    accepted before (and after) finishes `done` and every device is alive again."""
+    """Fill Redis (or make it a read-only replica) while a burst of runs is under way and
+    keep it so for 8 s: every worker stays up and keeps its device registered; once Redis
+    takes writes again, every run accepted before (and after) finishes `done` and every
+    device is alive again."""
     settings = full_settings(plain_redis.url)
     prefix = settings.key_prefix
     fleet = LocalFleet(
@@ -152,22 +191,24 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
             if running and db.hlen(f"{prefix}:run:{running[0]}:steps") >= 1:
                 break
             time.sleep(0.02)
-        ballast = fill(db)
+        started = outage.start(db)
         t_full = time.monotonic()
         running_at_full = {i for i in ids if db.hget(f"{prefix}:run:{i}", "status") == "running"}
 
         # -- Redis full: submits are refused, workers wait ----------------------------------
         codes: Counter[int] = Counter()
+        retry_after: set[str | None] = set()
         while time.monotonic() - t_full < OOM_HOLD_S:
             resp = http.post("/v1/runs", json={**SIGN_IN, "selector": POOL})
             codes[resp.status_code] += 1
+            retry_after.add(resp.headers.get("Retry-After"))
             if resp.status_code == 201:
                 ids.append(resp.json()["id"])
             time.sleep(0.5)
-        still_full = refuses_writes(db)
+        still_full = outage.refused(db)
         exits_while_full = worker_exits(fleet)
         devices_while_full = registered(db, prefix)
-        db.config_set("maxmemory", 0)
+        outage.end(db)
         t_free = time.monotonic()
 
         # -- memory freed: everything carries on ---------------------------------------------
@@ -177,6 +218,8 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
         finished = wait_terminal(http, ids, timeout_s=60)
         all_done_s = time.monotonic() - t_free
         assert still_full
+        assert set(codes) == {503}, codes  # nothing accepted, nothing half-written
+        assert None not in retry_after
         assert not exits_while_full, (exits_while_full, fatal_lines(tmp_path))
         assert devices_while_full == set(DEVICES)
         assert len(finished) == len(ids), f"not terminal: {set(ids) - set(finished)}"
@@ -194,8 +237,9 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
         assert registered(db, prefix) == set(DEVICES)
         assert not fatal_lines(tmp_path)
         report = {
+            "outage": outage.name,
             "runs": len(ids),
-            "ballast_bytes": ballast,
+            **started,
             "full_s": round(t_free - t_full, 1),
             "submits_while_full": dict(sorted(codes.items())),
             "worker_exits": 0,
@@ -204,7 +248,8 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
             "max_attempt": max(int(str(r["attempt"])) for r in finished.values()),
             "all_done_after_free_s": round(all_done_s, 2),
         }
-        report_path("redis_full").write_text(json.dumps(report, indent=2) + "\n")
+        name = "redis_full" if outage is FULL else "redis_read_only"
+        report_path(name).write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report))  # noqa: T201 - the numbers for docs/reliability.md
         http.close()
     finally:
