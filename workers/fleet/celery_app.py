@@ -13,7 +13,8 @@ The settings that make a run survive a worker's death without running twice at o
   backend and the app alike (a shorter value anywhere wins): otherwise a long run is
   redelivered while still running, forever.
 - `worker_deduplicate_successful_tasks`: a redelivered message whose task already succeeded
-  is skipped (the claim's compare-and-set is the second line).
+  in this process is skipped; the run task stores no Celery result (`ignore_result`: the run
+  record holds it), so across processes the claim's compare-and-set does it.
 - no ETA/countdown tasks anywhere (they sit unacked in the worker, bypass prefetch and are
   redelivered after the visibility timeout): pending runs wait in our store instead.
 - events on, for monitoring.
