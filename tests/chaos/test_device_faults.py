@@ -79,15 +79,9 @@ def tool_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
         visibility_timeout_s=60,
         probe_interval_s=2.0,
     )
-    fleet = LocalFleet(
-        settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
-    )
-    try:
-        fleet.start_api()
-        fleet.start_scheduler()
-        yield fleet
-    finally:
-        fleet.stop()
+    env = {"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
+    with LocalFleet(settings, log_dir=tmp_path, extra_env=env) as fleet:
+        yield fleet.start_all([])
 
 
 def _run(c: FleetClient, device: str) -> RunRecord:

@@ -30,15 +30,9 @@ EXIT_BAD_INPUT = 2
 def timed_fleet(redis_binary: str, tmp_path: Path) -> Iterator[LocalFleet]:
     """The API and the scheduler of fleet `tm` (they publish its timings), no worker yet."""
     with LocalRedis(binary=redis_binary) as server:
-        fleet = LocalFleet(
-            quick_settings(server.url, key_prefix="tm", token=TOKEN), log_dir=tmp_path, extra_env={}
-        )
-        try:
-            fleet.start_api()
-            fleet.start_scheduler()
-            yield fleet
-        finally:
-            fleet.stop()
+        settings = quick_settings(server.url, key_prefix="tm", token=TOKEN)
+        with LocalFleet(settings, log_dir=tmp_path, extra_env={}) as fleet:
+            yield fleet.start_all([])
 
 
 def _worker(fleet: LocalFleet, device: str, **env: str) -> subprocess.CompletedProcess[str]:
