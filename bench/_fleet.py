@@ -23,7 +23,6 @@ import contextlib
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from scheduler.local.fleet import SimWorker
 from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store import FleetStore
 from workers.core.processes import Child, Stoppable, spawn, stop_all
+from workers.core.stats import median, percentile, tail, tail_q
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -49,6 +49,8 @@ SECRET_NAME = "BENCH_PW"  # noqa: S105 - a variable name, not a secret
 SECRET_VALUE = "bench-Secret-1"  # noqa: S105 - the throwaway fleet's sim password
 NOOP_QUEUE = "bench.noop"
 NOOP_TASK = "bench.noop"
+
+__all__ = ["median", "percentile", "tail", "tail_q"]  # the one percentile function, for every bench
 
 SIGN_IN: dict[str, object] = {
     "goal": "Sign in",
@@ -73,13 +75,8 @@ def machine() -> str:
 
 
 def pct(xs: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..1) of a non-empty sample."""
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
-
-
-def median(xs: Sequence[float]) -> float:
-    return statistics.median(xs)
+    """`workers.core.stats.percentile` with q as a fraction (0..1): p99 needs >= 1,000 samples."""
+    return percentile(xs, q * 100)
 
 
 def bench_settings(redis_url: str, **overrides: object) -> Settings:

@@ -12,11 +12,15 @@ and no production worker knows the spec.
 `noop` is the dispatch benchmark's baseline: a Celery worker made by the same
 `workers.fleet.celery_app.make_celery(settings)` and started with the same flags
 (`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, events on),
-serving only a no-op task on its own queue.
+serving only a no-op task on its own queue. The task's first act is to take
+`time.monotonic_ns()` (`CLOCK_MONOTONIC`, like the sim device's `open` line) and append
+`start <pid> <ns>` to `noop.starts` beside the ready file: when the task body started, for the
+dispatch benchmark's one-way baseline (send → task body starts).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,6 +57,11 @@ def _with_bench_spec(inner: runtime.DeciderMaker) -> runtime.DeciderMaker:
     return make
 
 
+def noop_starts(directory: Path) -> Path:
+    """The file the no-op task appends `start <pid> <monotonic ns>` to."""
+    return directory / "noop.starts"
+
+
 def _worker(argv: list[str]) -> int:
     default = runtime.default_decider_maker
 
@@ -76,10 +85,13 @@ def _noop(ready_file: Path) -> int:
     from workers.settings import Settings  # noqa: PLC0415
 
     app = make_celery(Settings())
+    starts = noop_starts(ready_file.parent)
 
     @app.task(name=NOOP_TASK, ignore_result=False)  # type: ignore[untyped-decorator]
     def noop() -> None:
-        return None
+        started = time.monotonic_ns()  # first: the one-way hop ends here
+        with starts.open("a") as f:
+            f.write(f"start {os.getpid()} {started}\n")
 
     def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         ready_file.touch()

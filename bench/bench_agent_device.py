@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ import structlog
 from pydantic import SecretStr
 
 from workers.core.model import InputValue, Platform
+from workers.core.stats import median, percentile
 from workers.devices.agent_device import AgentDeviceDevice, check_daemon
 from workers.devices.agent_device_daemon import DaemonProcess
 from workers.devices.agent_device_wire import (
@@ -119,8 +119,8 @@ def bench_transport(kind: str, d: DaemonProcess, n: int, quiet_ms: int) -> list[
 
 
 def row(kind: str, name: str, totals: list[float], overheads: list[float]) -> str:
-    med = statistics.median
-    p95 = sorted(overheads)[max(0, int(len(overheads) * 0.95) - 1)]
+    med = median
+    p95 = percentile(overheads, 95)
     return (
         f"| {kind} | {name} | {len(totals)} | {med(totals):.1f} | "
         f"{med(totals) - med(overheads):.1f} | {med(overheads):.2f} | {p95:.2f} |"

@@ -29,7 +29,7 @@ import argparse
 import time
 from dataclasses import dataclass
 
-from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median, pct
+from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median, percentile
 from scheduler.client import FleetClient
 from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus, StepRow
@@ -107,7 +107,7 @@ def analyse(name: str, records: list[RunRecord], apps: dict[str, str], wall_s: f
         hit_rate_later=rate(rows_later),
         hit_rate_all=rate(rows_all),
         decide_hit_p50_ms=median([s.decide_ms for s in hit_rows]) if hit_rows else 0.0,
-        decide_hit_p95_ms=pct([s.decide_ms for s in hit_rows], 0.95) if hit_rows else 0.0,
+        decide_hit_p95_ms=percentile([s.decide_ms for s in hit_rows], 95) if hit_rows else 0.0,
         decide_model_p50_ms=median([s.decide_ms for s in model_rows]) if model_rows else 0.0,
         model_calls=len(model_rows),
         wrong_from_memory=wrong,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from workers.core.loop import run_goal
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Snapshot
 from workers.core.params import RunParams
 from workers.core.projection import build_snapshot
+from workers.core.stats import median, tail
 from workers.devices.sim import SimDevice, make_sim_device
 
 STEPS = 50
@@ -114,19 +114,18 @@ def main() -> None:
         proj.append(p)
         bare.append(one_bare_run())
     overhead = [t - i for t, i in zip(loop, inside, strict=True)]
-    med = statistics.median
+    med = median
     cands = len(make_sim_device("sim:wide-ios").snapshot().candidates)
     print(
         f"# Loop overhead ({runs} runs x {STEPS} steps, {cands} candidates, "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()})\n"
     )
-    print("| measure | median per step | p99 per step |")
+    print(f"| measure | median per step | {tail(loop)[0]} per step |")
     print("| --- | ---: | ---: |")
 
     def row(name: str, xs: list[float]) -> None:
-        q = sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.99))]
-        print(f"| {name} | {med(xs) * 1e3:.3f} ms | {q * 1e3:.3f} ms |")
+        print(f"| {name} | {med(xs) * 1e3:.3f} ms | {tail(xs)[1] * 1e3:.3f} ms |")
 
     row("run_goal step, total", loop)
     row("inside device + decider", inside)

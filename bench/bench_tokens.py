@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from openai import OpenAI
 
 from workers.core.errors import DecisionInvalidError
 from workers.core.model import Candidate, DecideState, Decision, Kind
+from workers.core.stats import median
 from workers.decide.instructor import InstructorDecider
 from workers.decide.tokens import ENCODING, RequestTokens, count_request
 from workers.testing.samples import FLOWS, Screen
@@ -120,11 +120,11 @@ def _signin(by_screen: dict[str, list[RequestTokens]]) -> list[RequestTokens]:
 
 def _row(label: str, counts: list[RequestTokens]) -> str:
     totals = [c.total for c in counts]
-    msgs = statistics.median(c.messages for c in counts)
-    schema = statistics.median(c.schema for c in counts)
+    msgs = median(c.messages for c in counts)
+    schema = median(c.schema for c in counts)
     return (
         f"| {label} | {len(counts)} | {msgs:.0f} | {schema:.0f} | "
-        f"{statistics.median(totals):.0f} | {max(totals)} |"
+        f"{median(totals):.0f} | {max(totals)} |"
     )
 
 
@@ -159,10 +159,8 @@ def before_after(rows: dict[str, list[RequestTokens]]) -> list[str]:
     ]
     for label, counts in rows.items():
         totals = [c.total for c in counts]
-        schema = statistics.median(c.schema for c in counts)
-        lines.append(
-            f"| {label} | **{statistics.median(totals):.0f}** | **{max(totals)}** | {schema:.0f} |"
-        )
+        schema = median(c.schema for c in counts)
+        lines.append(f"| {label} | **{median(totals):.0f}** | **{max(totals)}** | {schema:.0f} |")
     return [*lines, ""]
 
 
@@ -233,10 +231,10 @@ def server_report(rows: list[ServerDecision]) -> list[str]:
             "",
             (
                 f"Median per decision: provider input "
-                f"**{statistics.median(d.usage.input_tokens for d in valid):.0f}**, output "
-                f"**{statistics.median(d.usage.output_tokens for d in valid):.0f}**, ours "
-                f"**{statistics.median(d.usage.counted_input_tokens for d in valid):.0f}**; "
-                f"decide latency p50 **{statistics.median(seconds):.2f} s** (max "
+                f"**{median(d.usage.input_tokens for d in valid):.0f}**, output "
+                f"**{median(d.usage.output_tokens for d in valid):.0f}**, ours "
+                f"**{median(d.usage.counted_input_tokens for d in valid):.0f}**; "
+                f"decide latency p50 **{median(seconds):.2f} s** (max "
                 f"{seconds[-1]:.2f} s); {len(valid)}/{len(rows)} valid answers."
             ),
         ]
@@ -277,11 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         summary["now, tools mode, self-report fallback (no logprobs)"] = _signin(fallback)
         out += before_after(summary)
     tools = [c.total for c in summary["now, tools mode"]]
-    median, worst = statistics.median(tools), max(tools)
-    met = median <= AIM_MEDIAN and worst <= AIM_MAX
+    mid, worst = median(tools), max(tools)
+    met = mid <= AIM_MEDIAN and worst <= AIM_MAX
     out += [
         (
-            f"Sign-in flows, tools mode: median **{median:.0f}**, max **{worst}** tokens per "
+            f"Sign-in flows, tools mode: median **{mid:.0f}**, max **{worst}** tokens per "
             f"decision — aim ≤ {AIM_MEDIAN} median, ≤ {AIM_MAX} max: "
             f"{'**met**' if met else '**NOT met**'}."
         ),

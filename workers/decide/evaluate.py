@@ -20,7 +20,6 @@ a listed distractor, latency, tokens (ours and provider-billed), calls and re-as
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from workers.core import stats
 from workers.core.errors import DecideError, DecisionInvalidError
 from workers.core.memory import Target
 from workers.core.model import NONE, DecideState, Decision
@@ -221,12 +221,8 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) by linear interpolation; 0.0 for no values."""
-    if not values:
-        return 0.0
-    if len(values) == 1:
-        return float(values[0])
-    return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, int(q) - 1))]
+    """`workers.core.stats.percentile` (nearest-rank, q in 0..100); 0.0 for no values."""
+    return stats.percentile(values, q) if values else 0.0
 
 
 @dataclass
