@@ -45,7 +45,9 @@ def test_redis_restart_loses_nothing(  # noqa: PLR0915 - one scenario end to end
     (health too) and no key appears; after the restart (same port, AOF) every run ends `done`,
     the submit refused during the outage goes through with the same idempotency key, and the
     workers' devices are alive again."""
-    settings = chaos_settings(aof_redis.url)
+    # The outage (>= 3 s) is shorter than the lease: the workers wait it out. A longer one
+    # stands them down (fencing: a replacement may hold their devices by then).
+    settings = chaos_settings(aof_redis.url, lease_s=8.0)
     prefix = settings.key_prefix
     fleet = LocalFleet(
         settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}

@@ -25,7 +25,7 @@ from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
-from workers.fleet.registry import DeviceTakenError
+from workers.fleet.registry import DeviceTakenError, Renewal
 from workers.fleet.runstore import ClaimKind, ClaimLostError, Failure, RunStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
@@ -224,13 +224,13 @@ def test_device_lease_is_exclusive(parts):
     info = DeviceInfo(id="d1", platform=Platform.IOS)
     with pytest.raises(DeviceTakenError, match="held by another live worker"):
         reg.register(info, second, lease_s=30)
-    assert not reg.renew("d1", second, lease_s=30)
+    assert reg.renew("d1", second, lease_s=30) is Renewal.TAKEN
     assert not reg.deregister("d1", second, keep_s=60)
     assert [d.info.id for d in reg.devices() if d.alive] == ["d1"]
-    assert reg.renew("d1", first, lease_s=30)
+    assert reg.renew("d1", first, lease_s=30) is Renewal.RENEWED
     assert reg.deregister("d1", first, keep_s=60)
     reg.register(info, second, lease_s=30)
-    assert not reg.renew("d1", first, lease_s=30)  # a lapsed holder cannot take it back
+    assert reg.renew("d1", first, lease_s=30) is Renewal.TAKEN  # a lapsed holder cannot retake
 
 
 def test_presence_refuses_a_second_worker_and_keeps_the_first_lease(parts, client):
@@ -455,4 +455,3 @@ def test_submit_survives_a_failing_broker(parts, client):
     assert store.load(run.id).device is None
     assert store.pending_ids() == [run.id]
     assert client.hget(Keys("t").device("d1"), "run") == ""
-

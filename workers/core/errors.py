@@ -17,6 +17,8 @@
     │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
     ├── ClaimLostError              (workers.fleet.runstore) another delivery took this run over
     ├── DeviceTakenError            (workers.fleet.registry) the device is registered elsewhere
+    ├── LeaseLostError              (workers.fleet.fence) this worker's device lease is gone:
+    │                               its run goes back to pending, the worker stands down
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
     │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
     │                               AmbiguousId 409,

@@ -13,13 +13,16 @@ reserve, unreserve, cancel and stray release (`scheduler.store`).
 
 The lease holds a per-process token (`workers.fleet.keys.lease_holder`), never the worker
 name, which every worker of a device shares: register refuses a live lease with another
-holder; renew and deregister act only for the holder. Each write is one Lua script (or one
-MULTI/EXEC), so a worker killed at any point leaves the old registration or the new one.
+holder; renew and deregister act only for the holder, and renew tells a lease another worker
+took (stand down: `workers.fleet.fence`) from one that vanished with Redis's data (register
+again). Each write is one Lua script (or one MULTI/EXEC), so a worker killed at any point
+leaves the old registration or the new one.
 """
 
 from __future__ import annotations
 
 import time
+from enum import StrEnum
 from typing import cast
 
 from workers.core.errors import GoalfleetError
@@ -34,6 +37,14 @@ class DeviceTakenError(GoalfleetError):
     code = "DEVICE_TAKEN"
 
 
+class Renewal(StrEnum):
+    """What a heartbeat found (`DeviceRegistry.renew`)."""
+
+    RENEWED = "renewed"  # the lease is this holder's, extended (or taken back after a lapse)
+    VANISHED = "vanished"  # no lease and no other holder: Redis lost it; register again
+    TAKEN = "taken"  # another worker holds the device: stand down
+
+
 # KEYS: lease, device, devices, wake   ARGV: holder, lease_ms, info, now, device_id
 _REGISTER = """
 local holder = redis.call('GET', KEYS[1])
@@ -46,15 +57,26 @@ redis.call('RPUSH', KEYS[4], ARGV[5])
 return ''
 """
 
-# KEYS: lease, wake, device   ARGV: holder, lease_ms
-# A lapsed lease (a long pause) is taken back only if no other worker registered since.
+# KEYS: lease, wake, device, devices   ARGV: holder, lease_ms, device_id
+# 'taken': another holder has the lease, or registered since this one's lapsed. 'vanished': no
+# lease and no registration of anyone's (Redis lost its data: a restart without persistence,
+# FLUSHDB, a failover to an empty replica), or this holder's registration is gone. A live lease
+# is extended with PEXPIRE, which a full Redis (maxmemory, noeviction) still accepts.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-if not holder and redis.call('HGET', KEYS[3], 'worker') ~= ARGV[1] then return 0 end
+if holder and holder ~= ARGV[1] then return 'taken' end
+local worker = redis.call('HGET', KEYS[3], 'worker')
+if not holder and worker and worker ~= '' and worker ~= ARGV[1] then return 'taken' end
+if not worker or worker == '' or redis.call('SISMEMBER', KEYS[4], ARGV[3]) == 0 then
+  return 'vanished'
+end
+if holder then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 'renewed'
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if not holder then redis.call('RPUSH', KEYS[2], 'lease') end
-return 1
+redis.call('RPUSH', KEYS[2], 'lease')
+return 'renewed'
 """
 
 # KEYS: lease, device, devices, run, pending, reserved, wake
@@ -106,12 +128,18 @@ class DeviceRegistry(RedisStore):
                 "or wait for its lease to expire"
             )
 
-    def renew(self, device_id: str, holder: str, *, lease_s: float) -> bool:
-        """Extend the lease; False when another holder has it (or registered since it lapsed)."""
-        return bool(
+    def renew(self, device_id: str, holder: str, *, lease_s: float) -> Renewal:
+        """Extend `holder`'s lease: RENEWED, VANISHED (no lease and no other holder: register
+        again) or TAKEN (another holder has it, or registered since it lapsed)."""
+        return Renewal(
             self._renew(
-                keys=[self.k.lease(device_id), self.k.wake, self.k.device(device_id)],
-                args=[holder, int(lease_s * 1000)],
+                keys=[
+                    self.k.lease(device_id),
+                    self.k.wake,
+                    self.k.device(device_id),
+                    self.k.devices,
+                ],
+                args=[holder, int(lease_s * 1000), device_id],
             )
         )
 

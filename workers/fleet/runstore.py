@@ -2,8 +2,12 @@
 registration and heartbeat lease are `workers.fleet.registry`.
 
 Every write that must be all-or-nothing is one Lua script, so a worker killed at any point
-leaves either the old state or the new one, never half of each. Writes to a run are fenced by
-the claim token: a zombie execution (its message redelivered elsewhere) cannot overwrite.
+leaves either the old state or the new one, never half of each. Writes to a run are fenced
+twice: by the claim token (a zombie execution, its message redelivered elsewhere, cannot
+overwrite) and by the worker's device lease: the claim, every step write and the finish check,
+in the same script, that the worker's lease token (`workers.fleet.fence.Fence`) still holds
+the device's lease, and raise `LeaseLostError` when it does not. A worker that lost its lease
+hands its run back to pending (`hand_back`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import cast
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunResult, StepRow
 from workers.core.records import RunRecord
+from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.scripts import RedisStore, Script
 
 PRIORITY_SPAN = 10**13
@@ -58,7 +63,42 @@ class Claim:
     token: str = ""
 
 
-_CLAIM = """
+LEASE_LUA = """
+local function lease_lost(lease, holder)
+  if holder == '' then return 0 end
+  local h = redis.call('GET', lease)
+  if h == holder then return 0 end
+  if h then return -1 end
+  return -2
+end
+"""
+"""The lease check of every fenced script: 0 while `holder` ('' for an unfenced caller) holds
+`lease`; -1 another holder has it; -2 nobody does (it lapsed, or Redis lost it)."""
+
+TAKEN, LAPSED = -1, -2
+
+
+def fenced_script(body: str) -> str:
+    """A script fenced by the worker's lease: `body`, which calls `lease_lost(...)`."""
+    return LEASE_LUA + body
+
+
+def _fenced(out: object, fence: Fence | None, what: str) -> None:
+    """Raise `LeaseLostError` for a fenced script's -1 or -2."""
+    if fence is None or out not in (TAKEN, LAPSED, str(TAKEN), str(LAPSED)):
+        return
+    taken = out in (TAKEN, str(TAKEN))
+    why = "another worker holds" if taken else "nobody holds (it lapsed or vanished)"
+    raise LeaseLostError(
+        f"{what} refused: {why} the lease of device {fence.device_id!r}", taken=taken
+    )
+
+
+# KEYS: run, steps, device, reserved, lease
+# ARGV: device_id, worker, cap, token, now, run_id, holder
+_CLAIM = fenced_script("""
+local lost = lease_lost(KEYS[5], ARGV[7])
+if lost ~= 0 then return {'lease', tostring(lost)} end
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'missing', '0'} end
 local attempt = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0') or 0
@@ -72,14 +112,17 @@ redis.call('HSET', KEYS[3], 'run', ARGV[6])
 redis.call('ZREM', KEYS[4], ARGV[6])
 if attempt > tonumber(ARGV[3]) then return {'exhausted', tostring(attempt)} end
 return {'claimed', tostring(attempt)}
-"""
+""")
 
-_STEP = """
+# KEYS: run, steps, lease   ARGV: token, index, row, holder
+_STEP = fenced_script("""
+local lost = lease_lost(KEYS[3], ARGV[4])
+if lost ~= 0 then return lost end
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1
-"""
+""")
 
 RUN_ENDED_LUA = """
 local function run_ended(run, steps, batch, status, keep)
@@ -106,10 +149,13 @@ def ends_a_run(body: str) -> str:
     return RUN_ENDED_LUA + body
 
 
-# KEYS: run, steps, device, batch, wake
-# ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id
-_FINISH = ends_a_run(
-    """
+# KEYS: run, steps, device, batch, wake, lease
+# ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
+_FINISH = fenced_script(
+    ends_a_run(
+        """
+local lost = lease_lost(KEYS[6], ARGV[10])
+if lost ~= 0 then return lost end
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
@@ -134,7 +180,27 @@ redis.call('RPUSH', KEYS[5], ARGV[9])
 redis.call('LTRIM', KEYS[5], -100, -1)
 return 1
 """
+    )
 )
+
+# KEYS: run, device, pending, reserved, wake   ARGV: token, device_id, run_id, score
+# A run claimed with `token` (or, with token '', reserved for this device and not claimed yet)
+# goes back to pending with its own score; its attempt stays counted (once), its device's
+# failure counters are not touched, and the scheduler is woken to dispatch it again.
+_HAND_BACK = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if ARGV[1] ~= '' then
+  if st ~= 'running' or redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
+elseif st ~= 'queued' or redis.call('HGET', KEYS[1], 'device') ~= ARGV[2] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'device', '', 'dispatched_at', '', 'claim', '')
+if redis.call('HGET', KEYS[2], 'run') == ARGV[3] then redis.call('HSET', KEYS[2], 'run', '') end
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('ZREM', KEYS[4], ARGV[3])
+redis.call('RPUSH', KEYS[5], ARGV[3])
+return 1
+"""
 
 
 class RunStore(RedisStore):
@@ -143,6 +209,13 @@ class RunStore(RedisStore):
     _claim = Script(_CLAIM)
     _step = Script(_STEP)
     _finish = Script(_FINISH)
+    _hand_back = Script(_HAND_BACK)
+
+    def _lease(self, fence: Fence | None, device_id: str) -> tuple[str, str]:
+        """The lease key and the holder token a fenced script gets ('' when unfenced)."""
+        if fence is None:
+            return self.k.lease(device_id), ""
+        return self.k.lease(fence.device_id), fence.holder
 
     def load(self, run_id: str) -> RunRecord | None:
         raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
@@ -150,23 +223,41 @@ class RunStore(RedisStore):
             raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
         return RunRecord.from_hash(raw) if raw else None
 
-    def claim(self, run_id: str, device_id: str, worker: str, *, cap: int) -> Claim:
+    def claim(
+        self, run_id: str, device_id: str, worker: str, *, cap: int, fence: Fence | None = None
+    ) -> Claim:
+        """Claim the run for this execution (compare-and-set); `LeaseLostError` when `fence`'s
+        token does not hold the device's lease (None: unfenced, for tests of the record)."""
         token = uuid.uuid4().hex
+        lease, holder = self._lease(fence, device_id)
         kind, attempt = cast(
             "list[str]",
             self._claim(
-                keys=[*self.k.run_and_steps(run_id), self.k.device(device_id), self.k.reserved],
-                args=[device_id, worker, cap, token, repr(time.time()), run_id],
+                keys=[
+                    *self.k.run_and_steps(run_id),
+                    self.k.device(device_id),
+                    self.k.reserved,
+                    lease,
+                ],
+                args=[device_id, worker, cap, token, repr(time.time()), run_id, holder],
             ),
         )
+        if kind == "lease":
+            _fenced(attempt, fence, f"claiming run {run_id}")
         return Claim(kind=ClaimKind(kind), attempt=int(attempt), token=token)
 
-    def write_step(self, run_id: str, token: str, row: StepRow) -> None:
-        """Upsert one step row on (run_id, index), as it happens, so clients can tail it."""
+    def write_step(
+        self, run_id: str, token: str, row: StepRow, *, fence: Fence | None = None
+    ) -> None:
+        """Upsert one step row on (run_id, index), as it happens, so clients can tail it.
+        `ClaimLostError` when the claim moved on; `LeaseLostError` when `fence`'s token no
+        longer holds the device's lease."""
+        lease, holder = self._lease(fence, "-")
         ok = self._step(
-            keys=self.k.run_and_steps(run_id),
-            args=[token, row.index, row.model_dump_json()],
+            keys=[*self.k.run_and_steps(run_id), lease],
+            args=[token, row.index, row.model_dump_json(), holder],
         )
+        _fenced(ok, fence, f"step {row.index} of run {run_id}")
         if not ok:
             raise ClaimLostError(f"run {run_id} is no longer claimed by this execution")
 
@@ -182,16 +273,22 @@ class RunStore(RedisStore):
         failure: Failure,
         quarantine_after: int,
         retention_s: int,
+        fence: Fence | None = None,
     ) -> bool:
-        """Write the final result, free the device, count the batch: all or nothing."""
+        """Write the final result, free the device, count the batch: all or nothing. False
+        when the claim moved on; `LeaseLostError` when `fence`'s token no longer holds the
+        device's lease (None: the scheduler ending an overdue run, which holds no lease)."""
         device = record.device or ""
-        return bool(
+        lease, holder = self._lease(fence, device or "-")
+        out = cast(
+            "int",
             self._finish(
                 keys=[
                     *self.k.run_and_steps(record.id),
                     self.k.device(device),
                     self.k.batch_of(record.batch),
                     self.k.wake,
+                    lease,
                 ],
                 args=[
                     token,
@@ -203,6 +300,31 @@ class RunStore(RedisStore):
                     failure.value,
                     quarantine_after,
                     record.id,
+                    holder,
+                ],
+            ),
+        )
+        _fenced(out, fence, f"finishing run {record.id}")
+        return bool(out)
+
+    def hand_back(self, record: RunRecord, device_id: str, token: str) -> bool:
+        """Give a run this worker can no longer drive back to pending: the one it claimed with
+        `token`, or ('' token) one reserved for `device_id` it had not claimed. False when
+        the run moved on meanwhile (claimed again, ended, cancelled, gone)."""
+        return bool(
+            self._hand_back(
+                keys=[
+                    self.k.run(record.id),
+                    self.k.device(device_id),
+                    self.k.pending,
+                    self.k.reserved,
+                    self.k.wake,
+                ],
+                args=[
+                    token,
+                    device_id,
+                    record.id,
+                    pending_score(record.priority, record.submitted_at),
                 ],
             )
         )

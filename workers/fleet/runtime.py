@@ -17,6 +17,7 @@ from workers.core.records import DeviceInfo
 from workers.core.secrets import SecretResolver
 from workers.devices.sim import DEFAULT_SIM, SimOptions
 from workers.fleet.connections import redis_client
+from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys, worker_name
 from workers.fleet.runstore import RunStore
 from workers.settings import Settings
@@ -53,6 +54,10 @@ class WorkerRuntime:
     make_decider: DeciderMaker
     secrets: SecretResolver
     observers: tuple[RunObserver, ...] = field(default=())
+    fence: Fence | None = None
+    """The worker's device lease as the run task sees it (made by `start_worker` before the
+    pool forks): checked before every device action and by every claim, step write and
+    finish. None only where the task body runs without a worker holding a lease (tests)."""
 
     @property
     def device_id(self) -> str:
@@ -87,6 +92,7 @@ def build_runtime(
     observers: tuple[RunObserver, ...] = (),
     open_device: DeviceOpener | None = None,
     make_decider: DeciderMaker | None = None,
+    fence: Fence | None = None,
 ) -> WorkerRuntime:
     # A run waits a Redis outage out (backoff with jitter) as long as it may run at all.
     client = redis_client(settings.redis_url, outage_wait_s=settings.soft_time_limit_s)
@@ -99,6 +105,7 @@ def build_runtime(
         make_decider=make_decider or default_decider_maker(settings),
         secrets=secrets,
         observers=observers,
+        fence=fence,
     )
 
 

@@ -25,6 +25,7 @@ from workers.core.request import GoalRunRequest
 from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
+from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.outages import describe, is_outage, requeue_delay_s
@@ -103,11 +104,46 @@ def _each(rt: WorkerRuntime, hook: Callable[[RunObserver], None], what: str) -> 
 
 
 def execute_run(rt: WorkerRuntime, run_id: str) -> str:
-    """Run one goal run on this worker's device. Returns the final status (or why skipped)."""
+    """Run one goal run on this worker's device. Returns the final status (or why skipped).
+
+    A worker that lost its device lease (`LeaseLostError`: at the claim, before a device
+    action, at a step write or at the finish) hands the run back to pending instead."""
     record = rt.store.load(run_id)
     if record is None:
         return "skipped:missing"
-    claim = rt.store.claim(run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap)
+    token = ""
+    try:
+        if rt.fence is not None:
+            rt.fence.check("claiming a run")
+        claim = rt.store.claim(
+            run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap, fence=rt.fence
+        )
+        if claim.kind in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
+            token = claim.token
+        return _claimed(rt, record, claim)
+    except LeaseLostError as exc:
+        return _stand_aside(rt, record, token, exc)
+
+
+def _stand_aside(rt: WorkerRuntime, record: RunRecord, token: str, exc: LeaseLostError) -> str:
+    """The lease is gone: the run goes back to pending (its attempt counted once, nothing
+    counted against the device); another holder closes the fence for good, which the
+    heartbeat turns into the worker standing down."""
+    if exc.taken and rt.fence is not None:
+        rt.fence.lose()
+    handed = rt.store.hand_back(record, rt.device_id, token)
+    log.warning(
+        "run_handed_back" if handed else "run_not_handed_back",
+        run_id=record.id,
+        device_id=rt.device_id,
+        reason=str(exc),
+    )
+    return "skipped:lease-lost"
+
+
+def _claimed(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> str:
+    """The run once claimed (or found exhausted, ended or moved): run it, park or finish it."""
+    run_id = record.id
     if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
         return f"skipped:{claim.kind.value}"
     record = record.model_copy(update={"device": rt.device_id, "attempt": claim.attempt})
@@ -133,6 +169,7 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
         failure=failure_of(result),
         quarantine_after=rt.settings.quarantine_after,
         retention_s=rt.settings.retention_s,
+        fence=rt.fence,
     )
     if not ok:
         log.warning("claim_lost_before_finish", run_id=run_id)
@@ -194,7 +231,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     started = time.perf_counter()
 
     def on_step(row: StepRow) -> None:
-        rt.store.write_step(record.id, claim.token, row)
+        rt.store.write_step(record.id, claim.token, row, fence=rt.fence)
         rows.append(row)
         _each(rt, lambda o: o.step(record, row), "step")
 
@@ -204,7 +241,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
     try:
         inputs = resolve_inputs(req, rt.secrets)
         decider = rt.make_decider(req.decider)
-        device = rt.open_device(record.id)
+        device = open_fenced(rt.open_device, record.id, rt.fence)
         return run_goal(
             device,
             req.goal,
@@ -221,6 +258,8 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             should_cancel=should_cancel,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
+    except LeaseLostError:
+        raise  # not this run's failure: `execute_run` hands it back to pending
     except Exception as exc:  # every other failure becomes a recorded result
         if is_outage(exc):
             raise  # Redis stayed unavailable for longer than the run may wait: requeued

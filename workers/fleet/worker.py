@@ -3,10 +3,19 @@
 `start_worker` wires the runtime (built in each pool child at `worker_process_init`), the
 device's presence (registered when the worker is ready, deregistered at shutdown) and runs a
 Celery worker named `w@<device>` consuming only `device.<device>`.
+
+A worker that loses its device lease stands down: the presence closes the fence (the run in
+flight aborts before its next device action and goes back to pending), the worker stops
+consuming at once (Celery's warm shutdown, SIGTERM to itself; a cold one if the run has not
+let go within `lease_s` + `model_timeout_s`), and `start_worker` raises `LeaseLostError`, which
+`goalfleet worker` reports as one line and exit status 3, for its supervisor to see.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +27,7 @@ from workers.core.secrets import EnvSecrets
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.celery_app import make_celery
 from workers.fleet.connections import redis_client
+from workers.fleet.fence import LeaseLostError
 from workers.fleet.keys import Keys, device_queue
 from workers.fleet.presence import Presence
 from workers.fleet.registry import DeviceRegistry
@@ -64,7 +74,8 @@ def start_worker(
     metrics_host: str = "127.0.0.1",
     metrics_port: int | None = None,
 ) -> None:
-    """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown).
+    """Run the worker until it is stopped (SIGTERM/SIGINT: warm shutdown); `LeaseLostError`
+    when it stood down because it lost its device's lease.
 
     Logs and metrics are set up here, in the main process before the pool forks
     (`workers.telemetry.setup`); `metrics_port` serves this worker's one `/metrics` endpoint."""
@@ -80,11 +91,14 @@ def start_worker(
     secrets = telemetry.wrap_secrets(EnvSecrets(environ))
     opener = telemetry.wrap_opener(default_device_opener(spec))
     all_observers = (*telemetry.observers, *observers)
-    runtime_mod.configure(
-        lambda: build_runtime(settings, spec, secrets, observers=all_observers, open_device=opener)
-    )
     registry = DeviceRegistry(redis_client(settings.redis_url), Keys(settings.key_prefix))
-    presence = Presence(registry, spec, settings, probe=_probe(spec))
+    presence = Presence(registry, spec, settings, probe=_probe(spec), on_lost=_stand_down(settings))
+    fence = presence.fence
+    runtime_mod.configure(
+        lambda: build_runtime(
+            settings, spec, secrets, observers=all_observers, open_device=opener, fence=fence
+        )
+    )
     presence.register()
     from workers.devices.factory import release_device  # noqa: PLC0415 - only workers open devices
 
@@ -120,6 +134,28 @@ def start_worker(
         presence.stop()
         release_device(spec.device_spec)  # its pool children's daemons, its probe's
         telemetry.stop()
+    if presence.standing_down:
+        raise LeaseLostError(
+            f"worker {spec.name} stood down: {presence.lost_reason}",
+            taken=fence.taken,
+            hint="its run went back to pending; start it again once the device is free",
+        )
+
+
+def _stand_down(settings: Settings) -> Callable[[str], None]:
+    """What the presence calls (from the heartbeat thread) when the lease is lost: stop
+    consuming at once (a warm shutdown: SIGTERM to this process, which Celery handles in its
+    main thread); if the run in flight has not let go after a grace period (a hung device
+    action, a slow model call), a cold shutdown (SIGQUIT) ends it."""
+    grace_s = settings.lease_s + settings.model_timeout_s
+
+    def stand_down(_why: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        cold = threading.Timer(grace_s, os.kill, args=(os.getpid(), signal.SIGQUIT))
+        cold.daemon = True
+        cold.start()
+
+    return stand_down
 
 
 def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:
