@@ -23,18 +23,20 @@ Words used here:
 - an **error text** is a static text that a press brought up without leaving the screen (its
   controls, or its non-empty form, are the same), read at the next snapshot.
 
-Nothing here leaves the process: screens are kept as hashes, and every reason is scrubbed of
-the run's input values before a decider, a row or a result sees it.
+Nothing here leaves the process (a screen is kept as a hash, a control by its identifier),
+and every reason is scrubbed of the run's input values before a decider, a row or a result
+sees it. Each snapshot is read at most once per part (`View`), and only the parts a rule asks
+for.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 
 from workers.core.memory import role
-from workers.core.model import NONE, Candidate, Decision, Inputs, Kind, Snapshot
+from workers.core.model import NONE, Candidate, Decision, Inputs, Kind, Node, Snapshot
 from workers.core.projection import kind_of
 
 MAX_ERROR_CHARS = 120
@@ -43,64 +45,73 @@ _NOT_SUBMITS = frozenset({Kind.SWITCH, Kind.CHECKBOX, Kind.LINK})
 ("Forgot password?")."""
 
 
-def _digest(lines: list[str]) -> str:
-    h = hashlib.blake2b(digest_size=12)
-    for line in lines:
-        h.update(line.encode() + b"\n")
-    return h.hexdigest()
+Control = tuple[str, str, int]
+"""A control: its role, its identifier (or name), its place among look-alikes."""
+_ROLES = {kind: role(kind) for kind in Kind}
 
 
-def _controls(snap: Snapshot) -> dict[str, Candidate]:
-    """Each candidate by its control key, in screen order."""
-    ids = {n.ref: n.identifier for n in snap.nodes}
-    seen: Counter[str] = Counter()
-    out: dict[str, Candidate] = {}
-    for c in snap.candidates:
-        base = f"{role(c.kind)}|{ids.get(c.ref) or c.name}"
-        out[f"{base}|{seen[base]}"] = c
-        seen[base] += 1
-    return out
+@functools.lru_cache(maxsize=1024)
+def _static(type_: str, role_: str, hittable: bool | None) -> bool:  # noqa: FBT001 - a cache key
+    return kind_of(Node(ref="e0", type=type_, role=role_, hittable=hittable)) is Kind.TEXT
 
 
-def control_key(snap: Snapshot, ref: str) -> str:
-    return next((k for k, c in _controls(snap).items() if c.ref == ref), "")
+class View:
+    """What the rules need of one snapshot, each part read once and only when asked."""
 
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
 
-def look(snap: Snapshot) -> str:
-    """The screen exactly as it looks (rule 1), without refs or generations."""
-    return _digest(
-        [
-            f"{n.type}|{n.role}|{n.label}|{n.value}|{n.enabled}|{n.identifier}|{n.secure}"
-            for n in snap.nodes
-        ]
-    )
+    @functools.cached_property
+    def keys(self) -> dict[str, Control]:
+        """Candidate ref → its control."""
+        ids = {n.ref: n.identifier for n in self.snap.nodes}
+        keys: dict[str, Control] = {}
+        seen: dict[tuple[str, str], int] = {}
+        for c in self.snap.candidates:
+            base = (_ROLES[c.kind], ids.get(c.ref) or c.name)
+            ordinal = seen.get(base, 0)
+            seen[base] = ordinal + 1
+            keys[c.ref] = (*base, ordinal)
+        return keys
 
+    def shows(self, key: Control) -> str | None:
+        """What the control `key` shows (None: not on this screen)."""
+        ref = next((r for r, k in self.keys.items() if k == key), None)
+        return None if ref is None else next(n.value for n in self.snap.nodes if n.ref == ref)
 
-def form(snap: Snapshot) -> str:
-    """The screen's text fields (rule 2's distinct screen); "" for a screen without one."""
-    fields = [k for k, c in _controls(snap).items() if c.kind.fillable]
-    return _digest(fields) if fields else ""
+    @functools.cached_property
+    def look(self) -> int:
+        """The screen exactly as it looks (rule 1), without refs or generations."""
+        return hash(
+            tuple(
+                (n.type, n.role, n.label, n.value, n.enabled, n.identifier, n.secure)
+                for n in self.snap.nodes
+            )
+        )
 
+    @functools.cached_property
+    def form(self) -> tuple[Control, ...]:
+        """The control keys of its text fields (rule 2's distinct screen)."""
+        return tuple(self.keys[c.ref] for c in self.snap.candidates if c.kind.fillable)
 
-def _texts(snap: Snapshot) -> Counter[str]:
-    shown = (" ".join((n.label or n.value).split()) for n in snap.nodes if kind_of(n) is Kind.TEXT)
-    return Counter(t for t in shown if t)
-
-
-def _shows(snap: Snapshot, key: str) -> str | None:
-    """What the field `key` shows in `snap` (None: not on this screen)."""
-    c = _controls(snap).get(key)
-    if c is None:
-        return None
-    return next((n.value for n in snap.nodes if n.ref == c.ref), "")
+    @functools.cached_property
+    def texts(self) -> Counter[str]:
+        """Its static texts, in screen order."""
+        texts: Counter[str] = Counter()
+        for n in self.snap.nodes:
+            if n.ref not in self.keys and _static(n.type, n.role, n.hittable):
+                text = " ".join((n.label or n.value).split())
+                if text:
+                    texts[text] += 1
+        return texts
 
 
 @dataclass(frozen=True)
 class _Pending:
     """The last action made, judged at the next snapshot."""
 
-    key: str
-    snap: Snapshot
+    key: Control
+    before: View
     changed: bool
     input: str | None = None
     """The input name a fill typed; None for a press."""
@@ -112,43 +123,50 @@ class Repeats:
     """One run's memory of what it pressed and typed (see the module docstring)."""
 
     inputs: Inputs
-    futile: dict[tuple[str, str], str] = field(default_factory=dict)
+    futile: dict[tuple[int, Control], str] = field(default_factory=dict)
     """(how the screen looked, control) → what pressing it there did ("" for nothing, else
     the error text it brought up)."""
-    submitted: set[str] = field(default_factory=set)
+    submitted: set[tuple[Control, ...]] = field(default_factory=set)
     """Forms on which credentials were submitted."""
-    armed: set[str] = field(default_factory=set)
+    armed: set[tuple[Control, ...]] = field(default_factory=set)
     """Forms on which a secret was typed."""
     secret_just_typed: bool = False
-    holds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    holds: dict[Control, tuple[str, str | None]] = field(default_factory=dict)
     """Field → (the input typed into it, what it showed right after)."""
     pending: _Pending | None = None
+    current: View | None = None
+
+    def view(self, snap: Snapshot) -> View:
+        if self.current is None or self.current.snap is not snap:
+            self.current = View(snap)
+        return self.current
 
     def seen(self, snap: Snapshot) -> str | None:
         """Judge the last action by this snapshot; the reason the run ends (rule 3), or None."""
         last, self.pending = self.pending, None
         if last is None:
             return None
+        now = self.view(snap)
         if last.input is not None:
-            shows = _shows(snap, last.key)
+            shows = now.shows(last.key)
             if shows is not None:
                 self.holds[last.key] = (last.input, shows)
             return None
-        error = self._error(last.snap, snap)
+        error = self._error(last.before, now)
         if not last.changed or error is not None:
-            self.futile[look(snap), last.key] = error or ""
+            self.futile[now.look, last.key] = error or ""
         if last.submit and error is not None:
             return f"submitting the credentials brought up an error: {error!r}"
         return None
 
-    def _error(self, before: Snapshot, after: Snapshot) -> str | None:
-        new = _texts(after) - _texts(before)
+    def _error(self, before: View, after: View) -> str | None:
+        same = list(before.keys.values()) == list(after.keys.values())
+        if not same and not (before.form and before.form == after.form):
+            return None  # it left the screen: new texts are the next screen's
+        new = after.texts - before.texts
         if not new:
             return None
-        same_form = bool(form(before)) and form(before) == form(after)
-        if not same_form and list(_controls(before)) != list(_controls(after)):
-            return None  # it left the screen: new texts are the next screen's
-        text = next(t for t in _texts(after) if t in new)
+        text = next(t for t in after.texts if t in new)
         return self.inputs.scrub(text)[:MAX_ERROR_CHARS]
 
     def refusal(self, d: Decision, snap: Snapshot) -> str | None:
@@ -156,37 +174,38 @@ class Repeats:
         target = snap.candidate(d.target)
         if target is None:
             return None
-        key = control_key(snap, target.ref)
+        now = self.view(snap)
+        key = now.keys[target.ref]
         name = self.inputs.scrub(target.name) or target.ref
         if target.kind.fillable:
             held = self.holds.get(key)
-            if d.input != NONE and held is not None and held == (d.input, _shows(snap, key)):
+            if d.input != NONE and held is not None and held == (d.input, now.shows(key)):
                 return f"not typed again: {name!r} already holds {{{d.input}}}"
             return None
-        futile = self.futile.get((look(snap), key))
+        futile = self.futile.get((now.look, key)) if self.futile else None
         if futile is not None:
             did = f"brought up {futile!r}" if futile else "changed nothing"
             return f"not pressed again: pressing {name!r} on this unchanged screen {did}"
-        if self._submits(snap, target) and form(snap) in self.submitted:
+        if self._submits(now, target) and now.form in self.submitted:
             return f"not pressed: {name!r} would submit the credentials a second time here"
         return None
 
-    def _submits(self, snap: Snapshot, target: Candidate) -> bool:
+    def _submits(self, now: View, target: Candidate) -> bool:
         if target.kind in _NOT_SUBMITS:
             return False
-        return self.secret_just_typed or form(snap) in self.armed
+        return self.secret_just_typed or (bool(self.armed) and now.form in self.armed)
 
     def acted(self, snap: Snapshot, ref: str, input_name: str | None, *, changed: bool) -> None:
         """Record an action the device took (a press when `input_name` is None)."""
+        now = self.view(snap)
         target = snap.candidate(ref)
         if target is None:  # the loop acts only on candidates
             raise AssertionError(f"acted on {ref}, which is not a candidate")
-        submit = input_name is None and self._submits(snap, target)
+        submit = input_name is None and self._submits(now, target)
         if submit:
-            self.submitted.add(form(snap))
+            self.submitted.add(now.form)
         value = self.inputs.get(input_name) if input_name else None
         self.secret_just_typed = value is not None and value.sensitive
         if self.secret_just_typed:
-            self.armed.add(form(snap))
-        key = control_key(snap, ref)
-        self.pending = _Pending(key, snap, changed, input=input_name, submit=submit)
+            self.armed.add(now.form)
+        self.pending = _Pending(now.keys[ref], now, changed, input=input_name, submit=submit)
