@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,9 +54,8 @@ bench (docs/benchmarks.md at 3b676c0): 178 median, 198 max, ~125 of each the sch
 BEFORE_JSON_SCHEMA = {"median": 170, "max": 190}
 BASELINE_PROPOSAL = 200
 """agent-device proposal #2657: ~200 input tokens per schema-forced decision."""
-BASELINE_AGENT_TURN_SCHEMAS = 10_500
-"""A general agent turn over agent-device's AI SDK core tool set: ~10,500 tokens of tool
-schemas alone, before the snapshot."""
+TOOLS_SCRIPT = ROOT / "bench" / "agent_device_tools.mjs"
+"""Prints the AI SDK tool set the installed agent-device exports (`createAgentDeviceTools`)."""
 MODES = {"tools": instructor.Mode.TOOLS, "json": instructor.Mode.JSON}
 
 
@@ -241,6 +243,57 @@ def server_report(rows: list[ServerDecision]) -> list[str]:
     return [*lines, ""]
 
 
+@dataclass(frozen=True)
+class ToolSetTokens:
+    set: str
+    version: str
+    tools: int
+    tokens: int
+
+
+def agent_turn_tools(tool_set: str) -> ToolSetTokens:
+    """Tokens of the `tools` an agent turn over agent-device's AI SDK tool set sends, counted
+    like our decide requests: `count_request({"tools": [...]})`, each tool in the OpenAI
+    chat-completions form the AI SDK's OpenAI provider sends (`type: function`, name,
+    description, JSON Schema parameters)."""
+    node = shutil.which("node")
+    if node is None:
+        raise SystemExit(
+            "bench_tokens: node not found; install Node (see README) to count "
+            "agent-device's AI SDK tool set"
+        )
+    proc = subprocess.run(
+        [node, str(TOOLS_SCRIPT), tool_set],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"bench_tokens: {TOOLS_SCRIPT.name} failed ({proc.returncode}); is agent-device "
+            f"installed (`make agent-device`)?\n{proc.stderr[-2000:]}"
+        )
+    exported = json.loads(proc.stdout)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": t["parameters"],
+            },
+        }
+        for t in exported["tools"]
+    ]
+    return ToolSetTokens(
+        set=tool_set,
+        version=exported["version"],
+        tools=len(tools),
+        tokens=count_request({"tools": tools}).schema,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="tools mode, sign-in flow only")
@@ -287,17 +340,25 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.server is not None:
         out += server_report(against_server(args.server or None, flows))
+    sets = [agent_turn_tools(name) for name in ("core", "all")]
     out += [
-        "Baselines (not measured here):",
+        (
+            "Baseline, measured: a general agent turn over agent-device's AI SDK tool set "
+            f"(agent-device {sets[0].version}, `createAgentDeviceTools`, printed by "
+            f"`node {TOOLS_SCRIPT.relative_to(ROOT)}`), the tool definitions alone, counted "
+            "the same way — before any message, snapshot or history:"
+        ),
+        "",
+        "| tool set | tools | tool-schema tokens | x our worst sign-in decision |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {t.set} | {t.tools} | {t.tokens:,} | {t.tokens / max(worst, 1):.0f}x |"
+            for t in sets
+        ),
         "",
         (
-            f"- agent-device proposal #2657, schema-forced decision: ~{BASELINE_PROPOSAL} input "
-            "tokens per decision."
-        ),
-        (
-            "- a general agent turn over agent-device's AI SDK core tool set: "
-            f"~{BASELINE_AGENT_TURN_SCHEMAS:,} tokens of tool schemas alone, before the snapshot "
-            f"(~{BASELINE_AGENT_TURN_SCHEMAS / max(worst, 1):.0f}x our worst decision)."
+            f"Not measured here: ~{BASELINE_PROPOSAL} input tokens per schema-forced decision "
+            "in agent-device proposal #2657."
         ),
     ]
     print("\n".join(out))
