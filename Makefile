@@ -48,10 +48,10 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The fast tests: no daemon, fleet, chaos, Prometheus or model server, and nothing marked slow
-# (the kill test, the quick benchmarks; `make test` runs those).
+# The fast tests: tests/unit without those marked slow (the quick benchmarks, the commands
+# started as whole processes); `make test` runs everything.
 unit: install
-	$(BIN)/pytest -m "not agent_device and not fleet and not chaos and not observability and not model_server and not slow" -q
+	$(BIN)/pytest tests/unit -m "not slow" -q
 
 fleet: install
 	$(BIN)/pytest -m fleet -q

@@ -164,6 +164,7 @@ def test_bad_input_is_one_line_with_its_exit_code(
     assert returncode == code, stderr
 
 
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_api_on_a_busy_port_is_one_line(redis_server: LocalRedis) -> None:
     """`goalfleet api --port P` with P taken: one line saying so, exit 3."""
     with socket.socket() as taken:
@@ -193,6 +194,7 @@ def _wait_past_start_up(pid: int, timeout_s: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_ctrl_c_during_run_exits_130_without_a_traceback() -> None:
     """SIGINT while a (slow) run is going: one line, exit 130, the device closed."""
     log = Path(tempfile.mkdtemp(prefix="gf-ctrl-c-")) / "run.log"

@@ -97,6 +97,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # the console script as a process: make test, not make unit
 def test_console_script_is_installed() -> None:
     """The `goalfleet` entry point runs in a fresh process."""
     proc = subprocess.run(

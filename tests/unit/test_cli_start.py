@@ -48,6 +48,7 @@ def _stop(child: Child) -> str:
     return err
 
 
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_api_prints_where_it_listens(redis_server: LocalRedis) -> None:
     proc, line = _start(redis_server.url, "api", "--port", "0")
     try:
@@ -65,6 +66,7 @@ def test_api_prints_where_it_listens(redis_server: LocalRedis) -> None:
     assert proc.returncode in {0, -signal.SIGTERM}  # uvicorn re-raises the signal it caught
 
 
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_scheduler_prints_a_start_line(redis_server: LocalRedis) -> None:
     proc, line = _start(redis_server.url, "scheduler")
     try:
@@ -89,6 +91,7 @@ def test_shown_urls_carry_no_password(url: str, shown: str) -> None:
     assert shown_url(url) == shown
 
 
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_worker_prints_a_start_line_and_no_celery_security_warning(
     redis_server: LocalRedis,
 ) -> None:
