@@ -80,7 +80,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_pool": "prefork",
         "worker_deduplicate_successful_tasks": True,
         "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # No `task-sent` event: one more Redis publish on every submit's hot path, and nothing
+        # consumes it (monitors see received/started/succeeded from the worker). Its cost is
+        # measured by bench/bench_dispatch.py (path "task-sent event on").
+        "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "task_serializer": "json",
         "result_serializer": "json",
