@@ -6,6 +6,7 @@ Each test starts its own `redis-server` (no persistence) on a random loopback po
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -125,6 +126,30 @@ def registered(db: redis.Redis, prefix: str) -> set[str]:
     return cast("set[str]", db.smembers(f"{prefix}:devices"))
 
 
+@contextlib.contextmanager
+def pool_fleet(
+    settings: Settings, devices: tuple[str, ...], log_dir: Path
+) -> Iterator[tuple[LocalFleet, httpx.Client, redis.Redis]]:
+    """The API, the scheduler and one sim worker per device (pool `full`), all up; an
+    authenticated HTTP client and a Redis client beside them. Everything stops on the way out."""
+    fleet = LocalFleet(
+        settings, log_dir=log_dir, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
+    )
+    db = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+    try:
+        fleet.start_all(
+            [SimWorker(d, "ios", labels={"pool": "full"}, latency_scale=0.3) for d in devices],
+            timeout_s=90,
+        )
+        with httpx.Client(
+            base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15
+        ) as http:
+            yield fleet, http, db
+    finally:
+        fleet.stop()
+        db.close()
+
+
 @dataclass(frozen=True)
 class Outage:
     """A kind of Redis trouble the fleet must ride out: how to start it (returns numbers for
@@ -170,18 +195,7 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
     device is alive again."""
     settings = full_settings(plain_redis.url)
     prefix = settings.key_prefix
-    fleet = LocalFleet(
-        settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
-    )
-    db = redis.Redis.from_url(settings.redis_url, decode_responses=True)
-    try:
-        fleet.start_all(
-            [SimWorker(d, "ios", labels={"pool": "full"}, latency_scale=0.3) for d in DEVICES],
-            timeout_s=90,
-        )
-        http = httpx.Client(
-            base_url=fleet.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15
-        )
+    with pool_fleet(settings, DEVICES, tmp_path) as (fleet, http, db):
         batch = http.post("/v1/batches", json={**SIGN_IN, "selector": POOL, "count": 16})
         assert batch.status_code == 201, batch.text
         ids: list[str] = batch.json()["runs"]
@@ -251,7 +265,3 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
         name = "redis_full" if outage is FULL else "redis_read_only"
         report_path(name).write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report))  # noqa: T201 - the numbers for docs/reliability.md
-        http.close()
-    finally:
-        fleet.stop()
-        db.close()
