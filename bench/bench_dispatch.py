@@ -12,6 +12,8 @@ Paths, interleaved sample by sample so machine noise hits each alike:
 - **http, new connection**: a fresh `http.client` connection per submit, as `curl` does.
 - **in-process Fleet.submit_run**: the API's own submit code called directly, no HTTP: what
   the HTTP layer costs, by difference.
+- **in-process, `task-sent` on**: the same with Celery's `task_send_sent_event` forced on in
+  the sender (one more Redis publish per send): what that event costs, by difference.
 - **baseline**: `noop.apply_async(queue=...)` → the no-op task body starts — the bare Celery
   one-way hop. No round trip anywhere: nothing here waits for a result before its stamp.
 
@@ -169,6 +171,11 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
         in_process = Fleet(
             store, Dispatcher(store, CeleryEnqueuer(app)), max_pending=settings.max_pending
         )
+        app_sent = make_celery(settings)
+        app_sent.conf.task_send_sent_event = True
+        in_process_sent = Fleet(
+            store, Dispatcher(store, CeleryEnqueuer(app_sent)), max_pending=settings.max_pending
+        )
         submit_model = RunSubmit.model_validate(BODY)
         headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
         payload = json.dumps(BODY)
@@ -194,10 +201,14 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
             def via_fleet() -> str:
                 return in_process.submit_run(submit_model)[0].id
 
+            def via_fleet_sent() -> str:
+                return in_process_sent.submit_run(submit_model)[0].id
+
             paths: dict[str, Callable[[], str]] = {
                 "client": via_client,
                 "http": via_http,
                 "fleet": via_fleet,
+                "fleet_sent": via_fleet_sent,
             }
             baseline: list[float] = []
             samples: dict[str, list[Sample]] = {k: [] for k in paths}
@@ -217,6 +228,7 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
                         if i >= warmup:
                             samples[name].append(s)
         app.close()
+        app_sent.close()
 
     report(n, baseline, samples)
 
@@ -237,6 +249,7 @@ def report(n: int, baseline: list[float], samples: dict[str, list[Sample]]) -> N
         "client": "**FleetClient.submit_run** (HTTP, kept-alive) → first snapshot starting",
         "http": "HTTP API, new connection per submit (like curl) → first snapshot starting",
         "fleet": "in-process Fleet.submit_run (no HTTP) → first snapshot starting",
+        "fleet_sent": "in-process, Celery `task-sent` event on → first snapshot starting",
     }
     for key, name in names.items():
         xs = [s.total_s for s in samples[key]]
