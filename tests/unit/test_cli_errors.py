@@ -65,6 +65,11 @@ CASES: dict[str, tuple[list[str], int, str]] = {
         2,
         "magic",
     ),
+    "run-unknown-provider": (
+        ["run", "--device", "sim:signin-ios", *SIGN_IN, "--decider", "nosuch/model"],
+        2,
+        "Unsupported provider: nosuch",
+    ),
     "run-bad-max-steps": (
         ["run", "--device", "sim:signin-ios", *SIGN_IN, "--max-steps", "0"],
         2,
