@@ -10,9 +10,10 @@ when
   until the API restarts;
 - a worker that beats is missing from the registry: a device whose worker answers a ping is
   not registered (`Beats`, a Celery control ping in the fleet, a fixed set in tests);
-- Redis is full or read-only (submits get 503 meanwhile).
+- Redis is full (maxmemory under `noeviction`) or a read-only replica (submits get 503).
 
-Nothing here SCANs the keyspace: one GET, one SET NX, a ZCARD and an SMEMBERS.
+Nothing here SCANs the keyspace: a GET (and a SET NX when the marker is gone), a ZCARD, an
+SMEMBERS and two INFO sections.
 """
 
 from __future__ import annotations
@@ -104,21 +105,34 @@ class Health:
             if is_outage(exc):
                 return Detail(status="unavailable", redis="unreachable")
             raise
-        problems = []
+        state = self._refusing_writes()
+        problems = [] if state == "ok" else [f"Redis {state}: submits get 503 meanwhile"]
         try:
             problems += self._data_lost()
         except redis.RedisError as exc:  # full or read-only: the marker cannot be written
             if not is_outage(exc):
                 raise
-            problems.append(f"Redis refuses writes ({type(exc).__name__}): submits get 503")
         problems += self._unregistered(devices)
         return Detail(
             status="degraded" if problems else "ok",
-            redis="ok" if not any("refuses writes" in p for p in problems) else "refuses writes",
+            redis=state,
             pending=pending,
             devices=len(devices),
             problems=problems,
         )
+
+    def _refusing_writes(self) -> str:
+        """`ok`, or why Redis refuses writes now: full under `noeviction`, or a replica."""
+        memory = self.store.r.info("memory")
+        limit = int(memory.get("maxmemory", 0) or 0)
+        if (
+            limit
+            and int(memory.get("used_memory", 0)) >= limit
+            and memory.get("maxmemory_policy") == "noeviction"
+        ):
+            return "is full (maxmemory reached under noeviction)"
+        role = self.store.r.info("replication").get("role")
+        return "is a read-only replica" if role == "slave" else "ok"
 
     def _data_lost(self) -> list[str]:
         if self._marker is None:

@@ -28,22 +28,17 @@ BATCH = {"goal": "Sign in", "count": 3}
 FILLER = "filler"
 
 
-def _fill(db: redis.Redis) -> int:
-    """Fill Redis up to its maxmemory with one list, in ever smaller pieces (a rejected
-    command's own buffer is freed after it), until even a tiny write is refused; returns how
-    many pieces it took."""
-    n = 0
-    for size in (65536, 4096, 256, 16, 1):
-        while True:
-            try:
-                db.rpush(FILLER, "x" * size)
-            except redis.exceptions.OutOfMemoryError:
-                break
-            n += 1
-            assert n < 1_000_000, "Redis never reported OOM"
+def _fill(db: redis.Redis) -> None:
+    """Put 4 MB in one list, then set maxmemory 1 MB below what Redis uses: it is full
+    (noeviction) with a margin its own buffers' comings and goings cannot undo, until the
+    list is deleted."""
+    chunk = "x" * 65536
+    for _ in range(64):
+        db.rpush(FILLER, chunk)
+    used = int(db.info("memory")["used_memory"])
+    db.config_set("maxmemory", used - 1024 * 1024)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         db.set("probe", "x")
-    return n
 
 
 def _ours(db: redis.Redis, keys: Keys) -> tuple[set[str], int]:
@@ -55,8 +50,9 @@ def test_full_redis_is_a_503_with_retry_after_and_nothing_half_written(
     own_redis: tuple[LocalRedis, redis.Redis], serve: type[Served]
 ) -> None:
     """maxmemory + noeviction reached: run and batch submits and a cancel get 503 JSON with
-    Retry-After (never a plain-text 500); no run key and no pending entry is added; after
-    the filler is deleted the same submits are 201 and the cancel takes effect."""
+    Retry-After (never a plain-text 500); no run key and no pending entry is added; /health
+    with a token says degraded (Redis full), without one still ok; after the filler is
+    deleted the same submits are 201 and the cancel takes effect."""
     own, db = own_redis
     keys = Keys("oom")
     settings = Settings(redis_url=own.url, key_prefix="oom", api_tokens=[TOKEN], retention_s=3600)
@@ -71,9 +67,7 @@ def test_full_redis_is_a_503_with_retry_after_and_nothing_half_written(
         # a second run stays pending behind the first (the device is busy with it)
         pending = http.post("/v1/runs", json=RUN)
         assert pending.status_code == 201, pending.text
-        used = int(db.info("memory")["used_memory"])
-        db.config_set("maxmemory", used + 2 * 1024 * 1024)
-        assert _fill(db) > 0
+        _fill(db)
         before = _ours(db, keys)
 
         for method, path, body in (
@@ -92,12 +86,17 @@ def test_full_redis_is_a_503_with_retry_after_and_nothing_half_written(
             assert err["fix"], err
         assert _ours(db, keys) == before  # no run key, no batch key, no pending entry
         assert http.get(f"/v1/runs/{run_id}").status_code == 200  # reads still work
+        detail = http.get("/health").json()
+        assert detail["status"] == "degraded", detail
+        assert "full" in detail["redis"], detail
+        assert httpx.get(srv.url + "/health", timeout=15).json() == {"status": "ok"}
 
         db.delete(FILLER)
         again = http.post("/v1/runs", json=RUN)
         assert again.status_code == 201, again.text
         batch = http.post("/v1/batches", json=BATCH)
         assert batch.status_code == 201, batch.text
+        assert http.get("/health").json()["status"] == "ok"
         cancelled = http.post(f"/v1/runs/{pending.json()['id']}/cancel")
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
