@@ -265,3 +265,44 @@ def test_a_full_redis_is_an_outage_not_a_crash(  # noqa: PLR0915 - one scenario 
         name = "redis_full" if outage is FULL else "redis_read_only"
         report_path(name).write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report))  # noqa: T201 - the numbers for docs/reliability.md
+
+
+def test_a_wiped_redis_is_repaired(plain_redis: LocalRedis, tmp_path: Path) -> None:
+    """Redis killed and started again empty (no persistence: a failover to an empty replica,
+    a FLUSHALL): every worker registers its device again within two lease periods, none
+    exits, and runs submitted afterwards finish `done`."""
+    settings = chaos_settings(plain_redis.url)
+    prefix = settings.key_prefix
+    devices = DEVICES[:3]
+    with pool_fleet(settings, devices, tmp_path) as (fleet, http, db):
+        plain_redis.kill()
+        plain_redis.start()
+        t_up = time.monotonic()
+        assert db.dbsize() <= len(devices) * 3  # empty but for what workers wrote since
+        deadline = t_up + 30
+        while time.monotonic() < deadline:
+            leases = [db.exists(f"{prefix}:device:{d}:lease") for d in devices]
+            if registered(db, prefix) == set(devices) and all(leases):
+                break
+            time.sleep(0.05)
+        repaired_s = time.monotonic() - t_up
+        assert registered(db, prefix) == set(devices), fatal_lines(tmp_path)
+        assert repaired_s <= 2 * settings.lease_s, repaired_s
+        batch = http.post("/v1/batches", json={**SIGN_IN, "selector": POOL, "count": 6})
+        assert batch.status_code == 201, batch.text
+        ids: list[str] = batch.json()["runs"]
+        finished = wait_terminal(http, ids, timeout_s=60)
+        all_done_s = time.monotonic() - t_up
+        assert len(finished) == len(ids), f"not terminal: {set(ids) - set(finished)}"
+        assert {str(r["status"]) for r in finished.values()} == {"done"}, finished
+        assert not worker_exits(fleet), fatal_lines(tmp_path)
+        report = {
+            "devices": len(devices),
+            "lease_s": settings.lease_s,
+            "re_registered_after_s": round(repaired_s, 2),
+            "worker_exits": 0,
+            "runs_after": len(ids),
+            "all_done_after_restart_s": round(all_done_s, 2),
+        }
+        report_path("redis_wiped").write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report))  # noqa: T201 - the numbers for docs/reliability.md
