@@ -96,9 +96,11 @@ def test_redis_restart_loses_nothing(  # noqa: PLR0915 - one scenario end to end
             body = resp.json()
             assert body["error"] == "REDIS_UNAVAILABLE", (name, body)
             assert "nothing was written" in body["message"]
-        health = httpx.get(f"{fleet.api_url}/health", timeout=15)
+        health = http.get("/health")  # with the token: the detail
         assert health.status_code == 503
         assert health.json()["redis"] == "unreachable"
+        public = httpx.get(f"{fleet.api_url}/health", timeout=15)
+        assert (public.status_code, public.json()) == (503, {"status": "unavailable"})
         time.sleep(max(0.0, 3.0 - (time.monotonic() - t_down)))
 
         aof_redis.start()
