@@ -70,13 +70,16 @@ def fault_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
 @pytest.fixture
 def tool_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
     """The API and the scheduler of a fleet of its own, for an agent-device worker: its time
-    limits leave room for starting the daemon on a loaded machine (the sim fleet's 4 s do not)."""
+    limits leave room for starting the daemon on a loaded machine (the sim fleet's 4 s do not),
+    and its lease for a late heartbeat there (a lapsed lease stands the worker down)."""
     settings = chaos_settings(
         aof_redis.url,
         key_prefix="gfc-tool",
         soft_time_limit_s=30,
         time_limit_s=40,
         visibility_timeout_s=60,
+        heartbeat_interval_s=1.0,
+        lease_s=10.0,
         probe_interval_s=2.0,
     )
     env = {"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
@@ -196,6 +199,7 @@ def test_tool_missing_quarantines_and_keeps_runs_pending(
     holds, and a new run for it stays pending."""
     env = {k: v for k, v in tool_fleet.env.items() if not k.startswith(ANDROID_SDK_VARS)}
     env["PATH"] = _path_without("adb", env.get("PATH", ""), tmp_path / "path")
+    env["HOME"] = str(tmp_path / "home")  # a daemon state dir of its own, not another test's
     assert shutil.which("adb", path=env["PATH"]) is None
     argv = [
         sys.executable, "-m", "scheduler", "worker",
