@@ -68,6 +68,9 @@ bench: install
 	$(BIN)/python -m bench.bench_tokens
 	$(BIN)/python -m bench.bench_memory
 	$(BIN)/python -m bench.bench_decision_memory
+	$(BIN)/python -m bench.bench_scheduler
+	$(BIN)/python -m bench.bench_flood
+	$(BIN)/python -m bench.bench_agent_device
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \
