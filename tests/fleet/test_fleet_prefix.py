@@ -37,7 +37,10 @@ def two_fleets(redis_binary: str, tmp_path: Path) -> Iterator[dict[str, LocalFle
         fleets: dict[str, LocalFleet] = {}
         try:
             for p in PREFIXES:
-                settings = quick_settings(server.url, key_prefix=p, token=TOKEN)
+                # a 10 s lease: a late heartbeat on a loaded machine must not stand a worker down
+                settings = quick_settings(
+                    server.url, key_prefix=p, token=TOKEN, heartbeat_interval_s=1.0, lease_s=10.0
+                )
                 fleet = fleets[p] = LocalFleet(
                     settings,
                     log_dir=tmp_path / p,
