@@ -5,22 +5,26 @@ person's answer teaches the memory and queues the run again; expiry and cancel e
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.requests import RunSubmit
 from workers.core.errors import ConfigError
-from workers.core.model import DecideState, Decision, Platform, RunStatus
-from workers.core.records import Answer, DeviceInfo
+from workers.core.model import DecideState, Decision, Platform, RunResult, RunStatus
+from workers.core.records import Answer, DeviceInfo, Question
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device
+from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.keys import Keys
 from workers.fleet.questions import QuestionStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
+from workers.telemetry.observers import NullObserver
 
 SECRET = "pw-twins-must-not-leak"
 EMAIL = "ada.q@example.com"
@@ -191,3 +195,68 @@ def test_expire_leaves_a_question_answered_meanwhile(parts, client):
     client.zadd("t:questions", {run_id: 0})  # a stale index entry, as if read before the answer
     assert qs.expire() == 0
     assert store.load(run_id).status is RunStatus.QUEUED
+
+
+def test_park_is_refused_to_a_worker_that_lost_the_lease(parts, client):
+    """Parking is a step write: once another worker holds the device's lease (this one froze
+    after its escalated step was written), `park` raises `LeaseLostError` from its script and
+    parks nothing; the task hands the run back to pending (attempt counted once, nothing
+    against the device) instead of leaving a question a stale worker asked."""
+    store, rs, _, fleet = parts
+    holder = register(store, "d1")
+    fence = Fence("d1", holder, lease_s=30)
+    fence.granted(time.monotonic_ns())
+    run_id = submit(fleet)
+
+    class TakeOverAfterTheEscalatedRow(NullObserver):
+        def step(self, record, row) -> None:
+            if row.screen == "Choose how to continue":
+                client.delete(Keys("t").lease("d1"))  # lapsed while this worker was frozen
+                register(store, "d1")  # a replacement registered
+
+    rt = runtime(client, rs)
+    rt.fence = fence
+    rt.observers = (TakeOverAfterTheEscalatedRow(),)
+    assert execute_run(rt, run_id) == "skipped:lease-lost"
+    back = store.load(run_id)
+    assert (back.status, back.device, back.attempt) == (RunStatus.QUEUED, None, 1)
+    assert run_id in store.pending_ids()
+    assert questions(client).open() == []
+    assert not client.exists(f"t:question:{run_id}")
+    assert client.hget("t:device:d1", "run") in (None, "")
+    assert client.hget("t:device:d1", "infra_failures") in (None, "0")
+    assert fence.taken  # another holder: the worker stands down
+
+
+def test_park_checks_the_lease_holder_in_its_script(parts, client):
+    """`QuestionStore.park` with a fence: nobody holding the lease (-2) and another holder
+    (-1) both raise `LeaseLostError` and leave the run running and claimed, with no question;
+    the holder itself parks it."""
+    store, rs, _, fleet = parts
+    fence = Fence("d1", register(store, "d1"), lease_s=30)
+    run_id = submit(fleet)
+    claim = rs.claim(run_id, "d1", "w@d1", cap=3, fence=fence)
+    record = store.load(run_id)
+    waiting = RunResult(status=RunStatus.AWAITING_ANSWER, goal="Sign in", reason="ask")
+    screen = DecideState(goal="Sign in", step=1, candidates=(), context=(), input_names=())
+    question = Question(
+        run_id=run_id, goal="Sign in", step=1, screen=screen, reason="ask", decider="rules",
+        device="d1", asked_at=0.0, deadline=60.0,
+    )  # fmt: skip
+    qs = questions(client)
+    lease = client.get(Keys("t").lease("d1"))
+    client.delete(Keys("t").lease("d1"))
+    with pytest.raises(LeaseLostError, match="nobody holds") as lapsed:
+        qs.park(record, claim.token, waiting, question, fence=fence)
+    assert lapsed.value.taken is False
+    register(store, "d1")
+    with pytest.raises(LeaseLostError, match="another worker holds") as taken:
+        qs.park(record, claim.token, waiting, question, fence=fence)
+    assert taken.value.taken is True
+    after = store.load(run_id)
+    assert (after.status, after.attempt, after.device) == (RunStatus.RUNNING, 1, "d1")
+    assert qs.open() == []
+    assert not client.exists(f"t:question:{run_id}")
+    client.set(Keys("t").lease("d1"), lease)  # the holder again
+    assert qs.park(record, claim.token, waiting, question, fence=fence) == 1
+    assert store.load(run_id).status is RunStatus.AWAITING_ANSWER

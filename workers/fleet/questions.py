@@ -9,7 +9,9 @@
 A target answer is written to the decision memory first (source `human`, keyed exactly as the
 run's next attempt will look the screen up), then the run is queued again: it passes that
 screen from memory and carries on, and so does every later run on every device. Every
-transition is one Lua script, so a run is never half-parked or answered twice.
+transition is one Lua script, so a run is never half-parked or answered twice. Parking is a
+step write of the worker's, fenced by its device lease like the claim and the finish
+(`workers.fleet.runstore`): a worker that lost the lease hands the run back instead.
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ from workers.core.guards import DEFAULT_DANGEROUS, word_pattern
 from workers.core.memory import Remembered, Target, memory_key, normalise_goal
 from workers.core.model import Attempt, PhaseTotals, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
+from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.fleet.runstore import RunStore, ends_a_run, pending_score
+from workers.fleet.runstore import RunStore, _fenced, ends_a_run, fenced_script, pending_score
 from workers.fleet.scripts import RedisStore, Script
 
-# KEYS: run, device, question, questions, wake   ARGV: token, result, reason, now, run_id,
-# question json, deadline
-_PARK = """
+# KEYS: run, device, question, questions, wake, lease   ARGV: token, result, reason, now, run_id,
+# question json, deadline, holder ('' unfenced)
+_PARK = fenced_script("""
+local lost = lease_lost(KEYS[6], ARGV[8])
+if lost ~= 0 then return lost end
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 2 end
@@ -43,7 +48,7 @@ redis.call('SET', KEYS[3], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
 redis.call('RPUSH', KEYS[5], ARGV[5])
 return 1
-"""
+""")
 
 # KEYS: run, question, questions, pending, wake   ARGV: run_id, score
 _REQUEUE = """
@@ -100,29 +105,43 @@ class QuestionStore(RedisStore):
 
     # -- the worker -------------------------------------------------------------------------
 
-    def park(self, record: RunRecord, token: str, result: RunResult, question: Question) -> int:
+    def park(
+        self,
+        record: RunRecord,
+        token: str,
+        result: RunResult,
+        question: Question,
+        *,
+        fence: Fence | None = None,
+    ) -> int:
         """1 parked; 0 the claim was lost; 2 not parked: a cancel was requested meanwhile
-        (the worker then finishes the run as usual)."""
-        return int(
-            self._park(
-                keys=[
-                    self.k.run(record.id),
-                    self.k.device(record.device or ""),
-                    self.k.question(record.id),
-                    self.k.questions,
-                    self.k.wake,
-                ],
-                args=[
-                    token,
-                    result.model_dump_json(),
-                    result.reason[:500],
-                    repr(self.clock()),
-                    record.id,
-                    question.model_dump_json(),
-                    repr(question.deadline),
-                ],
-            )
+        (the worker then finishes the run as usual). Fenced like every step write:
+        `LeaseLostError` when `fence`'s token no longer holds the device's lease (None:
+        unfenced)."""
+        device = record.device or ""
+        lease = self.k.lease(fence.device_id if fence else device)
+        out = self._park(
+            keys=[
+                self.k.run(record.id),
+                self.k.device(device),
+                self.k.question(record.id),
+                self.k.questions,
+                self.k.wake,
+                lease,
+            ],
+            args=[
+                token,
+                result.model_dump_json(),
+                result.reason[:500],
+                repr(self.clock()),
+                record.id,
+                question.model_dump_json(),
+                repr(question.deadline),
+                fence.holder if fence else "",
+            ],
         )
+        _fenced(out, fence, f"parking run {record.id}")
+        return int(out)
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -213,7 +213,7 @@ def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult)
         memory_ttl_s=rt.settings.memory_ttl_s,
         dangerous=tuple(rt.settings.dangerous_controls),
     )
-    parked = store.park(record, claim.token, waiting, question)
+    parked = store.park(record, claim.token, waiting, question, fence=rt.fence)
     if parked == PARK_CANCELLED:
         return None  # the caller asked to cancel: finish it, do not ask a person
     if not parked:
