@@ -20,7 +20,7 @@ from scheduler.placement import Placement, class_of
 from scheduler.routing import IdleByClass
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
-from workers.core.records import DeviceState
+from workers.core.records import DeviceState, RunRecord
 from workers.fleet.outages import Backoff, describe, is_outage
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
@@ -139,22 +139,41 @@ class Dispatcher:
             if device is None:
                 full.add(p.klass)
                 continue
-            if self._send(p.run_id, device, idle):
+            if self._send(p.run_id, device, idle) is not None:
                 sent += 1
             if not idle:
                 break
         return sent
 
+    def dispatch_runs(self, runs: list[RunRecord]) -> dict[str, RunRecord]:
+        """The submit's fast path for runs it has just written (no re-read): the runs it
+        placed, as the reservation left them (`device`, `dispatched_at`), by id."""
+        idle = {d.info.id: d for d in self.view.idle()}
+        placed: dict[str, RunRecord] = {}
+        self._dispatch_runs(runs, idle, placed)
+        return placed
+
     def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
+        return self._dispatch_runs(self.store.load_many(run_ids), idle, {})
+
+    def _dispatch_runs(
+        self, runs: list[RunRecord], idle: dict[str, DeviceState], placed: dict[str, RunRecord]
+    ) -> int:
         sent = 0
         picker = IdleByClass(idle)
-        for run in self.store.load_many(run_ids):
+        for run in runs:
             if run.device is not None or run.status.terminal:
                 continue
             if run.target is not None and run.target not in idle:
                 self._recheck(run.target, idle)  # the view may be older than its last finish
             device = picker.pick(class_of(run), run.target, run.selector)
-            if device is not None and self._send(run.id, device, idle):
+            if device is None:
+                continue
+            at = self._send(run.id, device, idle)
+            if at is not None:
+                placed[run.id] = run.model_copy(
+                    update={"device": device.info.id, "dispatched_at": at}
+                )
                 sent += 1
         return sent
 
@@ -165,15 +184,17 @@ class Dispatcher:
         if state is not None and state.idle:
             idle[device_id] = state
 
-    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> bool:
-        """Reserve `device` for the run and enqueue it. The device leaves `idle` for the rest
+    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
+        """Reserve `device` for the run and enqueue it (the `dispatched_at` written, or None
+        when the reservation was refused). The device leaves `idle` for the rest
         of the pass whatever happens; a refused reservation (the view was stale: the device
         is busy, down or quarantined) re-reads it."""
         did = device.info.id
         del idle[did]
-        if not self.store.reserve(run_id, did):
+        at = self.store.reserve(run_id, did)
+        if at is None:
             self.view.refresh([did])
-            return False
+            return None
         self.view.put(device.model_copy(update={"run": run_id}))
         try:
             self.enqueuer.enqueue(run_id, did)
@@ -186,7 +207,7 @@ class Dispatcher:
         self.view.put(
             device.model_copy(update={"run": run_id, "runs_total": device.runs_total + 1})
         )
-        return True
+        return at
 
     def expire_unplaceable(self, *, now: float | None = None) -> int:
         """End `unplaceable` every pending run older than `unplaceable_after_s` whose device

@@ -73,8 +73,7 @@ class Fleet:
         existing = self.store.create([run], idem=idem)
         if existing is not None:
             return self._replay_run(existing, idem), False
-        self._dispatch([run.id])
-        return self.store.load(run.id) or run, True
+        return self._dispatch_one(run), True
 
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
@@ -138,6 +137,22 @@ class Fleet:
             return found, False
         self._dispatch([r.id for r in runs])
         return self.store.batch(batch_id) or batch, True
+
+    def _dispatch_one(self, run: RunRecord) -> RunRecord:
+        """The fast path for one run just written: the run as the reservation left it (no
+        re-read); as written when it stays pending (the scheduler places it)."""
+        try:
+            placed = self.dispatcher.dispatch_runs([run])
+        except Exception:  # a broker or store blip; logged, and the scheduler retries
+            log.exception(
+                "dispatch_after_submit_failed",
+                runs=1,
+                hint="the run is pending; the scheduler will place it",
+            )
+            return run
+        if run.id not in placed:
+            self.store.wake()  # the scheduler places it (its view may know more)
+        return placed.get(run.id, run)
 
     def _dispatch(self, run_ids: list[str]) -> None:
         """The fast path. The runs are already stored and pending, so a failure here is not

@@ -209,9 +209,11 @@ class FleetStore(RedisStore):
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def reserve(self, run_id: str, device_id: str) -> bool:
-        """Atomically give a pending run to an idle, live, unquarantined device."""
-        return bool(
+    def reserve(self, run_id: str, device_id: str) -> float | None:
+        """Atomically give a pending run to an idle, live, unquarantined device; the
+        `dispatched_at` it wrote, or None when it did not."""
+        now = time.time()
+        done = bool(
             self._reserve(
                 keys=[
                     self.k.run(run_id),
@@ -220,9 +222,10 @@ class FleetStore(RedisStore):
                     self.k.pending,
                     self.k.reserved,
                 ],
-                args=[run_id, device_id, repr(time.time())],
+                args=[run_id, device_id, repr(now)],
             )
         )
+        return now if done else None
 
     def unreserve(self, run: RunRecord, device_id: str) -> bool:
         """Undo `reserve` when the message could not be sent: the run is pending again."""
