@@ -1,7 +1,8 @@
 """`goalfleet devices`: registered devices with health, load and quarantine.
 
-`--wait SECONDS` first waits until a live device is registered (with `--device ID`, repeatable:
-until each of those is), so a script can start workers and submit without guessing a sleep:
+`--wait SECONDS` first waits until the API answers and a live device is registered (with
+`--device ID`, repeatable: until each of those is), so a script can start the API and workers
+and submit without guessing a sleep:
 
     goalfleet worker --device ios-1 --platform ios &
     goalfleet devices --wait 60 --device ios-1
@@ -30,8 +31,8 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="first wait up to SECONDS for a live device (or each --device) to register; "
-        "exit 3 if none has (default: 0, list at once)",
+        help="first wait up to SECONDS for the API and a live device (or each --device) to "
+        "register; exit 3 if none has (default: 0, list at once)",
     )
     p.add_argument(
         "--device",
@@ -53,9 +54,12 @@ def _missing(devices: list[DeviceState], wanted: list[str]) -> list[str]:
 
 def wait_devices(client: FleetClient, wait_s: float, wanted: list[str]) -> list[DeviceState]:
     """The device list once `wanted` (or any device) is registered and alive; an
-    `UnavailableError` naming what is missing after `wait_s`."""
+    `UnavailableError` naming what is missing after `wait_s`. An API still starting is waited
+    for within the same `wait_s` (or the client's own wait, if longer)."""
     deadline = time.monotonic() + wait_s
+    own_wait = client.connect_wait_s
     while True:
+        client.connect_wait_s = max(own_wait, deadline - time.monotonic())
         devices = client.devices()
         missing = _missing(devices, wanted)
         if not missing:
