@@ -85,6 +85,8 @@ class Kill:
     wall: float
     mono_ns: int
     run_id: str | None
+    ready_wall: float | None = None
+    """A main-process kill: when the restarted worker was consuming its queue again."""
 
 
 @dataclass
@@ -97,6 +99,8 @@ class Supervised:
     kills: list[Kill] = field(default_factory=list)
     restarts: list[float] = field(default_factory=list)
     """Seconds from a main-process kill until the restarted worker's device was alive again."""
+    ready: list[float] = field(default_factory=list)
+    """Seconds from a main-process kill until the restarted worker consumed its queue again."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def pid(self, device: str) -> int | None:
@@ -127,14 +131,35 @@ class Supervised:
         child.wait(timeout=10)
         # the supervisor stops what is left of the unit (the orphaned pool child), then restarts
         child.signal(signal.SIGKILL)
+        kill = Kill(device, "main", (child.pid, *kids), time.time(), mono, run_id)
         with self.lock:
-            self.kills.append(Kill(device, "main", (child.pid, *kids), time.time(), mono, run_id))
+            self.kills.append(kill)
         self.fleet.workers.pop(device, None)
+        readies = self.readies(device)
         self.fleet.start_worker(self.specs[device])
-        self.wait_registered(device, after=self.kills[-1].wall)
+        self.wait_registered(device, after=kill.wall)
         with self.lock:
             self.restarts.append(time.monotonic() - t0)
+        self.wait_ready(device, more_than=readies)
+        with self.lock:
+            self.ready.append(time.monotonic() - t0)
+            kill.ready_wall = time.time()
         return True
+
+    def readies(self, device: str) -> int:
+        """How often the device's worker said `worker_ready` (its log is appended to across
+        restarts; the spec's log level must be INFO or lower)."""
+        log = self.fleet.log_dir / f"worker-{device}.log"
+        return log.read_bytes().count(b"worker_ready") if log.exists() else 0
+
+    def wait_ready(self, device: str, *, more_than: int, timeout_s: float = 90.0) -> None:
+        """Until the restarted worker's Celery consumer is up (registering comes first, before
+        Celery starts: a worker registered is not yet taking its queue)."""
+        deadline = time.monotonic() + timeout_s
+        while self.readies(device) <= more_than:
+            if time.monotonic() > deadline:
+                raise ConfigError(f"worker for {device} was not ready within {timeout_s} s")
+            time.sleep(0.05)
 
     def up_since_last_kill(self, device: str) -> bool:
         """The device's worker registered after the last main-process kill."""

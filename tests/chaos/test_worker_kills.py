@@ -25,6 +25,7 @@ from chaoskit import (
 )
 
 from scheduler.client import FleetClient
+from scheduler.commands.scheduler import overdue_after_s
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
@@ -77,7 +78,7 @@ def _awaiting_redelivery(db: redis.Redis, prefix: str, device: str) -> bool:
     )
 
 
-def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - one scenario end to end: start, kill, check, report
+def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PLR0915 - one scenario end to end: start, kill, check, report
     aof_redis: LocalRedis, tmp_path: Path
 ) -> None:
     """SIGKILL of pool children and of main worker processes at random moments during a batch
@@ -92,13 +93,13 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
     specs = {
         d: SimWorker(
             d, "android", labels={"pool": "chaos"}, latency_scale=0.15,
-            session_log=sessions / f"{d}.log",
+            session_log=sessions / f"{d}.log", loglevel="INFO",
         )
         for d in DEVICES
     }  # fmt: skip
     specs[POISON] = SimWorker(
         POISON, "ios", labels={"pool": "poison"}, latency_scale=0.5,
-        session_log=sessions / f"{POISON}.log",
+        session_log=sessions / f"{POISON}.log", loglevel="INFO",
     )  # fmt: skip
     fleet = LocalFleet(
         settings, log_dir=tmp_path, extra_env={"GOALFLEET_SECRET_CHAOS_PW": SECRET_VALUE}
@@ -165,7 +166,7 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
         for t in threads:
             t.start()
         t0 = time.monotonic()
-        runs = _wait_all(c, ids, timeout_s=60 + 3 * n_runs)
+        runs = _wait_all(c, ids, timeout_s=120 + 5 * n_runs)
         stop.set()
         for t in threads:
             t.join(timeout=90)
@@ -182,13 +183,25 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
 
         # -- redelivered runs restarted cleanly ---------------------------------------------
         cap = settings.attempt_cap
+        overdue = overdue_after_s(settings)
         swept: list[str] = []
+        slow_restart: list[str] = []
         for r in runs.values():
             assert r.result is not None, r.id
             assert r.result.attempt == r.attempt, r.id
             if r.status is RunStatus.ERRORED and r.reason.startswith("still running after"):
                 # A SIGKILLed pool child that billiard only noticed at the hard time limit must
-                # be requeued (task_acks_on_timeout=False), not ended by the sweep.
+                # be requeued (task_acks_on_timeout=False), not ended by the sweep. The sweep
+                # may only win when the run's worker process was killed and its restart ate the
+                # bound's restart allowance (2 leases): not consuming again before the moment
+                # the unacked message comes back (a restart takes 10-13 s at load 14-24 on 2
+                # cores: Python and Celery start-up, CPU-bound).
+                if _restart_outlasted_redelivery(r, sup, overdue - 2 * settings.lease_s):
+                    slow_restart.append(r.id)
+                    assert r.attempt <= cap, (r.id, r.attempt)
+                    steps = c.steps(r.id)  # the killed attempt's rows, none from an earlier one
+                    assert [s.index for s in steps] == list(range(1, len(steps) + 1)), r.id
+                    continue
                 swept.append(f"{r.id} attempt {r.attempt} on {r.device}")
                 continue
             steps = c.steps(r.id)
@@ -254,6 +267,8 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
             "redelivery_s_child": _summary(recovery["child"]),
             "redelivery_s_main": _summary(recovery["main"]),
             "worker_restart_s": _summary(sup.restarts),
+            "worker_ready_s": _summary(sup.ready),
+            "swept_after_slow_restart": len(slow_restart),
         }
         REPORT.write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report))  # noqa: T201 - the numbers for docs/reliability.md
@@ -266,6 +281,22 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0915 - o
         stop.set()
         fleet.stop()
         db.close()
+
+
+def _restart_outlasted_redelivery(r: RunRecord, sup: Supervised, redelivery_s: float) -> bool:
+    """The last kill of `r`'s attempt killed its worker's main process, and the restarted
+    worker was consuming again only after the message could have come back (`redelivery_s`
+    after the attempt started: visibility timeout + one restore sweep)."""
+    kills = [k for k in sup.kills if k.run_id == r.id]
+    if not kills or r.started_at is None:
+        return False
+    last = kills[-1]
+    return (
+        last.kind == "main"
+        and last.wall >= r.started_at
+        and last.ready_wall is not None
+        and last.ready_wall > r.started_at + redelivery_s
+    )
 
 
 def _summary(xs: list[float]) -> dict[str, float] | None:
