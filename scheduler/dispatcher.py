@@ -27,6 +27,9 @@ log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
 OUTAGE_BACKOFF = Backoff(base_s=0.25, cap_s=5.0)
 """The dispatch loop's waits while Redis is unavailable."""
+SWEEP_EVERY_S = 1.0
+"""The loop sweeps (overdue runs, strays, unplaceable runs) at most this often: a pass runs
+on every wake-up, and the sweep reads every busy device's run."""
 
 
 class Dispatcher:
@@ -65,9 +68,9 @@ class Dispatcher:
         if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
             self._expired_at = now
             fixed += self.expire_unplaceable(now=now)
-        busy = [d for d in self.view.all() if d.run]
-        for run in self.store.load_many([d.run for d in busy if d.run]):
-            dev = next(d for d in busy if d.run == run.id)
+        busy = {d.run: d for d in self.view.all() if d.run}
+        for run in self.store.load_many(list(busy)):
+            dev = busy[run.id]
             if (
                 self.overdue_after_s is not None
                 and run.status is RunStatus.RUNNING
@@ -239,9 +242,12 @@ class Dispatcher:
         logged with its traceback, and the loop goes on."""
         down_since: float | None = None
         failed_passes = 0
+        swept_at = float("-inf")
         while not stop.is_set():
             try:
-                self.sweep()
+                if time.monotonic() - swept_at >= max(interval_s, SWEEP_EVERY_S):
+                    self.sweep()  # its bounds are seconds to minutes: not on every wake-up
+                    swept_at = time.monotonic()
                 self.dispatch()
                 if tick is not None:
                     tick()
