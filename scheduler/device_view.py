@@ -21,6 +21,7 @@ placement.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import cast
@@ -49,33 +50,39 @@ class DeviceView:
         self._matches: dict[str, bool] = {}
         """Placement class -> whether some registered device matches it (cleared whenever a
         device joins or leaves the view)."""
+        self._lock = threading.RLock()
+        """The API calls in from several threads (sync routes run in a thread pool)."""
 
     # -- reads -------------------------------------------------------------------------------
 
     def all(self) -> list[DeviceState]:
         """Every registered device (re-read when the view is older than `max_age_s`)."""
-        self._fresh()
-        return list(self._states.values())
+        with self._lock:
+            self._fresh()
+            return list(self._states.values())
 
     def idle(self) -> list[DeviceState]:
         """Devices that were idle (alive, free, not quarantined) when last read."""
-        self._fresh()
-        return list(self._idle.values())
+        with self._lock:
+            self._fresh()
+            return list(self._idle.values())
 
     def has_match(self, device_id: str | None, selector: Selector | None) -> bool:
         """Whether a registered device is `device_id` / matches `selector` (cached per class
         until the set of devices changes: O(1) per submit at any fleet size)."""
-        self._fresh()
-        if device_id is not None:
-            return device_id in self._states
-        key = selector.model_dump_json() if selector is not None else "{}"
-        if key not in self._matches:
-            self._matches[key] = bool(matching(self._states.values(), None, selector))
-        return self._matches[key]
+        with self._lock:
+            self._fresh()
+            if device_id is not None:
+                return device_id in self._states
+            key = selector.model_dump_json() if selector is not None else "{}"
+            if key not in self._matches:
+                self._matches[key] = bool(matching(self._states.values(), None, selector))
+            return self._matches[key]
 
     def get(self, device_id: str) -> DeviceState | None:
-        self._fresh()
-        return self._states.get(device_id)
+        with self._lock:
+            self._fresh()
+            return self._states.get(device_id)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -85,86 +92,91 @@ class DeviceView:
     def reload(self) -> None:
         """Re-read every registered device now (one pipelined round trip; a device whose
         record and lease are unchanged keeps its parsed state, so only changes are parsed)."""
-        r, k = self.registry.r, self.registry.k
-        ids = sorted(cast("set[str]", r.smembers(k.devices)))
-        with r.pipeline(transaction=False) as p:
-            for did in ids:
-                p.hgetall(k.device(did))
-                p.exists(k.lease(did))
-            out = p.execute()
-        raws: dict[str, tuple[dict[str, str], bool]] = {}
-        states: dict[str, DeviceState] = {}
-        for i, did in enumerate(ids):
-            raw, alive = cast("dict[str, str]", out[2 * i]), bool(out[2 * i + 1])
-            if not raw.get("info"):
-                continue
-            raws[did] = (raw, alive)
-            known = self._raw.get(did)
-            if known is not None and known == (raw, alive) and did in self._states:
-                states[did] = self._states[did]
-            else:
-                states[did] = DeviceState.from_hash(raw, alive=alive)
-        if states.keys() != self._states.keys():
-            self._matches.clear()
-        self._raw = raws
-        self._states = states
-        self._idle = {did: d for did, d in states.items() if d.idle}
-        self._read_at = self.clock()
+        with self._lock:
+            r, k = self.registry.r, self.registry.k
+            ids = sorted(cast("set[str]", r.smembers(k.devices)))
+            with r.pipeline(transaction=False) as p:
+                for did in ids:
+                    p.hgetall(k.device(did))
+                    p.exists(k.lease(did))
+                out = p.execute()
+            raws: dict[str, tuple[dict[str, str], bool]] = {}
+            states: dict[str, DeviceState] = {}
+            for i, did in enumerate(ids):
+                raw, alive = cast("dict[str, str]", out[2 * i]), bool(out[2 * i + 1])
+                if not raw.get("info"):
+                    continue
+                raws[did] = (raw, alive)
+                known = self._raw.get(did)
+                if known is not None and known == (raw, alive) and did in self._states:
+                    states[did] = self._states[did]
+                else:
+                    states[did] = DeviceState.from_hash(raw, alive=alive)
+            if states.keys() != self._states.keys():
+                self._matches.clear()
+            self._raw = raws
+            self._states = states
+            self._idle = {did: d for did, d in states.items() if d.idle}
+            self._read_at = self.clock()
 
     def refresh(self, device_ids: Iterable[str]) -> None:
         """Re-read these devices (a device no longer registered leaves the view)."""
-        ids = sorted(set(device_ids))
-        if not ids:
-            return
-        r, k = self.registry.r, self.registry.k
-        with r.pipeline(transaction=False) as p:
-            for did in ids:
-                p.hgetall(k.device(did))
-                p.exists(k.lease(did))
-                p.sismember(k.devices, did)
-            out = p.execute()
-        for i, did in enumerate(ids):
-            raw = cast("dict[str, str]", out[3 * i])
-            if raw.get("info") and out[3 * i + 2]:
-                self.put(DeviceState.from_hash(raw, alive=bool(out[3 * i + 1])))
-            elif self._states.pop(did, None) is not None:
-                self._idle.pop(did, None)
-                self._matches.clear()
+        with self._lock:
+            ids = sorted(set(device_ids))
+            if not ids:
+                return
+            r, k = self.registry.r, self.registry.k
+            with r.pipeline(transaction=False) as p:
+                for did in ids:
+                    p.hgetall(k.device(did))
+                    p.exists(k.lease(did))
+                    p.sismember(k.devices, did)
+                out = p.execute()
+            for i, did in enumerate(ids):
+                raw = cast("dict[str, str]", out[3 * i])
+                if raw.get("info") and out[3 * i + 2]:
+                    self.put(DeviceState.from_hash(raw, alive=bool(out[3 * i + 1])))
+                elif self._states.pop(did, None) is not None:
+                    self._idle.pop(did, None)
+                    self._matches.clear()
 
     def touch(self, items: Iterable[str]) -> None:
         """Re-read what a wake-up names: device ids (a device recovered or registered), or ids
         of runs that ended (their device is read from the run); other items are ignored."""
-        devices: set[str] = set()
-        runs: list[str] = []
-        for item in items:
-            if item in self._states:
-                devices.add(item)
-            else:
-                runs.append(item)
-        if runs:  # a run that ended names its device; a device that just registered is new
-            r, k = self.registry.r, self.registry.k
-            with r.pipeline(transaction=False) as p:
-                for item in runs:
-                    p.hget(k.run(item), "device")
-                    p.sismember(k.devices, item)
-                found = p.execute()
-            for i, item in enumerate(runs):
-                if found[2 * i + 1]:
+        with self._lock:
+            devices: set[str] = set()
+            runs: list[str] = []
+            for item in items:
+                if item in self._states:
                     devices.add(item)
-                elif found[2 * i]:
-                    devices.add(cast("str", found[2 * i]))
-        self.refresh(devices)
+                else:
+                    runs.append(item)
+            if runs:  # a run that ended names its device; a device that just registered is new
+                r, k = self.registry.r, self.registry.k
+                with r.pipeline(transaction=False) as p:
+                    for item in runs:
+                        p.hget(k.run(item), "device")
+                        p.sismember(k.devices, item)
+                    found = p.execute()
+                for i, item in enumerate(runs):
+                    if found[2 * i + 1]:
+                        devices.add(item)
+                    elif found[2 * i]:
+                        devices.add(cast("str", found[2 * i]))
+            self.refresh(devices)
 
     def put(self, state: DeviceState) -> None:
         """Record a device's state as the dispatcher changed it (or read it)."""
-        did = state.info.id
-        if did not in self._states:
-            self._matches.clear()
-        self._states[did] = state
-        if state.idle:
-            self._idle[did] = state
-        else:
-            self._idle.pop(did, None)
+        with self._lock:
+            did = state.info.id
+            if did not in self._states:
+                self._matches.clear()
+            self._raw.pop(did, None)  # no longer what the last full read parsed
+            self._states[did] = state
+            if state.idle:
+                self._idle[did] = state
+            else:
+                self._idle.pop(did, None)
 
     def _fresh(self) -> None:
         if self.clock() - self._read_at >= self.max_age_s:

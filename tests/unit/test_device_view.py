@@ -139,3 +139,20 @@ def test_unchanged_devices_are_not_parsed_again_on_a_full_read(
     assert all(again[f"d{i}"] is first[f"d{i}"] for i in (0, 1, 2, 4))
     assert again["d3"].quarantined
     assert "d3" not in {d.info.id for d in view.idle()}
+
+
+def test_a_state_the_dispatcher_changed_is_parsed_again_by_the_next_full_read(
+    parts: Parts,
+) -> None:
+    """The dispatcher marked d1 busy, then the reservation was undone in Redis (its record is
+    byte-for-byte what the last full read saw): the next full read must not keep the busy
+    state it would otherwise reuse."""
+    store, _, _, _ = parts
+    register(store, "d1")
+    view = DeviceView(store.registry, max_age_s=3600)
+    view.reload()
+    (d1,) = view.idle()
+    view.put(d1.model_copy(update={"run": "r-undone"}))
+    assert view.idle() == []
+    view.reload()
+    assert [d.info.id for d in view.idle()] == ["d1"]
