@@ -48,10 +48,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The fast tests: tests/unit without those marked slow (the quick benchmarks, the commands
-# started as whole processes); `make test` runs everything.
+# The fast tests: tests/unit without those marked slow (the quick benchmarks, real outages waited
+# out, the commands started as whole processes), without the plugins no unit test uses;
+# `make test` runs everything.
 unit: install
-	$(BIN)/pytest tests/unit -m "not slow" -q
+	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio
 
 fleet: install
 	$(BIN)/pytest -m fleet -q

@@ -154,6 +154,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, s
     return {name: (codes[name], (out / f"{name}.err").read_text()) for name in CASES}
 
 
+@pytest.mark.slow  # one interpreter forks a child per case (seconds): make test, not make unit
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_with_its_exit_code(
     finished: dict[str, tuple[int, str]], name: str

@@ -12,6 +12,8 @@ import pytest
 from scheduler.client import ApiUnreachableError, FleetClient
 from scheduler.local.redis import free_port
 
+pytestmark = pytest.mark.slow  # waits for an API that starts late: make test, not make unit
+
 
 class _Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:

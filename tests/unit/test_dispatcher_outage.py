@@ -22,6 +22,8 @@ from workers.fleet.keys import Keys
 Trouble = Callable[[LocalRedis, redis.Redis], Callable[[], object]]
 """Start an outage on the server; returns what ends it."""
 
+pytestmark = pytest.mark.slow  # each waits out a real outage (seconds): make test, not make unit
+
 
 def gone(server: LocalRedis, _admin: redis.Redis) -> Callable[[], object]:
     server.kill()

@@ -186,6 +186,7 @@ def test_an_outage_is_waited_out_without_deregistering(own_redis: LocalRedis) ->
     client.close()
 
 
+@pytest.mark.slow  # waits out a lease: make test, not make unit
 def test_an_outage_longer_than_the_lease_stands_the_worker_down(own_redis: LocalRedis) -> None:
     """Redis unreachable for longer than the fence's validity: a replacement may hold the
     device by now, so the next beat stands the worker down (and never deregisters)."""

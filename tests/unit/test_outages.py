@@ -68,6 +68,7 @@ def test_requeue_delay_fits_between_the_soft_and_the_hard_limit() -> None:
     assert 1.0 <= requeue_delay_s(300, 330) <= 2.0
 
 
+@pytest.mark.slow  # waits out a real outage: make test, not make unit
 def test_a_store_write_waits_for_a_full_redis_then_goes_through(redis_binary: str) -> None:
     """A client with `outage_wait_s` sends a write Redis refuses (OOM under noeviction) again
     with backoff; once memory is raised the write lands, once. One warning, one line after."""
@@ -91,6 +92,7 @@ def test_a_store_write_waits_for_a_full_redis_then_goes_through(redis_binary: st
         admin.close()
 
 
+@pytest.mark.slow  # waits out its bound: make test, not make unit
 def test_the_wait_is_bounded_then_the_outage_is_raised(redis_binary: str) -> None:
     with LocalRedis(binary=redis_binary) as server:
         admin = redis.Redis.from_url(server.url)
