@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import redis
+from storekit import finish, register
 
 from scheduler.device_view import DeviceView
 from scheduler.dispatcher import Dispatcher
@@ -12,10 +13,10 @@ from scheduler.enqueue import RecordingEnqueuer
 from scheduler.fleet import Fleet
 from scheduler.requests import RunSubmit
 from scheduler.store import FleetStore
-from workers.core.model import Platform, RunResult, RunStatus
-from workers.core.records import DeviceInfo, Selector
-from workers.fleet.keys import Keys, lease_holder, worker_name
-from workers.fleet.runstore import Failure, RunStore
+from workers.core.model import Platform
+from workers.core.records import Selector
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import RunStore
 
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
 
@@ -28,23 +29,6 @@ def parts(client: redis.Redis) -> Parts:
     # a view that never goes stale by age: only wake-ups and misses re-read it
     fleet = Fleet(store, Dispatcher(store, enq, view_max_age_s=3600), max_pending=100)
     return store, RunStore(client, keys), enq, fleet
-
-
-def register(store: FleetStore, did: str, **labels: str) -> str:
-    info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5", labels=labels)
-    holder = lease_holder(worker_name(did))
-    store.registry.register(info, holder, lease_s=30)
-    return holder
-
-
-def finish(store: FleetStore, rs: RunStore, run_id: str, did: str) -> None:
-    claim = rs.claim(run_id, did, f"w@{did}", cap=3)
-    record = store.load(run_id)
-    assert record is not None
-    done = RunResult(status=RunStatus.DONE, goal="g")
-    assert rs.finish(
-        record, claim.token, done, failure=Failure.NONE, quarantine_after=3, retention_s=60
-    )
 
 
 def test_a_freed_device_is_seen_through_the_wake_up_not_a_full_read(parts: Parts) -> None:

@@ -7,16 +7,16 @@ import time
 
 import pytest
 import redis
+from storekit import finish, loaded, register
 
 from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.fleet import Fleet
 from scheduler.requests import BatchSubmit, RunSubmit
 from scheduler.store import FleetStore
-from workers.core.model import Platform, RunResult, RunStatus
-from workers.core.records import DeviceInfo, RunRecord
-from workers.fleet.keys import Keys, lease_holder, worker_name
-from workers.fleet.runstore import Failure, RunStore
+from workers.core.model import RunStatus
+from workers.fleet.keys import Keys
+from workers.fleet.runstore import RunStore
 
 FLOOD = 1500  # more than one page of the pending index (1,000)
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
@@ -29,13 +29,6 @@ def parts(client: redis.Redis) -> Parts:
     enq = RecordingEnqueuer()
     fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
     return store, RunStore(client, keys), enq, fleet
-
-
-def register(store: FleetStore, did: str, **labels: str) -> str:
-    info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5", labels=labels)
-    holder = lease_holder(worker_name(did))
-    store.registry.register(info, holder, lease_s=30)
-    return holder
 
 
 def flood(fleet: Fleet, store: FleetStore, n: int) -> None:
@@ -52,21 +45,6 @@ def flood(fleet: Fleet, store: FleetStore, n: int) -> None:
         )
     fleet.store.cancel(busy.id)
     assert store.registry.deregister("gone", holder, keep_s=60)
-
-
-def loaded(store: FleetStore, run_id: str) -> RunRecord:
-    record = store.load(run_id)
-    assert record is not None
-    return record
-
-
-def finish(store: FleetStore, rs: RunStore, run_id: str, did: str) -> None:
-    claim = rs.claim(run_id, did, f"w@{did}", cap=3)
-    done = RunResult(status=RunStatus.DONE, goal="g")
-    record = loaded(store, run_id)
-    assert rs.finish(
-        record, claim.token, done, failure=Failure.NONE, quarantine_after=3, retention_s=60
-    )
 
 
 def test_a_flood_of_unplaceable_runs_does_not_hold_back_a_placeable_one(parts: Parts) -> None:
