@@ -9,9 +9,9 @@ import pytest
 from fakes.model_server import FakeModelServer
 from hypothesis import settings
 
-import workers.decide.instructor as instructor_decider
 from scheduler.local.redis import find_redis_server
 from workers.core.errors import ConfigError
+from workers.decide import guard
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
 from workers.testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 
@@ -40,7 +40,7 @@ def _no_live_models(monkeypatch: pytest.MonkeyPatch) -> None:
     sending; the dummy keys and base URL make any client built from the environment fail fast
     on 127.0.0.1:9 instead of reaching a real provider.
     """
-    monkeypatch.setattr(instructor_decider, "ALLOW_MODEL_REQUESTS", False)
+    monkeypatch.setattr(guard, "ALLOW_MODEL_REQUESTS", False)
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.setenv(var, "test-dummy-key")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")

@@ -131,7 +131,8 @@ class _Rpc(BaseHTTPRequestHandler):
 @pytest.fixture
 def rpc_port() -> Iterator[int]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Rpc)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # a short poll: `shutdown()` waits for the loop's next poll (0.5 s by default)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield int(srv.server_address[1])
     srv.shutdown()
     srv.server_close()

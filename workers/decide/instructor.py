@@ -24,8 +24,9 @@ Usage is recorded for every call, summed over re-asks: what the provider billed
 
 Input values never reach this module: `DecideState` carries input names only.
 
-`ALLOW_MODEL_REQUESTS` is the test guard (as in pydantic-ai): the test conftest sets it False,
-and then a request to anything but a loopback address is refused before it is sent.
+`workers.decide.guard.ALLOW_MODEL_REQUESTS` is the test guard (as in pydantic-ai): the test
+conftest sets it False, and then a request to anything but a loopback address is refused before
+it is sent.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pydantic import ValidationError
 
 from workers.core.errors import DecisionInvalidError, ModelUnavailableError
 from workers.core.model import NONE, ConfidenceSource, DecideState, Decision, TokenUsage
+from workers.decide import guard
 from workers.decide.prompt import (
     ACTION_KEY,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -56,9 +58,6 @@ from workers.decide.prompt import (
     response_model_for,
 )
 from workers.decide.tokens import count_request
-
-ALLOW_MODEL_REQUESTS = True
-"""False in tests: only loopback model servers may be called (see tests/conftest.py)."""
 
 DEFAULT_MAX_RETRIES = 1
 """One re-ask after a validation error, so two attempts; then the step escalates."""
@@ -106,7 +105,7 @@ def base_url_of(client: object) -> str | None:
 
 
 def _check_allowed(client: object) -> None:
-    if ALLOW_MODEL_REQUESTS:
+    if guard.ALLOW_MODEL_REQUESTS:
         return
     url = base_url_of(client)
     if url is None or not _is_loopback(url):
