@@ -6,6 +6,8 @@ Fleet (all separate processes, `bench/_fleet.py`): its own redis-server, `goalfl
 on sim devices at `latency_scale=1.0` (snapshot ~100 ms, press + settle ~650 ms, fill + settle
 ~750 ms, ±15 % jitter), deciding with the bench-only `bench/rules-650` decider (the rules
 decider after a 650 ms sleep: a model's think time, no model server on the same two cores).
+Runs are sent with `"memory": false`: every step asks the decider (the decision memory would
+answer repeated screens without the think time).
 
 The fleet grows: before the phase with N devices the workers it lacks are started, in
 parallel batches of `START_BATCH`, and each new one does one warm-up run (its pool child
@@ -28,8 +30,10 @@ through the API, all queued at once; then from the run records and their step ta
   the pair really costs), the fleet's PSS in all, and the machine's `MemAvailable`.
 
 Stop rule: after a phase, N stops growing when its efficiency is below `--min-efficiency`
-(0.9), the machine's CPU was >= `--max-cpu` (95 %) busy during it, or `MemAvailable` is below
-`--mem-margin-gib` (4 GiB); before a phase, when the workers it needs would take
+(0.9), the machine's CPU was >= `--max-cpu` (95 %) busy during it with the fleet using at
+least half of that (the machine is shared: saturation by other work is reported, and N keeps
+growing; if it costs the fleet throughput the efficiency rule stops it), or `MemAvailable` is
+below `--mem-margin-gib` (4 GiB); before a phase, when the workers it needs would take
 `MemAvailable` below that margin (at the PSS measured so far), when starting a worker fails
 (it exits, or does not register within 240 s), or when the phase would end past
 `--budget-min` (25 min; estimated from the last phase). The report names the limit.
@@ -244,7 +248,12 @@ def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float, fleet_cpu
 def run_phase(  # noqa: PLR0917 - one phase's parameters
     fleet: BenchFleet, client: FleetClient, n: int, runs: int, decider: str, timeout_s: float
 ) -> Phase:
-    body = {**SIGN_IN, "decider": decider, "selector": {"labels": {f"n{n}": "y"}}}
+    body = {
+        **SIGN_IN,
+        "decider": decider,
+        "memory": False,  # every step pays the decider's think time, none is remembered
+        "selector": {"labels": {f"n{n}": "y"}},
+    }
     fleet0 = fleet_cpu_s(fleet)
     busy0, total0 = cpu_jiffies()
     t0 = time.time()
@@ -290,14 +299,18 @@ def grow(fleet: BenchFleet, client: FleetClient, workers: Sequence[SimWorker], n
     return took
 
 
+def cpu_saturated(p: Phase, limits: Limits) -> bool:
+    return p.cpu_busy >= limits.max_cpu
+
+
 def limit_after(p: Phase, base: Phase, limits: Limits) -> str | None:
     eff = p.runs_per_s_per_device / base.runs_per_s_per_device
     if eff < limits.min_efficiency:
         return f"efficiency {eff:.3f} < {limits.min_efficiency:g}"
-    if p.cpu_busy >= limits.max_cpu:
+    if cpu_saturated(p, limits) and p.fleet_cpu >= p.cpu_busy / 2:
         return (
-            f"machine CPU {p.cpu_busy:.0%} busy >= {limits.max_cpu:.0%} "
-            f"(the fleet's own share {p.fleet_cpu:.0%})"
+            f"CPU: the machine {p.cpu_busy:.0%} busy (>= {limits.max_cpu:.0%}), "
+            f"the fleet's own share {p.fleet_cpu:.0%}"
         )
     if p.memory is not None and p.memory.available_kib < limits.mem_margin_kib:
         return (
@@ -460,14 +473,14 @@ def report(  # noqa: PLR0917 - the figures and how they were made
             f"| {m.rss_kib / 1024:.0f} MiB | {m.pss_kib / 1024:.0f} MiB "
             f"| {m.fleet_pss_kib / 1024:.0f} MiB | {m.available_kib / GIB:.1f} GiB | {p.load1:.2f} |"
         )
-    summary(phases, stop, mem0_kib)
+    summary(phases, stop, mem0_kib, plan.limits)
     print(
         f"Whole run {elapsed_s / 60:.1f} min; load average at the end "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}."
     )
 
 
-def summary(phases: list[Phase], stop: str | None, mem0_kib: int) -> None:
+def summary(phases: list[Phase], stop: str | None, mem0_kib: int, limits: Limits) -> None:
     last = phases[-1]
     eff = last.runs_per_s_per_device / phases[0].runs_per_s_per_device
     print(
@@ -476,6 +489,14 @@ def summary(phases: list[Phase], stop: str | None, mem0_kib: int) -> None:
         f"(goal >= 0.9: {'met' if eff >= 0.9 else 'NOT met'})."
     )
     print(f"Stopped growing N: {stop}." if stop else "No limit hit up to the largest N asked for.")
+    busy = [p for p in phases if cpu_saturated(p, limits) and p.fleet_cpu < p.cpu_busy / 2]
+    if busy:
+        print(
+            "Machine CPU saturated mostly by other work (not the fleet's limit, N kept growing) "
+            "at N = "
+            + ", ".join(f"{p.devices} ({p.cpu_busy:.0%}, fleet {p.fleet_cpu:.0%})" for p in busy)
+            + "."
+        )
     m = last.memory
     if m is None or not m.pss_kib:
         return
