@@ -9,7 +9,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from redis_values import keys_holding
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
-from scheduler.requests import RunSubmit
+from scheduler.requests import BatchSubmit, RunSubmit
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
 from workers.core.model import DecideState, Decision, Platform, RunStatus, TokenUsage
 from workers.core.records import DeviceInfo
@@ -152,3 +152,53 @@ def test_an_errored_run_keeps_its_rows_tokens_and_duration(
     assert result.duration_ms >= phases
     assert device.closed
     assert store.registry.devices()[0].infra_failures == infra_failures
+
+
+class Started:
+    """Remembers the record every `run_started` hook was given."""
+
+    def __init__(self) -> None:
+        self.records = []
+
+    def run_started(self, record, attempt):
+        self.records.append((record, attempt))
+
+    def step(self, record, row):
+        pass
+
+    def run_finished(self, record, result):
+        pass
+
+    def run_parked(self, record, result, question):
+        pass
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_run_starts_with_its_record_as_the_claim_left_it(parts, client, batched):
+    """The claim hands back the run as it wrote it (one round trip; no read before it): the
+    observers see it running on this device with its attempt, worker and start time, and a
+    batch run's request (stored once, on its batch) is there too."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    seen = Started()
+    rt = runtime(client, rs, decider=Raising(RuntimeError("stop here")))
+    rt.observers = (seen,)
+    if batched:
+        batch, _ = fleet.submit_batch(
+            BatchSubmit(goal="Sign in", count=1, selector={"platform": "ios"})
+        )
+        run_id = batch.runs[0]
+    else:
+        run_id = submit(fleet)
+    before = time.time()
+    assert execute_run(rt, run_id) == "errored"
+    [(record, attempt)] = seen.records
+    assert attempt == 1
+    assert record.id == run_id
+    assert record.status is RunStatus.RUNNING
+    assert record.device == "d1"
+    assert record.attempt == 1
+    assert record.worker == rt.spec.name
+    assert record.started_at is not None
+    assert before <= record.started_at <= time.time()
+    assert record.request.goal == "Sign in"

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import cast
+from typing import Any, cast
 
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunResult, StepRow
@@ -61,6 +61,9 @@ class Claim:
     kind: ClaimKind
     attempt: int = 0
     token: str = ""
+    record: RunRecord | None = None
+    """The run as the claim left it (running on this device, its attempt, worker and start
+    time), read by the claim script itself: CLAIMED and EXHAUSTED only."""
 
 
 LEASE_LUA = """
@@ -110,8 +113,9 @@ redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'attempt', a
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'run', ARGV[6])
 redis.call('ZREM', KEYS[4], ARGV[6])
-if attempt > tonumber(ARGV[3]) then return {'exhausted', tostring(attempt)} end
-return {'claimed', tostring(attempt)}
+local kind = 'claimed'
+if attempt > tonumber(ARGV[3]) then kind = 'exhausted' end
+return {kind, tostring(attempt), redis.call('HGETALL', KEYS[1])}
 """)
 
 # KEYS: run, steps, lease   ARGV: token, index, row, holder
@@ -218,8 +222,12 @@ class RunStore(RedisStore):
         return self.k.lease(fence.device_id), fence.holder
 
     def load(self, run_id: str) -> RunRecord | None:
-        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
-        if batch_id := RunRecord.request_on_batch(raw):  # a batch stores its request once
+        return self._record(cast("dict[str, str]", self.r.hgetall(self.k.run(run_id))))
+
+    def _record(self, raw: dict[str, str]) -> RunRecord | None:
+        """A run hash as a record (None when empty); a batch run's request is read from its
+        batch, which stores it once."""
+        if batch_id := RunRecord.request_on_batch(raw):
             raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
         return RunRecord.from_hash(raw) if raw else None
 
@@ -230,8 +238,8 @@ class RunStore(RedisStore):
         token does not hold the device's lease (None: unfenced, for tests of the record)."""
         token = uuid.uuid4().hex
         lease, holder = self._lease(fence, device_id)
-        kind, attempt = cast(
-            "list[str]",
+        reply = cast(
+            "list[Any]",
             self._claim(
                 keys=[
                     *self.k.run_and_steps(run_id),
@@ -242,9 +250,15 @@ class RunStore(RedisStore):
                 args=[device_id, worker, cap, token, repr(time.time()), run_id, holder],
             ),
         )
+        kind, attempt = str(reply[0]), str(reply[1])
         if kind == "lease":
             _fenced(attempt, fence, f"claiming run {run_id}")
-        return Claim(kind=ClaimKind(kind), attempt=int(attempt), token=token)
+        claim = Claim(kind=ClaimKind(kind), attempt=int(attempt), token=token)
+        if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
+            return claim
+        flat = reply[2]  # the run hash as the claim left it, flat field/value pairs
+        record = self._record(dict(zip(flat[::2], flat[1::2], strict=True)))
+        return replace(claim, record=record)
 
     def write_step(
         self, run_id: str, token: str, row: StepRow, *, fence: Fence | None = None

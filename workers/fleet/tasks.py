@@ -106,23 +106,24 @@ def _each(rt: WorkerRuntime, hook: Callable[[RunObserver], None], what: str) -> 
 def execute_run(rt: WorkerRuntime, run_id: str) -> str:
     """Run one goal run on this worker's device. Returns the final status (or why skipped).
 
-    A worker that lost its device lease (`LeaseLostError`: at the claim, before a device
+    The claim reads the run as it leaves it (one round trip before the device opens). A
+    worker that lost its device lease (`LeaseLostError`: at the claim, before a device
     action, at a step write or at the finish) hands the run back to pending instead."""
-    record = rt.store.load(run_id)
-    if record is None:
-        return "skipped:missing"
-    token = ""
+    claim: Claim | None = None
     try:
         if rt.fence is not None:
             rt.fence.check("claiming a run")
         claim = rt.store.claim(
             run_id, rt.device_id, rt.spec.name, cap=rt.settings.attempt_cap, fence=rt.fence
         )
-        if claim.kind in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
-            token = claim.token
-        return _claimed(rt, record, claim)
+        if claim.record is None:  # missing, ended, or moved to another device
+            return f"skipped:{claim.kind.value}"
+        return _claimed(rt, claim.record, claim)
     except LeaseLostError as exc:
-        return _stand_aside(rt, record, token, exc)
+        record = claim.record if claim is not None else rt.store.load(run_id)
+        if record is None:
+            return "skipped:missing"
+        return _stand_aside(rt, record, claim.token if claim is not None else "", exc)
 
 
 def _stand_aside(rt: WorkerRuntime, record: RunRecord, token: str, exc: LeaseLostError) -> str:
@@ -142,11 +143,8 @@ def _stand_aside(rt: WorkerRuntime, record: RunRecord, token: str, exc: LeaseLos
 
 
 def _claimed(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> str:
-    """The run once claimed (or found exhausted, ended or moved): run it, park or finish it."""
+    """The run once claimed (or found exhausted): run it, park or finish it."""
     run_id = record.id
-    if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
-        return f"skipped:{claim.kind.value}"
-    record = record.model_copy(update={"device": rt.device_id, "attempt": claim.attempt})
     if claim.kind is ClaimKind.EXHAUSTED:
         result = _errored(
             record,
