@@ -1,0 +1,45 @@
+"""`CeleryEnqueuer` against a real Redis: what one send costs the broker."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+
+from scheduler.enqueue import CeleryEnqueuer
+from scheduler.local.redis import LocalRedis
+from workers.fleet.celery_app import make_celery
+from workers.fleet.keys import RUN_TASK, Keys, device_queue
+from workers.settings import Settings
+
+
+def calls(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name: int(s["calls"]) for name, s in stats.items() if name != "cmdstat_info"}
+
+
+def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, client):
+    """The run task stores no Celery result, so a send subscribes to no result channel: one
+    LPUSH onto the device's queue and nothing else, warm (after the first send declared the
+    queue). Celery subscribes the sender to the task's result channel unless the send says
+    `ignore_result` (two more commands a run, and a pubsub connection kept in every API and
+    scheduler process)."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    enqueuer = CeleryEnqueuer(app)
+    try:
+        enqueuer.enqueue("warm-up", "d1")
+        before = calls(client)
+        for i in range(5):
+            enqueuer.enqueue(f"run-{i}", "d1")
+        after = calls(client)
+    finally:
+        app.close()
+    used = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert used == {"cmdstat_lpush": 5}
+    assert client.pubsub_channels() == []
+    queue = f"{Keys('t').celery}{device_queue('d1')}"
+    messages = [json.loads(m) for m in client.lrange(queue, 0, -1)]
+    assert [m["headers"]["task"] for m in messages] == [RUN_TASK] * 6
+    assert [m["headers"]["id"] for m in messages][::-1] == ["warm-up"] + [
+        f"run-{i}" for i in range(5)
+    ]
