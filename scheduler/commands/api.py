@@ -36,7 +36,10 @@ def bind(host: str, port: int) -> socket.socket:
     if not 0 <= port <= 65535:  # noqa: PLR2004 - the TCP port range
         raise ConfigError(f"--port {port}: give a port between 0 and 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
+    # whose proto says TCP, and uvicorn writes a response's head and body separately, so with
+    # Nagle on every answer waited ~40 ms for the client's delayed ACK
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
     try:
         sock.bind((host, port))
