@@ -70,6 +70,7 @@ bench: install
 	$(BIN)/python -m bench.bench_memory
 	$(BIN)/python -m bench.bench_decision_memory
 	$(BIN)/python -m bench.bench_scheduler
+	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device
 

@@ -129,10 +129,12 @@ class BenchFleet(Stoppable):
         self.procs[name] = child
         return child
 
-    def start_api(self, *, timeout_s: float = 60.0) -> str:
+    def start_api(self, *, timeout_s: float = 60.0, loglevel: str = "WARNING") -> str:
+        """`goalfleet api` on a free port (`loglevel` INFO, the command's default, logs a line
+        per submit into `api.log`); its URL once /health answers."""
         port = free_port()
         argv = [sys.executable, "-m", "scheduler", "api", "--host", "127.0.0.1"]
-        self._spawn("api", [*argv, "--port", str(port), "--loglevel", "WARNING"])
+        self._spawn("api", [*argv, "--port", str(port), "--loglevel", loglevel])
         self.api_url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

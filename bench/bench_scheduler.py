@@ -90,17 +90,13 @@ class Consumer:
         )
 
 
-def measure(r: redis.Redis, n: int, samples: int) -> Row:
-    keys = Keys(f"bs{n}")
-    store = FleetStore(r, keys, retention_s=600)
-    enq = RecordingEnqueuer()
-    dispatcher = Dispatcher(store, enq, view_max_age_s=Settings().device_view_max_age_s)
-    fleet = Fleet(store, dispatcher, max_pending=1_000_000)
-    consumer = Consumer(store, RunStore(r, keys), enq)
+def fill(fleet: Fleet, consumer: Consumer, n: int, *, pending: int = 0) -> None:
+    """Register `n` synthetic iOS devices (d0, d1, ...) and submit `n` + `pending` runs: each
+    device busy (its run reserved and claimed by `consumer`), `pending` runs waiting."""
     for i in range(n):
         info = DeviceInfo(id=f"d{i}", platform=Platform.IOS, os_version="17.5")
-        store.registry.register(info, lease_holder(worker_name(f"d{i}")), lease_s=3600)
-    left = n + BACKLOG
+        fleet.store.registry.register(info, lease_holder(worker_name(f"d{i}")), lease_s=3600)
+    left = n + pending
     while left:
         count = min(left, 1000)
         fleet.submit_batch(BatchSubmit(goal="Sign in", count=count))
@@ -108,6 +104,16 @@ def measure(r: redis.Redis, n: int, samples: int) -> Row:
     consumer.take()
     if len(consumer.claimed) != n:
         raise RuntimeError(f"{len(consumer.claimed)} of {n} devices busy after the fill")
+
+
+def measure(r: redis.Redis, n: int, samples: int) -> Row:
+    keys = Keys(f"bs{n}")
+    store = FleetStore(r, keys, retention_s=600)
+    enq = RecordingEnqueuer()
+    dispatcher = Dispatcher(store, enq, view_max_age_s=Settings().device_view_max_age_s)
+    fleet = Fleet(store, dispatcher, max_pending=1_000_000)
+    consumer = Consumer(store, RunStore(r, keys), enq)
+    fill(fleet, consumer, n, pending=BACKLOG)
 
     pass_ms: list[float] = []
     pass_cmds: list[int] = []

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_decision_memory",
         "bench.bench_flood",
         "bench.bench_scheduler",
+        "bench.bench_api_rate",
     ],
 )
 def test_benchmark_runs_in_quick_mode(module: str) -> None:
