@@ -66,6 +66,20 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
+def add_goal_input_flags(p: argparse.ArgumentParser, *, ref_help: str) -> None:
+    """`--input`, `--secret` and `--decider`, as `run` and `submit` take them (`ref_help`:
+    where the command resolves a secret's `env:VAR` reference)."""
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a plain input the run may type (repeatable)",
+    )
+    p.add_argument("--secret", action="append", default=[], metavar="NAME=env:VAR", help=ref_help)
+    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
+
+
 def add_log_args(p: argparse.ArgumentParser) -> None:
     """`--loglevel` and `--log-format`, for the long-running processes (api, scheduler, worker)."""
     p.add_argument(

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from scheduler.commands._common import (
+    add_goal_input_flags,
     add_run_param_flags,
     load_settings,
     pairs,
@@ -38,21 +39,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p = sub.add_parser("run", help="run one goal on one device and print its step table")
     p.add_argument("--device", required=True, help="sim:signin-ios, agent-device:linux, ...")
     p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
-    p.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a plain input the run may type (repeatable)",
+    add_goal_input_flags(
+        p, ref_help="a sensitive input, read from environment variable VAR (repeatable)"
     )
-    p.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="NAME=env:VAR",
-        help="a sensitive input, read from environment variable VAR (repeatable)",
-    )
-    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
     add_run_param_flags(p)
     p.add_argument(
         "--latency-scale",

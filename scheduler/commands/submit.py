@@ -11,6 +11,7 @@ from scheduler.commands._common import (
     EXIT_FAILED,
     EXIT_OK,
     add_client_command,
+    add_goal_input_flags,
     add_run_param_flags,
     pairs,
     print_json,
@@ -31,21 +32,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     where.add_argument(
         "--label", action="append", default=[], metavar="K=V", help="selector: a label (repeatable)"
     )
-    p.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a plain input the run may type (repeatable)",
+    add_goal_input_flags(
+        p, ref_help="resolved on the worker from GOALFLEET_SECRET_VAR (never sent)"
     )
-    p.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="NAME=env:VAR",
-        help="resolved on the worker from GOALFLEET_SECRET_VAR (never sent)",
-    )
-    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
     add_run_param_flags(p, server_defaults=True)
     p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9 (default: 0)")
     p.add_argument("--batch", action="store_true", help="one run on every matching device")
