@@ -111,18 +111,27 @@ def with_descendants(roots: Iterable[int], table: dict[int, Proc]) -> set[int]:
     return found
 
 
-def fleet_pids(fleet: BenchFleet) -> list[int]:
-    pids = [child.pid for child in fleet.procs.values()]
+ROLES = ("workers", "scheduler", "api", "redis")
+
+
+def fleet_roots(fleet: BenchFleet) -> dict[str, list[int]]:
+    """The fleet's process-group leaders by role (each with its children, `with_descendants`)."""
+    roots: dict[str, list[int]] = {role: [] for role in ROLES}
+    for name, child in fleet.procs.items():
+        roots.setdefault("workers" if name.startswith("worker-") else name, []).append(child.pid)
     if fleet.redis.child is not None:
-        pids.append(fleet.redis.child.pid)
-    return pids
+        roots["redis"].append(fleet.redis.child.pid)
+    return roots
 
 
-def fleet_cpu_s(fleet: BenchFleet) -> float:
-    """CPU seconds used so far by every process of the fleet and their children."""
+def fleet_cpu_s(fleet: BenchFleet) -> dict[str, float]:
+    """CPU seconds used so far by the fleet's processes and their children, by role."""
     table = proc_table()
-    ticks = sum(table[p].cpu_ticks for p in with_descendants(fleet_pids(fleet), table))
-    return ticks / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return {
+        role: sum(table[p].cpu_ticks for p in with_descendants(pids, table)) / tick
+        for role, pids in fleet_roots(fleet).items()
+    }
 
 
 def field_kib(path: str, key: str) -> int:
@@ -157,7 +166,7 @@ def measure_memory(fleet: BenchFleet) -> Memory:
             group = with_descendants([child.pid], table)
             rss.append(sum(field_kib(f"/proc/{p}/status", "VmRSS:") for p in group))
             pss.append(sum(field_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in group))
-    every = with_descendants(fleet_pids(fleet), table)
+    every = with_descendants(itertools.chain(*fleet_roots(fleet).values()), table)
     return Memory(
         rss_kib=sum(rss) / max(1, len(rss)),
         pss_kib=sum(pss) / max(1, len(pss)),
@@ -188,6 +197,8 @@ class Phase:
     """the whole machine's CPU busy share (every process on it, not only this fleet's)."""
     fleet_cpu: float
     """this fleet's processes' CPU time ÷ (wall x cores)."""
+    cpu_roles: dict[str, float]
+    """the same by role: workers (with pool children), scheduler, api, redis."""
     started: int = 0
     """workers started for this phase (the others ran in earlier phases)."""
     start_s: float = 0.0
@@ -197,7 +208,9 @@ class Phase:
     """1-minute load average at the phase's end."""
 
 
-def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float, fleet_cpu_s: float) -> Phase:
+def analyse(
+    n: int, t0: float, runs: list[RunRecord], cpu_busy: float, fleet_cpu_s: dict[str, float]
+) -> Phase:
     bad = [r for r in runs if r.status is not RunStatus.DONE]
     if bad:
         raise RuntimeError(
@@ -241,7 +254,10 @@ def analyse(n: int, t0: float, runs: list[RunRecord], cpu_busy: float, fleet_cpu
         gap_tail=tail(gaps) if gaps else ("p95", 0.0),
         first_claim_s=min(r.started_at or t_end for r in runs) - t0,
         cpu_busy=cpu_busy,
-        fleet_cpu=fleet_cpu_s / (t_end - t0) / (os.cpu_count() or 1),
+        fleet_cpu=sum(fleet_cpu_s.values()) / (t_end - t0) / (os.cpu_count() or 1),
+        cpu_roles={
+            role: cpu / (t_end - t0) / (os.cpu_count() or 1) for role, cpu in fleet_cpu_s.items()
+        },
     )
 
 
@@ -266,7 +282,8 @@ def run_phase(  # noqa: PLR0917 - one phase's parameters
     busy1, total1 = cpu_jiffies()
     fleet1 = fleet_cpu_s(fleet)
     records = [r for batch in batches for r in client.batch_runs(batch.id)]
-    return analyse(n, t0, records, (busy1 - busy0) / max(1, total1 - total0), fleet1 - fleet0)
+    used = {role: fleet1[role] - fleet0[role] for role in ROLES}
+    return analyse(n, t0, records, (busy1 - busy0) / max(1, total1 - total0), used)
 
 
 # -- growing the fleet -----------------------------------------------------------------------
@@ -463,15 +480,17 @@ def report(  # noqa: PLR0917 - the figures and how they were made
         )
     print(
         "\n| devices | workers started | start (spawn → registered) | per worker "
-        "| RSS per worker (+ pool child) | PSS per worker | fleet PSS | MemAvailable | load 1 min |"
+        "| RSS per worker (+ pool child) | PSS per worker | fleet PSS | MemAvailable "
+        "| CPU workers / scheduler / API / redis (of all cores) | load 1 min |"
     )
-    print("| --- " + "| ---: " * 8 + "|")
+    print("| --- " + "| ---: " * 9 + "|")
     for p in phases:
         m = p.memory or Memory(0, 0, 0, 0)
         print(
             f"| {p.devices} | {p.started} | {p.start_s:.1f} s | {p.start_s / max(1, p.started):.2f} s "
             f"| {m.rss_kib / 1024:.0f} MiB | {m.pss_kib / 1024:.0f} MiB "
-            f"| {m.fleet_pss_kib / 1024:.0f} MiB | {m.available_kib / GIB:.1f} GiB | {p.load1:.2f} |"
+            f"| {m.fleet_pss_kib / 1024:.0f} MiB | {m.available_kib / GIB:.1f} GiB "
+            f"| {' / '.join(f'{p.cpu_roles[r]:.1%}' for r in ROLES)} | {p.load1:.2f} |"
         )
     summary(phases, stop, mem0_kib, plan.limits)
     print(
@@ -502,13 +521,16 @@ def summary(phases: list[Phase], stop: str | None, mem0_kib: int, limits: Limits
         return
     total = field_kib("/proc/meminfo", "MemTotal:")
     drop = (mem0_kib - m.available_kib) / last.devices  # the whole fleet's, other work included
+    by_drop = (
+        f"; MemAvailable fell {drop / 1024:.0f} MiB per worker (the whole fleet's cost, other "
+        f"work on the machine included): ~{total / drop:.0f}"
+        if drop > 0
+        else ""
+    )
     print(
         f"Memory per worker: {m.pss_kib / 1024:.0f} MiB PSS ({m.rss_kib / 1024:.0f} MiB RSS, "
-        f"shared pages counted twice); MemAvailable fell {drop / 1024:.0f} MiB per worker "
-        f"(the whole fleet's cost, other work on the machine included) → "
-        f"{total / GIB:.0f} GiB would hold ~{total / m.pss_kib:.0f} workers by PSS, "
-        f"~{total / m.rss_kib:.0f} by RSS"
-        + (f", ~{total / drop:.0f} by MemAvailable." if drop > 0 else ".")
+        f"shared pages counted twice) → {total / GIB:.0f} GiB would hold "
+        f"~{total / m.pss_kib:.0f} workers by PSS, ~{total / m.rss_kib:.0f} by RSS{by_drop}."
     )
     per_device_cpu = last.fleet_cpu / last.devices
     if per_device_cpu > 0:
