@@ -60,46 +60,48 @@ class Dispatcher:
         pending (the stale message is skipped by the claim if the device ever returns)."""
 
     def sweep(self, *, now: float | None = None) -> int:
-        """Free devices held by overdue runs and re-pend runs stuck on dead devices."""
+        """Free devices held by overdue runs and re-pend runs stuck on dead devices. Reads
+        only what is due (the `running` and `reserved` indexes by time), never every busy
+        device's run."""
         now = time.time() if now is None else now
         fixed = 0
         if self.orphan_after_s is not None:
-            fixed += self._release_strays(now - self.orphan_after_s)
+            fixed += self._orphans(now - self.orphan_after_s)
         if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
             self._expired_at = now
             fixed += self.expire_unplaceable(now=now)
-        busy = {d.run: d for d in self.view.all() if d.run}
-        for run in self.store.load_many(list(busy)):
-            dev = busy[run.id]
-            if (
-                self.overdue_after_s is not None
-                and run.status is RunStatus.RUNNING
-                and run.started_at is not None
-                and now - run.started_at > self.overdue_after_s
-            ):
-                fixed += self.store.end_overdue(
-                    run, f"still running after {self.overdue_after_s:g} s"
-                )
-            elif (
-                self.orphan_after_s is not None
-                and run.status is RunStatus.QUEUED
-                and run.dispatched_at is not None
-                and now - run.dispatched_at > self.orphan_after_s
-            ):
-                if dev.alive:
-                    # reserved on a live device but never started: the message was lost
-                    # (a crash between reserve and send). Send it again; a duplicate is
-                    # skipped by the claim.
-                    self.enqueuer.enqueue(run.id, dev.info.id)
-                    self.store.touch_dispatch(run.id)
-                    fixed += 1
-                elif run.target is None:
-                    fixed += self.store.unreserve(run, dev.info.id)
+        if self.overdue_after_s is not None:
+            fixed += self._overdue(now - self.overdue_after_s)
         return fixed
 
-    def _release_strays(self, before: float) -> int:
-        """Re-pend runs reserved (before `before`) for a device that no longer holds them in
-        the device set (it left without handing them back, or its record is gone)."""
+    def _overdue(self, before: float) -> int:
+        """End runs claimed before `before` and still running (their worker was killed at
+        its hard time limit or lost them); drop index entries of runs that ended another way
+        or went back to pending."""
+        due = self.store.running_since(before=before)
+        if not due:
+            return 0
+        runs = {r.id: r for r in self.store.load_many([rid for rid, _ in due])}
+        fixed = 0
+        for rid, claimed_at in due:
+            run = runs.get(rid)
+            if (
+                run is not None
+                and run.status is RunStatus.RUNNING
+                and run.started_at is not None
+                and run.started_at <= before
+                and self.store.end_overdue(run, f"still running after {self.overdue_after_s:g} s")
+            ):
+                fixed += 1
+            else:
+                self.store.forget_running(rid, claimed_at)
+        return fixed
+
+    def _orphans(self, before: float) -> int:
+        """Runs reserved before `before` and never claimed: one no registered device holds
+        goes back to pending; one whose live device holds it is sent again (the message was
+        lost: a crash between reserve and send; a duplicate is skipped by the claim); one
+        whose device is down goes back to pending unless it names that device."""
         ids = self.store.reservations(before=before)
         if not ids:
             return 0
@@ -117,7 +119,24 @@ class Dispatcher:
                     hint="reserved for a device that is gone; pending again",
                 )
                 fixed += 1
+            elif run.status is RunStatus.QUEUED and run.device is not None:
+                fixed += self._resend_or_release(run, run.device)
         return fixed
+
+    def _resend_or_release(self, run: RunRecord, device_id: str) -> int:
+        """A reservation its device still holds, never claimed: sent again while the device
+        is alive, else back to pending (unless the run names that device)."""
+        self.view.refresh([device_id])
+        dev = self.view.get(device_id)
+        if dev is None or dev.run != run.id:
+            return 0
+        if dev.alive:
+            self.enqueuer.enqueue(run.id, device_id)
+            self.store.touch_dispatch(run.id)
+            return 1
+        if run.target is None:
+            return int(self.store.unreserve(run, device_id))
+        return 0
 
     def dispatch(self, run_ids: list[str] | None = None) -> int:
         """Dispatch what can go now; return how many runs were sent.

@@ -43,6 +43,13 @@ redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 return 1
 """
 
+# KEYS: running   ARGV: run_id, claim time as read
+_FORGET_RUNNING = """
+local t = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if t and tonumber(t) == tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
+
 # KEYS: run, device, pending, reserved   ARGV: run_id, device_id, score
 _UNRESERVE = """
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
@@ -131,6 +138,7 @@ class FleetStore(RedisStore):
     _unreserve = Script(_UNRESERVE)
     _cancel = Script(_CANCEL)
     _release_stray = Script(_RELEASE_STRAY)
+    _forget_running = Script(_FORGET_RUNNING)
     _expire = Script(_EXPIRE)
 
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
@@ -248,6 +256,22 @@ class FleetStore(RedisStore):
             self.r.zrangebyscore(self.k.reserved, "-inf", before, start=0, num=limit),
         )
 
+    def running_since(self, *, before: float, limit: int = 1000) -> list[tuple[str, float]]:
+        """(run id, claim time) of runs claimed before `before`, oldest first: the overdue
+        candidates (an entry can be stale: the run ended another way, or went back to
+        pending)."""
+        return cast(
+            "list[tuple[str, float]]",
+            self.r.zrangebyscore(
+                self.k.running, "-inf", before, start=0, num=limit, withscores=True
+            ),
+        )
+
+    def forget_running(self, run_id: str, claimed_at: float) -> None:
+        """Drop a stale `running` entry, unless the run was claimed again since it was read
+        (a new claim time)."""
+        self._forget_running(keys=[self.k.running], args=[run_id, repr(claimed_at)])
+
     def forget_reservation(self, run_id: str) -> None:
         """Drop the index entry of a run that no longer exists."""
         self.r.zrem(self.k.reserved, run_id)
@@ -270,7 +294,12 @@ class FleetStore(RedisStore):
         )
 
     def touch_dispatch(self, run_id: str) -> None:
-        self.r.hset(self.k.run(run_id), "dispatched_at", repr(time.time()))
+        """A reservation's message was sent again: its time (and its index score) is now."""
+        now = time.time()
+        with self.r.pipeline(transaction=True) as p:
+            p.hset(self.k.run(run_id), "dispatched_at", repr(now))
+            p.zadd(self.k.reserved, {run_id: now}, xx=True)
+            p.execute()
 
     def end_overdue(self, run: RunRecord, why: str) -> bool:
         """End a run its worker can no longer finish (fenced by the current claim token)."""

@@ -8,6 +8,8 @@
 {p}:pending             zset   runs waiting for a device, scored by priority then time
 {p}:reserved            zset   runs reserved for a device but not yet claimed, by reserve time
                                (the sweep finds a reservation whose device vanished)
+{p}:running             zset   runs claimed, by claim time (the sweep finds overdue runs; an
+                               entry of a run no longer running is dropped when it falls due)
 {p}:wake                list   pushed when a device frees; the scheduler's loop blocks on it
 {p}:batch:{id}          hash   batch totals and per-status counts
 {p}:batch:{id}:runs     list   the batch's run ids
@@ -80,6 +82,10 @@ class Keys:
     @property
     def reserved(self) -> str:
         return f"{self.prefix}:reserved"
+
+    @property
+    def running(self) -> str:
+        return f"{self.prefix}:running"
 
     @property
     def wake(self) -> str:

@@ -97,7 +97,7 @@ def _fenced(out: object, fence: Fence | None, what: str) -> None:
     )
 
 
-# KEYS: run, steps, device, reserved, lease
+# KEYS: run, steps, device, reserved, lease, running
 # ARGV: device_id, worker, cap, token, now, run_id, holder
 _CLAIM = fenced_script("""
 local lost = lease_lost(KEYS[5], ARGV[7])
@@ -113,6 +113,7 @@ redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'attempt', a
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'run', ARGV[6])
 redis.call('ZREM', KEYS[4], ARGV[6])
+redis.call('ZADD', KEYS[6], ARGV[5], ARGV[6])
 local kind = 'claimed'
 if attempt > tonumber(ARGV[3]) then kind = 'exhausted' end
 return {kind, tostring(attempt), redis.call('HGETALL', KEYS[1])}
@@ -153,7 +154,7 @@ def ends_a_run(body: str) -> str:
     return RUN_ENDED_LUA + body
 
 
-# KEYS: run, steps, device, batch, wake, lease
+# KEYS: run, steps, device, batch, wake, lease, running
 # ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
 _FINISH = fenced_script(
     ends_a_run(
@@ -165,6 +166,7 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
            'finished_at', ARGV[5], 'claim', '')
 run_ended(KEYS[1], KEYS[2], KEYS[4], ARGV[2], ARGV[6])
+redis.call('ZREM', KEYS[7], ARGV[9])
 if redis.call('HGET', KEYS[3], 'run') == ARGV[9] then redis.call('HSET', KEYS[3], 'run', '') end
 redis.call('HINCRBY', KEYS[3], 'runs_total', 1)
 local f = ARGV[7]
@@ -246,6 +248,7 @@ class RunStore(RedisStore):
                     self.k.device(device_id),
                     self.k.reserved,
                     lease,
+                    self.k.running,
                 ],
                 args=[device_id, worker, cap, token, repr(time.time()), run_id, holder],
             ),
@@ -303,6 +306,7 @@ class RunStore(RedisStore):
                     self.k.batch_of(record.batch),
                     self.k.wake,
                     lease,
+                    self.k.running,
                 ],
                 args=[
                     token,
