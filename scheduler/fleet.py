@@ -69,7 +69,7 @@ class Fleet:
             submitted_at=time.time(),
             schedule=schedule,
         )
-        idem = self._idem(idempotency_key, sub.model_dump_json())
+        idem = self._idem(idempotency_key, sub)
         existing = self.store.create([run], idem=idem)
         if existing is not None:
             return self._replay_run(existing, idem), False
@@ -78,30 +78,10 @@ class Fleet:
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
     ) -> tuple[BatchRecord, bool]:
-        view = self.dispatcher.view
-        devices = view.all() if sub.count is not None else []
-        targets = matching(devices, None, sub.selector)
-        if not targets:  # not in the cached view (or a fan-out, which reads afresh): re-read
-            view.reload()
-            devices = view.all()
-            targets = matching(devices, None, sub.selector)
-        if not targets:
-            raise InvalidRequestError(
-                "selector",
-                f"matches no registered device ({self._describe(devices)})",
-                "loosen the selector (platform, os_version, labels) or start a worker for it",
-            )
-        if sub.count is None:
-            # one run pinned to each device: a down or quarantined device would keep its run
-            # pending, and the batch unfinished, until it came back
-            targets = [d for d in targets if d.alive and not d.quarantined]
-            if not targets:
-                raise InvalidRequestError(
-                    "selector",
-                    f"matches no live, healthy device ({self._describe(devices)})",
-                    "start (or restart) a worker for a matching device, wait for a quarantined "
-                    "one to pass its probe, or loosen the selector",
-                )
+        if sub.count is not None and self.dispatcher.view.has_match(None, sub.selector):
+            targets: list[DeviceState] = []  # `count` runs, each placed later: a match will do
+        else:  # a fan-out reads afresh; a count batch the cached view has no match for re-reads
+            targets = self._batch_targets(sub)
         n = sub.count if sub.count is not None else len(targets)
         self._check_backlog(n)
         now = time.time()
@@ -127,7 +107,7 @@ class Fleet:
             goal=request.goal,
             runs=tuple(r.id for r in runs),
         )
-        idem = self._idem(idempotency_key, sub.model_dump_json())
+        idem = self._idem(idempotency_key, sub)
         existing = self.store.create(runs, batch=batch, idem=idem)
         if existing is not None:
             ref = self._replay(existing, idem, "batch")
@@ -137,6 +117,32 @@ class Fleet:
             return found, False
         self._dispatch([r.id for r in runs])
         return self.store.batch(batch_id) or batch, True
+
+    def _batch_targets(self, sub: BatchSubmit) -> list[DeviceState]:
+        """The devices a batch's selector matches, read afresh (a fan-out: the live, healthy
+        ones, one run each); refused when there are none."""
+        view = self.dispatcher.view
+        view.reload()
+        devices = view.all()
+        targets = matching(devices, None, sub.selector)
+        if not targets:
+            raise InvalidRequestError(
+                "selector",
+                f"matches no registered device ({self._describe(devices)})",
+                "loosen the selector (platform, os_version, labels) or start a worker for it",
+            )
+        if sub.count is None:
+            # one run pinned to each device: a down or quarantined device would keep its run
+            # pending, and the batch unfinished, until it came back
+            targets = [d for d in targets if d.alive and not d.quarantined]
+            if not targets:
+                raise InvalidRequestError(
+                    "selector",
+                    f"matches no live, healthy device ({self._describe(devices)})",
+                    "start (or restart) a worker for a matching device, wait for a quarantined "
+                    "one to pass its probe, or loosen the selector",
+                )
+        return targets
 
     def _dispatch_one(self, run: RunRecord) -> RunRecord:
         """The fast path for one run just written: the run as the reservation left it (no
@@ -206,8 +212,11 @@ class Fleet:
             )
 
     @staticmethod
-    def _idem(key: str | None, body: str) -> Idempotency | None:
-        return None if key is None else Idempotency(key=key, body_hash=_body_hash(body))
+    def _idem(key: str | None, sub: RunSubmit | BatchSubmit) -> Idempotency | None:
+        """The key and the body's hash (the body serialised only when a key is given)."""
+        if key is None:
+            return None
+        return Idempotency(key=key, body_hash=_body_hash(sub.model_dump_json()))
 
     def _replay_run(self, existing: str, idem: Idempotency | None) -> RunRecord:
         ref = self._replay(existing, idem, "run")

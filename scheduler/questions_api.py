@@ -11,7 +11,7 @@ with the usual `POST /v1/runs/{id}/cancel`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from fastapi import Depends, FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -52,7 +52,7 @@ def add_question_routes(
     questions: QuestionStore,
     fleet: Fleet,
     *,
-    auth: Callable[..., str],
+    auth: Callable[..., Awaitable[str]],
     registry: CollectorRegistry,
     resolve: Callable[[str], str] = str,
 ) -> None:
