@@ -129,21 +129,25 @@ class BenchFleet(Stoppable):
         self.procs[name] = child
         return child
 
-    def start_api(self, *, timeout_s: float = 60.0, loglevel: str = "WARNING") -> str:
+    def start_api(
+        self, *, timeout_s: float = 60.0, loglevel: str = "WARNING", name: str = "api"
+    ) -> str:
         """`goalfleet api` on a free port (`loglevel` INFO, the command's default, logs a line
-        per submit into `api.log`); its URL once /health answers."""
+        per submit into `<name>.log`); its URL once /health answers. The first one started
+        is `api_url`; another needs its own `name`."""
         port = free_port()
         argv = [sys.executable, "-m", "scheduler", "api", "--host", "127.0.0.1"]
-        self._spawn("api", [*argv, "--port", str(port), "--loglevel", loglevel])
-        self.api_url = f"http://127.0.0.1:{port}"
+        self._spawn(name, [*argv, "--port", str(port), "--loglevel", loglevel])
+        url = f"http://127.0.0.1:{port}"
+        self.api_url = self.api_url or url
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.api_url}/health", timeout=1).status_code == 200:
-                    return self.api_url
-            self._check_alive("api")
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    return url
+            self._check_alive(name)
             time.sleep(0.1)
-        raise RuntimeError(f"the API did not come up; see {self.dir}/api.log")
+        raise RuntimeError(f"the API did not come up; see {self.dir}/{name}.log")
 
     def start_scheduler(self) -> None:
         argv = [sys.executable, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]

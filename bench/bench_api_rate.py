@@ -129,6 +129,7 @@ class Row:
     errors: int
     refused: int
     api_cpu: float
+    api_cpu_ms_per_201: float
     redis_cpu: float
     clients_cpu: float
     machine_busy: float
@@ -146,6 +147,7 @@ def make_busy(fleet: BenchFleet, n: int) -> None:
 def phase(
     pool: ProcessPoolExecutor,
     fleet: BenchFleet,
+    urls: list[str],
     *,
     n: int,
     kind: str,
@@ -159,23 +161,30 @@ def phase(
         else ("/v1/batches", {**RUN, "count": BATCH}, BATCH)
     )
     start = time.time() + 0.5  # every client is connected and waiting by then
-    load = Load(
-        url=fleet.api_url,
-        path=path,
-        body=json.dumps(body).encode(),
-        start_at=start,
-        measure_at=start + warmup_s,
-        stop_at=start + warmup_s + seconds,
-    )
-    futures = [pool.submit(client, load) for _ in range(clients)]
-    time.sleep(max(0.0, load.measure_at - time.time()))
-    api_pid = fleet.pid("api")
+    loads = [
+        Load(
+            url=urls[i % len(urls)],  # clients spread evenly over the API processes
+            path=path,
+            body=json.dumps(body).encode(),
+            start_at=start,
+            measure_at=start + warmup_s,
+            stop_at=start + warmup_s + seconds,
+        )
+        for i in range(clients)
+    ]
+    futures = [pool.submit(client, load) for load in loads]
+    time.sleep(max(0.0, start + warmup_s - time.time()))
+    api_pids = [fleet.pid(api_name(i)) for i in range(len(urls))]
     redis_pid = fleet.redis.child.pid if fleet.redis.child is not None else 0
-    api0, redis0, (busy0, total0) = process_cpu_s(api_pid), process_cpu_s(redis_pid), cpu_jiffies()
+
+    def api_cpu_s() -> float:
+        return sum(process_cpu_s(pid) for pid in api_pids)
+
+    api0, redis0, (busy0, total0) = api_cpu_s(), process_cpu_s(redis_pid), cpu_jiffies()
     w0 = time.perf_counter()
-    time.sleep(max(0.0, load.stop_at - time.time()))
+    time.sleep(max(0.0, loads[0].stop_at - time.time()))
     wall = time.perf_counter() - w0
-    api1, redis1, (busy1, total1) = process_cpu_s(api_pid), process_cpu_s(redis_pid), cpu_jiffies()
+    api1, redis1, (busy1, total1) = api_cpu_s(), process_cpu_s(redis_pid), cpu_jiffies()
     seen = [f.result() for f in futures]
     statuses: Counter[int] = Counter()
     for s in seen:
@@ -196,23 +205,36 @@ def phase(
         errors=len(latencies) - created - refused,
         refused=refused,
         api_cpu=100 * (api1 - api0) / wall,
+        api_cpu_ms_per_201=1000 * (api1 - api0) / max(1, created),
         redis_cpu=100 * (redis1 - redis0) / wall,
         clients_cpu=100 * sum(s.cpu_s for s in seen) / wall,
         machine_busy=100 * cores * (busy1 - busy0) / max(1, total1 - total0),
     )
 
 
+def api_name(i: int) -> str:
+    return "api" if i == 0 else f"api{i + 1}"
+
+
 def measure(
-    pool: ProcessPoolExecutor, n: int, *, clients: int, seconds: float, warmup_s: float
+    pool: ProcessPoolExecutor,
+    n: int,
+    *,
+    apis: int,
+    clients: int,
+    seconds: float,
+    warmup_s: float,
 ) -> list[Row]:
     with BenchFleet(max_pending=MAX_PENDING) as fleet:
         fleet.start()
         make_busy(fleet, n)
-        fleet.start_api(loglevel="INFO")  # the command's default: one log line per submit
+        # INFO, the command's default: one log line per submit
+        urls = [fleet.start_api(loglevel="INFO", name=api_name(i)) for i in range(apis)]
         return [
             phase(
                 pool,
                 fleet,
+                urls,
                 n=n,
                 kind=kind,
                 clients=clients,
@@ -228,6 +250,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="CI: N = 10, short phases")
     ap.add_argument("--clients", type=int, default=6, help="concurrent HTTP clients")
     ap.add_argument("--sizes", type=int, nargs="*", help="override the N devices to measure")
+    ap.add_argument(
+        "--apis",
+        type=int,
+        default=1,
+        help="API processes, each on its own port, the clients spread over them (what "
+        "uvicorn --workers would be; each has its own device view)",
+    )
     args = ap.parse_args()
     sizes, seconds, warmup = ((10,), 1.5, 0.5) if args.quick else ((10, 1000, 10_000), 10.0, 1.0)
     sizes = tuple(args.sizes) if args.sizes else sizes
@@ -236,10 +265,12 @@ def main() -> None:
         rows = [
             row
             for n in sizes
-            for row in measure(pool, n, clients=args.clients, seconds=seconds, warmup_s=warmup)
+            for row in measure(
+                pool, n, apis=args.apis, clients=args.clients, seconds=seconds, warmup_s=warmup
+            )
         ]
     print(
-        f"{machine()}; one `goalfleet api` process (uvicorn), {args.clients} client processes "
+        f"{machine()}; {args.apis} `goalfleet api` process(es) (uvicorn), {args.clients} client processes "
         f"with one kept-alive connection each; every device busy, so runs queue (none "
         f"dispatched); single = POST /v1/runs (a selector run), batch = POST /v1/batches "
         f"count={BATCH}; {seconds:g} s single, {seconds / 2:g} s batch, after {warmup:g} s "
@@ -247,14 +278,16 @@ def main() -> None:
     )
     print(
         "| N devices | kind | requests | runs accepted/s | requests/s | p50 ms | p95 ms "
-        "| errors | 429/503 | API CPU % | redis CPU % | clients CPU % | machine busy % |"
+        "| errors | 429/503 | API CPU % | API CPU ms/request | redis CPU % | clients CPU % "
+        "| machine busy % |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * 14 + "|")
     for x in rows:
         print(
             f"| {x.n:,} | {x.kind} | {x.requests:,} | **{x.runs_per_s:,.0f}** "
             f"| {x.req_per_s:,.0f} | {x.p50:.2f} | {x.p95:.2f} | {x.errors} | {x.refused} "
-            f"| {x.api_cpu:.0f} | {x.redis_cpu:.0f} | {x.clients_cpu:.0f} "
+            f"| {x.api_cpu:.0f} | {x.api_cpu_ms_per_201:.2f} | {x.redis_cpu:.0f} "
+            f"| {x.clients_cpu:.0f} "
             f"| {x.machine_busy:.0f} |"
         )
     if any(x.errors for x in rows):
