@@ -225,8 +225,7 @@ def measure(
     seconds: float,
     warmup_s: float,
 ) -> list[Row]:
-    with BenchFleet(max_pending=MAX_PENDING) as fleet:
-        fleet.start()
+    with BenchFleet(max_pending=MAX_PENDING) as fleet:  # started by `with`
         make_busy(fleet, n)
         # INFO, the command's default: one log line per submit
         urls = [fleet.start_api(loglevel="INFO", name=api_name(i)) for i in range(apis)]
@@ -286,7 +285,7 @@ def main() -> None:
         print(
             f"| {x.n:,} | {x.kind} | {x.requests:,} | **{x.runs_per_s:,.0f}** "
             f"| {x.req_per_s:,.0f} | {x.p50:.2f} | {x.p95:.2f} | {x.errors} | {x.refused} "
-            f"| {x.api_cpu:.0f} | {x.api_cpu_ms_per_201:.2f} | {x.redis_cpu:.0f} "
+            f"| {x.api_cpu:.0f} | {x.api_cpu_ms_per_201:.2f} | {x.redis_cpu:.1f} "
             f"| {x.clients_cpu:.0f} "
             f"| {x.machine_busy:.0f} |"
         )
