@@ -25,11 +25,16 @@ Load: `--clients` processes (default 6), each one kept-alive HTTP/1.1 connection
 
 Reported per N and kind: requests, runs accepted per second of wall time (201s only),
 p50 / p95 ms per request (as the client sees it), errors (anything but 201, 429 and 503; must
-be 0), refusals (429 / 503, counted apart), CPU of the API process and of redis-server as a
-share of one core, and the whole machine's busy share (2 cores = 200 %).
+be 0), refusals (429 / 503, counted apart), CPU of the API process(es) and of redis-server as
+a share of one core, the API's CPU per accepted request (the figure least moved by other load),
+the clients' CPU, and the whole machine's busy share (2 cores = 200 %).
+
+`--apis K` starts K API processes, each on its own port with its own device view, and spreads
+the clients over them: what `uvicorn --workers K` would be (`goalfleet api` has no such option).
 
     .venv/bin/python -m bench.bench_api_rate            # full: N = 10, 1,000, 10,000; 10 s + 5 s
-    .venv/bin/python -m bench.bench_api_rate --quick    # CI: N = 10, 1.5 s + 1 s
+    .venv/bin/python -m bench.bench_api_rate --sizes 10000 --apis 2
+    .venv/bin/python -m bench.bench_api_rate --quick    # CI: N = 10, 1.5 s + 0.75 s
 """
 
 from __future__ import annotations
