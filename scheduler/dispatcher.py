@@ -172,26 +172,41 @@ class Dispatcher:
         placed, as the reservation left them (`device`, `dispatched_at`), by id."""
         idle = {d.info.id: d for d in self.view.idle()}
         placed: dict[str, RunRecord] = {}
-        self._dispatch_runs(runs, idle, placed)
+        self._dispatch_runs(runs, idle, placed, fast=True)
         return placed
 
     def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
         return self._dispatch_runs(self.store.load_many(run_ids), idle, {})
 
     def _dispatch_runs(
-        self, runs: list[RunRecord], idle: dict[str, DeviceState], placed: dict[str, RunRecord]
+        self,
+        runs: list[RunRecord],
+        idle: dict[str, DeviceState],
+        placed: dict[str, RunRecord],
+        *,
+        fast: bool = False,
     ) -> int:
+        """Place `runs` on `idle` devices. `fast` (the submit's path): a run for an exact
+        device the view thinks busy goes straight to the reservation, whose script refuses a
+        busy, down or quarantined device (one round trip; the API's view learns of finishes
+        only by its periodic re-read); the scheduler re-reads that device first instead."""
         sent = 0
         picker = IdleByClass(idle)
         for run in runs:
             if run.device is not None or run.status.terminal:
                 continue
-            if run.target is not None and run.target not in idle:
-                self._recheck(run.target, idle)  # the view may be older than its last finish
-            device = picker.pick(class_of(run), run.target, run.selector)
+            stale_busy = run.target is not None and run.target not in idle
+            if stale_busy and fast:
+                device = self.view.get(run.target or "")
+                pass_idle = None
+            else:
+                if stale_busy:
+                    self._recheck(run.target or "", idle)  # the view may be older than a finish
+                device = picker.pick(class_of(run), run.target, run.selector)
+                pass_idle = idle
             if device is None:
                 continue
-            at = self._send(run.id, device, idle)
+            at = self._send(run.id, device, pass_idle)
             if at is not None:
                 placed[run.id] = run.model_copy(
                     update={"device": device.info.id, "dispatched_at": at}
@@ -206,16 +221,21 @@ class Dispatcher:
         if state is not None and state.idle:
             idle[device_id] = state
 
-    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
+    def _send(
+        self, run_id: str, device: DeviceState, idle: dict[str, DeviceState] | None
+    ) -> float | None:
         """Reserve `device` for the run and enqueue it (the `dispatched_at` written, or None
-        when the reservation was refused). The device leaves `idle` for the rest
-        of the pass whatever happens; a refused reservation (the view was stale: the device
-        is busy, down or quarantined) re-reads it."""
+        when the reservation was refused). The device leaves `idle` for the rest of the pass
+        whatever happens; a refused reservation of a device the view had idle (it was stale:
+        the device is busy, down or quarantined) re-reads it. `idle` None: the view already
+        had the device busy (the fast path's try), and a refusal changes nothing."""
         did = device.info.id
-        del idle[did]
+        if idle is not None:
+            del idle[did]
         at = self.store.reserve(run_id, did)
         if at is None:
-            self.view.refresh([did])
+            if idle is not None:
+                self.view.refresh([did])
             return None
         self.view.put(device.model_copy(update={"run": run_id}))
         try:

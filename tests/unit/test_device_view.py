@@ -97,15 +97,38 @@ def test_a_device_that_registers_is_seen_through_the_wake_up(parts: Parts) -> No
     assert sorted(d.info.id for d in view.idle()) == ["d1", "d2"]
 
 
-def test_a_run_for_a_device_the_view_thinks_busy_rechecks_that_device(parts: Parts) -> None:
-    """The API's view is not woken by finishes: a run for an exact device re-reads that one
-    device (3 commands), so the fast path still places it the moment the device is free."""
+def calls(client: redis.Redis) -> dict[str, int]:
+    return {k: int(v["calls"]) for k, v in client.info("commandstats").items()}
+
+
+def test_a_run_for_a_device_the_view_thinks_busy_tries_the_reservation(
+    parts: Parts, client: redis.Redis
+) -> None:
+    """The API's view is not woken by finishes: a run for an exact device the view thinks busy
+    goes straight to the reservation (the script refuses a busy device), so the fast path
+    places it the moment the device is free: three round trips (the backlog's ZCARD, the
+    MULTI/EXEC write, the reservation script) and no re-read of the device first (HGETALL,
+    EXISTS, SISMEMBER: one more round trip). A device still busy costs the refused
+    reservation and a wake-up for the scheduler, and the run stays pending."""
     store, rs, enq, fleet = parts
     register(store, "d1")
     a, _ = fleet.submit_run(RunSubmit(goal="a", device="d1"))
     finish(store, rs, a.id, "d1")
+    before = calls(client)
     b, _ = fleet.submit_run(RunSubmit(goal="b", device="d1"))
+    after = calls(client)
+    used = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
     assert enq.sent == [(a.id, "d1"), (b.id, "d1")]
+    assert store.load(b.id).device == "d1"
+    assert used["cmdstat_zcard"] == 1
+    assert used["cmdstat_exec"] == 1
+    assert used["cmdstat_evalsha"] == 1
+    assert "cmdstat_hgetall" not in used, used  # the device was not re-read
+    assert "cmdstat_sismember" not in used, used
+    c, _ = fleet.submit_run(RunSubmit(goal="c", device="d1"))  # d1 is busy with b
+    assert enq.sent[-1] == (b.id, "d1")
+    assert store.load(c.id).device is None
+    assert store.pending_ids() == [c.id]
 
 
 def test_unchanged_devices_are_not_parsed_again_on_a_full_read(
