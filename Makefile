@@ -49,10 +49,11 @@ lint: install
 	$(BIN)/lint-imports
 
 # The fast tests: tests/unit without those marked slow (the quick benchmarks, real outages waited
-# out, the commands started as whole processes), without the plugins no unit test uses;
+# out, the commands started as whole processes), without the plugins no unit test uses, on
+# every core (pytest-xdist; each unit test module starts its own redis-server on a free port);
 # `make test` runs everything.
 unit: install
-	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio
+	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio -n auto
 
 fleet: install
 	$(BIN)/pytest -m fleet -q
