@@ -59,7 +59,6 @@ def main() -> None:
     args = ap.parse_args()
     reps, runs, flood = (1, 5, 200) if args.quick else (5, 20, 1000)
     with BenchFleet(dispatch_interval_s=1.0) as fleet:
-        fleet.start()
         fleet.start_api()
         fleet.start_scheduler()
         fleet.start_workers([*LIVE, DOOMED])
