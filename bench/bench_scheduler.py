@@ -17,7 +17,10 @@ Per N, with every device busy and 200 runs pending:
   per pass (INFO total_commands_processed), CPU ms per pass (this process);
 - **submit** — `Fleet.submit_run` of a selector run while no device is idle (validation, the
   atomic write, the fast-path dispatch attempt): p50 / p95 ms, commands, and the submits/s one
-  process reaches.
+  process reaches;
+- **sweep** — the scheduler's sweep (at most once a second in its loop) with the scheduler's
+  own bounds (`overdue_after_s`, `orphan_after_s`) while every device's run is fresh, so
+  nothing is due: p50 ms and Redis commands per sweep.
 
     .venv/bin/python -m bench.bench_scheduler            # full: N up to 10,000, 300 samples
     .venv/bin/python -m bench.bench_scheduler --quick    # CI: N = 10 and 100, 50 samples
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 import redis
 
 from bench._fleet import machine, median, pct
+from scheduler.commands.scheduler import overdue_after_s
 from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.fleet import Fleet
@@ -46,6 +50,7 @@ from workers.fleet.runstore import Failure, RunStore
 from workers.settings import Settings
 
 BACKLOG = 200
+SWEEPS = 20
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class Row:
     submit_p95: float
     submit_cmds: float
     submits_per_s: float
+    sweep_p50: float
+    sweep_cmds: float
 
 
 def commands(r: redis.Redis) -> int:
@@ -115,6 +122,25 @@ def measure(r: redis.Redis, n: int, samples: int) -> Row:
     consumer = Consumer(store, RunStore(r, keys), enq)
     fill(fleet, consumer, n, pending=BACKLOG)
 
+    settings = Settings()
+    sweeper = Dispatcher(
+        store,
+        enq,
+        overdue_after_s=overdue_after_s(settings),
+        orphan_after_s=settings.orphan_after_s,
+        view_max_age_s=settings.device_view_max_age_s,
+    )
+    sweeper.view.reload()  # the scheduler's view is warm
+    sweep_ms: list[float] = []
+    sweep_cmds: list[int] = []
+    for _ in range(SWEEPS):
+        c0, t0 = commands(r), time.perf_counter()
+        if sweeper.sweep() != 0:
+            raise RuntimeError("a sweep found something due in a fleet of fresh runs")
+        t1, c1 = time.perf_counter(), commands(r)
+        sweep_ms.append((t1 - t0) * 1000)
+        sweep_cmds.append(c1 - c0 - 1)
+
     pass_ms: list[float] = []
     pass_cmds: list[int] = []
     cpu = 0.0
@@ -152,6 +178,8 @@ def measure(r: redis.Redis, n: int, samples: int) -> Row:
         submit_p95=pct(submit_ms, 0.95),
         submit_cmds=median(submit_cmds),
         submits_per_s=samples / wall,
+        sweep_p50=median(sweep_ms),
+        sweep_cmds=median(sweep_cmds),
     )
 
 
@@ -167,15 +195,15 @@ def main() -> None:
     print(f"{machine()}; {samples} samples per N, {BACKLOG} runs pending, every device busy\n")
     print(
         "| N devices | pass p50 ms | p95 | vs N=10 | cmds/pass | CPU ms/pass "
-        "| submit p50 ms | p95 | vs N=10 | cmds/submit | submits/s |"
+        "| submit p50 ms | p95 | vs N=10 | cmds/submit | submits/s | sweep p50 ms | cmds/sweep |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for x in rows:
         print(
             f"| {x.n:,} | {x.pass_p50:.2f} | {x.pass_p95:.2f} | {x.pass_p50 / base.pass_p50:.2f}x "
             f"| {x.pass_cmds:.0f} | {x.pass_cpu:.2f} | {x.submit_p50:.2f} | {x.submit_p95:.2f} "
             f"| {x.submit_p50 / base.submit_p50:.2f}x | {x.submit_cmds:.0f} "
-            f"| {x.submits_per_s:.0f} |"
+            f"| {x.submits_per_s:.0f} | {x.sweep_p50:.2f} | {x.sweep_cmds:.0f} |"
         )
 
 
