@@ -50,10 +50,11 @@ lint: install
 
 # The fast tests: tests/unit without those marked slow (the quick benchmarks, real outages waited
 # out, the commands started as whole processes), without the plugins no unit test uses, on
-# every core (pytest-xdist; each unit test module starts its own redis-server on a free port);
+# every core (pytest-xdist; each unit test module starts its own redis-server on a free port;
+# worksteal: an idle worker takes queued tests from a busy one);
 # `make test` runs everything.
 unit: install
-	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio -n auto
+	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio -n auto --dist worksteal
 
 fleet: install
 	$(BIN)/pytest -m fleet -q
