@@ -17,7 +17,7 @@ import structlog
 from scheduler.device_view import DeviceView
 from scheduler.enqueue import Enqueuer
 from scheduler.placement import Placement, class_of
-from scheduler.routing import IdleByClass
+from scheduler.routing import IdleByClass, choose
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
@@ -167,50 +167,44 @@ class Dispatcher:
                 break
         return sent
 
-    def dispatch_runs(self, runs: list[RunRecord]) -> dict[str, RunRecord]:
-        """The submit's fast path for runs it has just written (no re-read): the runs it
-        placed, as the reservation left them (`device`, `dispatched_at`), by id."""
-        idle = {d.info.id: d for d in self.view.idle()}
-        placed: dict[str, RunRecord] = {}
-        self._dispatch_runs(runs, idle, placed, fast=True)
-        return placed
+    def fast_pick(self, run: RunRecord) -> DeviceState | None:
+        """The device the submit's fast path tries for a run it is about to write, from the
+        cached view with no read: an exact device even when the view thinks it busy (the
+        API's view learns of finishes only at its periodic re-read; the submit script
+        refuses a busy, down or quarantined device), else the least loaded idle match."""
+        if run.target is not None:
+            return self.view.get(run.target)
+        return choose(self.view.idle(), None, run.selector)
+
+    def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
+        """Enqueue a run the submit script has just reserved for `device` (undone, and the
+        exception raised, when the send fails); the run as the reservation left it."""
+        self._enqueue(run.id, device)
+        return run.model_copy(update={"device": device.info.id, "dispatched_at": at})
+
+    def refused(self, device: DeviceState) -> None:
+        """The submit script found `device` not free: a device the view had idle was stale,
+        and is re-read (one the view had busy changes nothing)."""
+        if device.idle:
+            self.view.refresh([device.info.id])
 
     def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
-        return self._dispatch_runs(self.store.load_many(run_ids), idle, {})
+        return self._dispatch_runs(self.store.load_many(run_ids), idle)
 
-    def _dispatch_runs(
-        self,
-        runs: list[RunRecord],
-        idle: dict[str, DeviceState],
-        placed: dict[str, RunRecord],
-        *,
-        fast: bool = False,
-    ) -> int:
-        """Place `runs` on `idle` devices. `fast` (the submit's path): a run for an exact
-        device the view thinks busy goes straight to the reservation, whose script refuses a
-        busy, down or quarantined device (one round trip; the API's view learns of finishes
-        only by its periodic re-read); the scheduler re-reads that device first instead."""
+    def _dispatch_runs(self, runs: list[RunRecord], idle: dict[str, DeviceState]) -> int:
+        """Place `runs` on `idle` devices; a run for an exact device the view thinks busy
+        re-reads that device first (the view may be older than a finish)."""
         sent = 0
         picker = IdleByClass(idle)
         for run in runs:
             if run.device is not None or run.status.terminal:
                 continue
-            stale_busy = run.target is not None and run.target not in idle
-            if stale_busy and fast:
-                device = self.view.get(run.target or "")
-                pass_idle = None
-            else:
-                if stale_busy:
-                    self._recheck(run.target or "", idle)  # the view may be older than a finish
-                device = picker.pick(class_of(run), run.target, run.selector)
-                pass_idle = idle
+            if run.target is not None and run.target not in idle:
+                self._recheck(run.target, idle)
+            device = picker.pick(class_of(run), run.target, run.selector)
             if device is None:
                 continue
-            at = self._send(run.id, device, pass_idle)
-            if at is not None:
-                placed[run.id] = run.model_copy(
-                    update={"device": device.info.id, "dispatched_at": at}
-                )
+            if self._send(run.id, device, idle) is not None:
                 sent += 1
         return sent
 
@@ -221,22 +215,24 @@ class Dispatcher:
         if state is not None and state.idle:
             idle[device_id] = state
 
-    def _send(
-        self, run_id: str, device: DeviceState, idle: dict[str, DeviceState] | None
-    ) -> float | None:
+    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
         """Reserve `device` for the run and enqueue it (the `dispatched_at` written, or None
         when the reservation was refused). The device leaves `idle` for the rest of the pass
-        whatever happens; a refused reservation of a device the view had idle (it was stale:
-        the device is busy, down or quarantined) re-reads it. `idle` None: the view already
-        had the device busy (the fast path's try), and a refusal changes nothing."""
+        whatever happens; a refused reservation (the view was stale: the device is busy, down
+        or quarantined) re-reads it."""
         did = device.info.id
-        if idle is not None:
-            del idle[did]
+        del idle[did]
         at = self.store.reserve(run_id, did)
         if at is None:
-            if idle is not None:
-                self.view.refresh([did])
+            self.view.refresh([did])
             return None
+        self._enqueue(run_id, device)
+        return at
+
+    def _enqueue(self, run_id: str, device: DeviceState) -> None:
+        """Send a run reserved for `device`; when the send fails, the reservation is undone
+        (the run is pending again), the device re-read, and the exception raised."""
+        did = device.info.id
         self.view.put(device.model_copy(update={"run": run_id}))
         try:
             self.enqueuer.enqueue(run_id, did)
@@ -249,7 +245,6 @@ class Dispatcher:
         self.view.put(
             device.model_copy(update={"run": run_id, "runs_total": device.runs_total + 1})
         )
-        return at
 
     def expire_unplaceable(self, *, now: float | None = None) -> int:
         """End `unplaceable` every pending run older than `unplaceable_after_s` whose device

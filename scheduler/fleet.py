@@ -1,7 +1,9 @@
 """The fleet's operations as the API offers them: submit (run, batch), read, cancel, devices.
 
 Validation that needs the store (unknown device, selector matching nothing, backlog full)
-happens here, before anything is written; then one atomic write; then a dispatch attempt.
+happens before anything is written; then one atomic write; then a dispatch attempt. For one
+run, the backlog check, the write and the reservation of the device the cached view picked are
+one script, one round trip (`FleetStore.submit_one`); only the send to the device follows.
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ class Fleet:
         """Returns (the run, whether it was created now). A repeated idempotency key with the
         same body returns the first run; with a different body it is a 409."""
         self._check_target(sub.device, sub.selector)
-        self._check_backlog(1)
         run = RunRecord(
             id=new_id(),
             request=sub.goal_request(),
@@ -70,10 +71,22 @@ class Fleet:
             schedule=schedule,
         )
         idem = self._idem(idempotency_key, sub)
-        existing = self.store.create([run], idem=idem)
-        if existing is not None:
-            return self._replay_run(existing, idem), False
-        return self._dispatch_one(run), True
+        device = self.dispatcher.fast_pick(run)
+        out = self.store.submit_one(
+            run,
+            idem=idem,
+            max_pending=self.max_pending,
+            device_id=device.info.id if device is not None else None,
+        )
+        if out.existing is not None:
+            return self._replay_run(out.existing, idem), False
+        if out.kind == "full":
+            raise self._too_many()
+        if device is None or out.dispatched_at is None:
+            if device is not None:
+                self.dispatcher.refused(device)
+            return run, True  # pending; the script woke the scheduler, which places it
+        return self._send_reserved(run, device, out.dispatched_at), True
 
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
@@ -144,21 +157,18 @@ class Fleet:
                 )
         return targets
 
-    def _dispatch_one(self, run: RunRecord) -> RunRecord:
-        """The fast path for one run just written: the run as the reservation left it (no
-        re-read); as written when it stays pending (the scheduler places it)."""
+    def _send_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
+        """Send a run the submit reserved: the run as the reservation left it; as written,
+        pending again, when the send failed (a broker or store blip: the scheduler places it)."""
         try:
-            placed = self.dispatcher.dispatch_runs([run])
-        except Exception:  # a broker or store blip; logged, and the scheduler retries
+            return self.dispatcher.sent_reserved(run, device, at)
+        except Exception:  # logged; the reservation was undone, the scheduler retries
             log.exception(
                 "dispatch_after_submit_failed",
                 runs=1,
                 hint="the run is pending; the scheduler will place it",
             )
             return run
-        if run.id not in placed:
-            self.store.wake()  # the scheduler places it (its view may know more)
-        return placed.get(run.id, run)
 
     def _dispatch(self, run_ids: list[str]) -> None:
         """The fast path. The runs are already stored and pending, so a failure here is not
@@ -207,9 +217,12 @@ class Fleet:
 
     def _check_backlog(self, n: int) -> None:
         if self.store.pending_count() + n > self.max_pending:
-            raise TooManyPendingError(
-                f"{self.max_pending} runs are already pending; retry later or add devices"
-            )
+            raise self._too_many()
+
+    def _too_many(self) -> TooManyPendingError:
+        return TooManyPendingError(
+            f"{self.max_pending} runs are already pending; retry later or add devices"
+        )
 
     @staticmethod
     def _idem(key: str | None, sub: RunSubmit | BatchSubmit) -> Idempotency | None:

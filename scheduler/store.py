@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 import redis
 from redis.client import Pipeline
@@ -41,6 +41,44 @@ redis.call('HSET', KEYS[2], 'run', ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 return 1
+"""
+
+# KEYS: run, pending, idem, device, lease, reserved, wake
+# ARGV: run_id, pending score, max pending (0: no limit), idem value ('': no key), idem ttl
+#       (0: none), device to try ('': none), now, then the run's hash as field/value pairs
+# One run's submit in one round trip: an idempotency key already used answers what it names
+# and writes nothing; a full backlog writes nothing; else the run is written and, when the
+# device the caller's view picked is free, live and unquarantined, reserved for it (the
+# `_RESERVE` checks; a new run needs none of the run-side ones); else pending, with a wake-up
+# for the scheduler.
+_SUBMIT_ONE = """
+if ARGV[4] ~= '' then
+  local e = redis.call('GET', KEYS[3])
+  if e then return {'existing', e} end
+end
+local cap = tonumber(ARGV[3])
+if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then return {'full'} end
+if ARGV[4] ~= '' then
+  if tonumber(ARGV[5]) > 0 then
+    redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
+  else
+    redis.call('SET', KEYS[3], ARGV[4])
+  end
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+if ARGV[6] ~= '' then
+  local r = redis.call('HGET', KEYS[4], 'run')
+  if (not r or r == '') and redis.call('HGET', KEYS[4], 'quarantined') ~= '1'
+     and redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('HSET', KEYS[1], 'device', ARGV[6], 'dispatched_at', ARGV[7])
+    redis.call('HSET', KEYS[4], 'run', ARGV[1])
+    redis.call('ZADD', KEYS[6], ARGV[7], ARGV[1])
+    return {'reserved'}
+  end
+end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('RPUSH', KEYS[7], 'submit')
+return {'pending'}
 """
 
 # KEYS: running   ARGV: run_id, claim time as read
@@ -133,7 +171,20 @@ class Idempotency:
     body_hash: str
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """What `FleetStore.submit_one` did: `existing` (the idempotency key's value: nothing
+    written), `full` (the backlog is at its cap: nothing written), `reserved` (written and
+    reserved for the device tried, at `dispatched_at`) or `pending` (written, pending, the
+    scheduler woken)."""
+
+    kind: Literal["existing", "full", "reserved", "pending"]
+    existing: str | None = None
+    dispatched_at: float | None = None
+
+
 class FleetStore(RedisStore):
+    _submit_one = Script(_SUBMIT_ONE)
     _reserve = Script(_RESERVE)
     _unreserve = Script(_UNRESERVE)
     _cancel = Script(_CANCEL)
@@ -207,6 +258,52 @@ class FleetStore(RedisStore):
         # of `write` on a WatchError (another submit took the key in between)
         self.r.transaction(write, *([idem_key] if idem_key is not None else []))
         return existing
+
+    def submit_one(
+        self,
+        run: RunRecord,
+        *,
+        idem: Idempotency | None,
+        max_pending: int,
+        device_id: str | None,
+    ) -> Submitted:
+        """Write one run, all or nothing, in one round trip (`_SUBMIT_ONE`): refused when
+        `max_pending` runs are pending already (0: no limit), a replay when the idempotency
+        key was used, else pending or, when `device_id` is free, reserved for it."""
+        now = time.time()
+        idem_key = self.k.idem(idem.key) if idem is not None else self.k.idem("-")
+        fields = run.to_hash()
+        flat = [x for pair in fields.items() for x in pair]
+        reply = cast(
+            "list[str]",
+            self._submit_one(
+                keys=[
+                    self.k.run(run.id),
+                    self.k.pending,
+                    idem_key,
+                    self.k.device(device_id or "-"),
+                    self.k.lease(device_id or "-"),
+                    self.k.reserved,
+                    self.k.wake,
+                ],
+                args=[
+                    run.id,
+                    pending_score(run.priority, run.submitted_at),
+                    max_pending,
+                    f"run:{run.id}|{idem.body_hash}" if idem is not None else "",
+                    self.retention_s if idem is not None else 0,
+                    device_id or "",
+                    repr(now),
+                    *flat,
+                ],
+            ),
+        )
+        kind = reply[0]
+        if kind == "existing":
+            return Submitted("existing", existing=reply[1])
+        if kind == "reserved":
+            return Submitted("reserved", dispatched_at=now)
+        return Submitted("full" if kind == "full" else "pending")
 
     def pending_count(self) -> int:
         return int(self.r.zcard(self.k.pending))

@@ -1,0 +1,150 @@
+"""What one run's submit costs Redis: one round trip (backlog check, idempotency key, write,
+and the reservation of the device the cached view picked, in one script), then the send.
+
+Counted with MONITOR, which shows each command a client sent apart from those a script ran
+(`client_type` "lua"): the commands on the wire are the round trips."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
+
+from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import RecordingEnqueuer
+from scheduler.errors import TooManyPendingError
+from scheduler.fleet import Fleet
+from scheduler.requests import RunSubmit
+from scheduler.store import FleetStore
+from workers.core.model import RunStatus
+from workers.fleet.keys import Keys
+
+
+def wire(client: redis.Redis, action: Callable[[], object]) -> list[str]:
+    """The commands clients sent while `action` ran (not those its scripts ran), in order."""
+    seen: list[tuple[str, str]] = []  # (command line, client type)
+    ready = threading.Event()
+    done = threading.Event()
+
+    def watch() -> None:
+        with client.monitor() as m:
+            ready.set()
+            for cmd in m.listen():
+                seen.append((cmd["command"], cmd.get("client_type", "")))
+                if "mark-end" in cmd["command"]:
+                    done.set()
+                    return
+
+    threading.Thread(target=watch, daemon=True).start()
+    assert ready.wait(5)
+    for i in range(400):  # MONITOR may start a moment after its reply: probe until one shows
+        client.echo(f"mark-probe-{i}")
+        time.sleep(0.005)
+        if any("mark-probe" in line for line, _ in seen):
+            break
+    client.echo("mark-start")
+    while not any("mark-start" in line for line, _ in seen):
+        time.sleep(0.001)
+    first = len(seen)
+    action()
+    client.echo("mark-end")
+    assert done.wait(5)
+    return [line.split(" ", 1)[0].strip('"').upper() for line, kind in seen[first:-1]
+            if kind != "lua"]  # fmt: skip
+
+
+def cached(parts):
+    """`parts`, with the Fleet built as the API builds it (a cached device view, 10 s), warm:
+    one run submitted to a device of its own first (a script's first call on a server loads
+    it), and that device's run forgotten by the recording enqueuer."""
+    store, rs, enq, _ = parts
+    fleet = Fleet(store, Dispatcher(store, enq, view_max_age_s=10), max_pending=100)
+    register(store, "warm")
+    fleet.submit_run(RunSubmit(goal="g", device="warm"))
+    enq.sent.clear()
+    return store, rs, enq, fleet
+
+
+def test_a_submit_to_an_idle_device_is_one_round_trip_then_the_send(parts, client):
+    store, _, enq, fleet = cached(parts)
+    register(store, "d1")
+    fleet.dispatcher.view.reload()
+    placed: list[object] = []
+    sent = wire(client, lambda: placed.append(fleet.submit_run(RunSubmit(goal="g", device="d1"))))
+    assert sent == ["EVALSHA"], sent
+    run, created = placed[0]  # type: ignore[misc]
+    assert created
+    assert run.device == "d1"
+    assert enq.sent == [(run.id, "d1")]
+    stored = store.load(run.id)
+    assert stored is not None
+    assert stored.device == "d1"
+    assert stored.dispatched_at == run.dispatched_at
+    assert store.pending_ids() == []
+    assert client.zscore(Keys("t").reserved, run.id) is not None
+
+
+def test_a_submit_to_a_busy_fleet_is_one_round_trip_and_wakes_the_scheduler(parts, client):
+    """The view thinks the device busy: the script still tries it (the view learns of
+    finishes only at its re-read), finds it busy, leaves the run pending and wakes the
+    scheduler, all in the one round trip."""
+    store, _, enq, fleet = cached(parts)
+    register(store, "d1")
+    first, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    wakes = client.llen(Keys("t").wake)
+    out: list[object] = []
+    sent = wire(client, lambda: out.append(fleet.submit_run(RunSubmit(goal="g", device="d1"))))
+    assert sent == ["EVALSHA"], sent
+    run, _ = out[0]  # type: ignore[misc]
+    assert run.device is None
+    assert store.pending_ids() == [run.id]
+    assert client.llen(Keys("t").wake) == wakes + 1
+    assert enq.sent == [(first.id, "d1")]
+
+
+def test_a_selector_run_with_no_idle_device_writes_and_wakes_in_one_round_trip(parts, client):
+    store, _, _, fleet = cached(parts)
+    register(store, "d1")
+    fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    fleet.dispatcher.view.reload()
+    sent = wire(client, lambda: fleet.submit_run(RunSubmit(goal="g", selector={"platform": "ios"})))
+    assert sent == ["EVALSHA"], sent
+    assert len(store.pending_ids()) == 1
+
+
+def test_a_full_backlog_refuses_the_run_and_writes_nothing(client):
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=2)
+    register(store, "d1")
+    for _ in range(3):
+        fleet.submit_run(RunSubmit(goal="g", device="d1"))  # one reserved, two pending
+    before = sorted(client.keys("*"))
+    wakes = client.llen(keys.wake)
+    with pytest.raises(TooManyPendingError):
+        fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    assert sorted(client.keys("*")) == before
+    assert client.llen(keys.wake) == wakes
+    assert len(store.pending_ids()) == 2
+
+
+def test_a_replay_is_answered_even_when_the_backlog_is_full(client):
+    """The first request was accepted: its retry gets the run it created, not a 429, though
+    the backlog filled meanwhile (the key is read before the backlog is counted)."""
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=1)
+    register(store, "d1")
+    fleet.submit_run(RunSubmit(goal="g", device="d1"))  # reserved
+    first, created = fleet.submit_run(RunSubmit(goal="g", device="d1"), idempotency_key="k1")
+    assert created
+    assert first.status is RunStatus.QUEUED
+    with pytest.raises(TooManyPendingError):
+        fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    again, created = fleet.submit_run(RunSubmit(goal="g", device="d1"), idempotency_key="k1")
+    assert not created
+    assert again.id == first.id
