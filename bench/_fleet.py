@@ -130,14 +130,20 @@ class BenchFleet(Stoppable):
         return child
 
     def start_api(
-        self, *, timeout_s: float = 60.0, loglevel: str = "WARNING", name: str = "api"
+        self,
+        *,
+        timeout_s: float = 60.0,
+        loglevel: str = "WARNING",
+        name: str = "api",
+        processes: int = 1,
     ) -> str:
         """`goalfleet api` on a free port (`loglevel` INFO, the command's default, logs a line
-        per submit into `<name>.log`); its URL once /health answers. The first one started
-        is `api_url`; another needs its own `name`."""
+        per submit into `<name>.log`; `processes`: its `--processes`); its URL once /health
+        answers. The first one started is `api_url`; another needs its own `name`."""
         port = free_port()
         argv = [sys.executable, "-m", "scheduler", "api", "--host", "127.0.0.1"]
-        self._spawn(name, [*argv, "--port", str(port), "--loglevel", loglevel])
+        argv += ["--port", str(port), "--loglevel", loglevel, "--processes", str(processes)]
+        self._spawn(name, argv)
         url = f"http://127.0.0.1:{port}"
         self.api_url = self.api_url or url
         deadline = time.monotonic() + timeout_s

@@ -29,11 +29,11 @@ be 0), refusals (429 / 503, counted apart), CPU of the API process(es) and of re
 a share of one core, the API's CPU per accepted request (the figure least moved by other load),
 the clients' CPU, and the whole machine's busy share (2 cores = 200 %).
 
-`--apis K` starts K API processes, each on its own port with its own device view, and spreads
-the clients over them: what `uvicorn --workers K` would be (`goalfleet api` has no such option).
+`--processes K` starts the API as `goalfleet api --processes K`: K forked processes accepting
+on the one port, each with its own device view (the API's CPU is theirs summed).
 
     .venv/bin/python -m bench.bench_api_rate            # full: N = 10, 1,000, 10,000; 10 s + 5 s
-    .venv/bin/python -m bench.bench_api_rate --sizes 10000 --apis 2
+    .venv/bin/python -m bench.bench_api_rate --sizes 10000 --processes 2
     .venv/bin/python -m bench.bench_api_rate --quick    # CI: N = 10, 1.5 s + 0.75 s
 """
 
@@ -152,7 +152,7 @@ def make_busy(fleet: BenchFleet, n: int) -> None:
 def phase(
     pool: ProcessPoolExecutor,
     fleet: BenchFleet,
-    urls: list[str],
+    url: str,
     *,
     n: int,
     kind: str,
@@ -168,7 +168,7 @@ def phase(
     start = time.time() + 0.5  # every client is connected and waiting by then
     loads = [
         Load(
-            url=urls[i % len(urls)],  # clients spread evenly over the API processes
+            url=url,
             path=path,
             body=json.dumps(body).encode(),
             start_at=start,
@@ -179,11 +179,11 @@ def phase(
     ]
     futures = [pool.submit(client, load) for load in loads]
     time.sleep(max(0.0, start + warmup_s - time.time()))
-    api_pids = [fleet.pid(api_name(i)) for i in range(len(urls))]
+    api_pid = fleet.pid("api")
     redis_pid = fleet.redis.child.pid if fleet.redis.child is not None else 0
 
     def api_cpu_s() -> float:
-        return sum(process_cpu_s(pid) for pid in api_pids)
+        return process_cpu_s(api_pid)  # with its forked processes (`--processes`)
 
     api0, redis0, (busy0, total0) = api_cpu_s(), process_cpu_s(redis_pid), cpu_jiffies()
     w0 = time.perf_counter()
@@ -217,15 +217,11 @@ def phase(
     )
 
 
-def api_name(i: int) -> str:
-    return "api" if i == 0 else f"api{i + 1}"
-
-
 def measure(
     pool: ProcessPoolExecutor,
     n: int,
     *,
-    apis: int,
+    processes: int,
     clients: int,
     seconds: float,
     warmup_s: float,
@@ -233,12 +229,12 @@ def measure(
     with BenchFleet(max_pending=MAX_PENDING) as fleet:  # started by `with`
         make_busy(fleet, n)
         # INFO, the command's default: one log line per submit
-        urls = [fleet.start_api(loglevel="INFO", name=api_name(i)) for i in range(apis)]
+        url = fleet.start_api(loglevel="INFO", processes=processes)
         return [
             phase(
                 pool,
                 fleet,
-                urls,
+                url,
                 n=n,
                 kind=kind,
                 clients=clients,
@@ -255,11 +251,10 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=6, help="concurrent HTTP clients")
     ap.add_argument("--sizes", type=int, nargs="*", help="override the N devices to measure")
     ap.add_argument(
-        "--apis",
+        "--processes",
         type=int,
         default=1,
-        help="API processes, each on its own port, the clients spread over them (what "
-        "uvicorn --workers would be; each has its own device view)",
+        help="the API's `--processes` (forked processes on one port, each with its own view)",
     )
     args = ap.parse_args()
     sizes, seconds, warmup = ((10,), 1.5, 0.5) if args.quick else ((10, 1000, 10_000), 10.0, 1.0)
@@ -270,11 +265,16 @@ def main() -> None:
             row
             for n in sizes
             for row in measure(
-                pool, n, apis=args.apis, clients=args.clients, seconds=seconds, warmup_s=warmup
+                pool,
+                n,
+                processes=args.processes,
+                clients=args.clients,
+                seconds=seconds,
+                warmup_s=warmup,
             )
         ]
     print(
-        f"{machine()}; {args.apis} `goalfleet api` process(es) (uvicorn), {args.clients} client processes "
+        f"{machine()}; `goalfleet api --processes {args.processes}` (uvicorn), {args.clients} client processes "
         f"with one kept-alive connection each; every device busy, so runs queue (none "
         f"dispatched); single = POST /v1/runs (a selector run), batch = POST /v1/batches "
         f"count={BATCH}; {seconds:g} s single, {seconds / 2:g} s batch, after {warmup:g} s "

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
+    api_processes: Annotated[int, Field(ge=1, le=64)] = 1
+    """API processes serving the one listening socket (`goalfleet api --processes`), each
+    with its own Redis connections and device view: one is CPU-bound at a few hundred
+    submits a second, so a host with spare cores serves more with more."""
     api_url: str = "http://127.0.0.1:8787"
     """Where the CLI's client finds the API: when you move the API (`GOALFLEET_API_PORT`,
     `--port`), point this at it too."""

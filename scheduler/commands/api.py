@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import os
+import signal
 import socket
+import sys
+from collections.abc import Callable
 from typing import Any
+
+import structlog
 
 from scheduler.commands._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
+from workers.core.processes import die_with_parent
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
+
+log = structlog.stdlib.get_logger("goalfleet.api")
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -25,6 +35,14 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         default=None,
         help="port to listen on, 0 for any free one (default: GOALFLEET_API_PORT, 8787); "
         "clients find it through GOALFLEET_API_URL",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="API processes serving the one socket, each with its own Redis connections and "
+        "device view (default: GOALFLEET_API_PROCESSES, 1); one process is CPU-bound at a few "
+        "hundred submits a second",
     )
     add_log_args(p)
     p.set_defaults(func=main)
@@ -50,6 +68,9 @@ def bind(host: str, port: int) -> socket.socket:
                 f"port {port} on {host} is in use; choose another --port"
             ) from None
         raise UnavailableError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    # listening from here on: a client that read the start line queues in the backlog while
+    # the app is built (uvicorn's own listen() on this socket changes nothing)
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
@@ -57,13 +78,38 @@ def bind(host: str, port: int) -> socket.socket:
 @with_settings("api")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     host = args.host or settings.api_host
+    processes = args.processes if args.processes is not None else settings.api_processes
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ConfigError(f"--processes {processes}: give 1 to {MAX_PROCESSES} API processes")
     sock = bind(host, args.port if args.port is not None else settings.api_port)
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
+    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - only for this command
+
+    port = sock.getsockname()[1]
+    publish_at_start(settings, role="api", who=f"api@{socket.gethostname()}:{port}")
+    shown_host = f"[{host}]" if ":" in host else host
+    start_line(
+        "api",
+        f"listening on http://{shown_host}:{port} (Redis {shown_url(settings.redis_url)}, "
+        f"key prefix {settings.key_prefix}; OpenAPI at /docs"
+        + (f"; {processes} processes)" if processes > 1 else ")"),
+    )
+    with sock:
+        if processes == 1:
+            serve(settings, sock)
+            return EXIT_OK
+        return supervise(processes, lambda: serve(settings, sock))
+
+
+MAX_PROCESSES = 64
+
+
+def serve(settings: Settings, sock: socket.socket) -> None:
+    """Serve the API on `sock` in this process until SIGTERM or SIGINT (uvicorn's handlers)."""
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api import create_app  # noqa: PLC0415 - same reason
-    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - same reason
 
     server = uvicorn.Server(
         uvicorn.Config(
@@ -73,14 +119,61 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
             access_log=False,  # the API's middleware logs (debug) and counts every request
         )
     )
-    port = sock.getsockname()[1]
-    publish_at_start(settings, role="api", who=f"api@{socket.gethostname()}:{port}")
-    shown_host = f"[{host}]" if ":" in host else host
-    start_line(
-        "api",
-        f"listening on http://{shown_host}:{port} (Redis {shown_url(settings.redis_url)}, "
-        f"key prefix {settings.key_prefix}; OpenAPI at /docs)",
-    )
-    with sock:
-        server.run(sockets=[sock])
-    return EXIT_OK
+    server.run(sockets=[sock])
+
+
+def supervise(n: int, serve_one: Callable[[], None]) -> int:
+    """Fork `n` processes that each run `serve_one` (the socket is inherited: the kernel hands
+    each new connection to one of them), and wait for them. SIGTERM or SIGINT here is passed
+    on to every one; one that exits on its own stops the others (exit 1): the API is whole or
+    stopped, for its supervisor to restart. Each child gets SIGTERM if this process dies."""
+    parent = os.getpid()
+    children: set[int] = set()
+    stopping = False
+
+    def stop_all(_signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop_all)
+    signal.signal(signal.SIGINT, stop_all)
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held until every child is known
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:  # the child: its own Redis connections and device view (create_app)
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+                die_with_parent(parent)
+                serve_one()
+                code = EXIT_OK
+            except KeyboardInterrupt:  # Ctrl-C: uvicorn shut down, then raised it again
+                code = EXIT_OK
+            except BaseException:
+                log.exception("api_process_failed")
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        children.add(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # a stop that came meanwhile runs now
+    code = EXIT_OK
+    while children:
+        pid, status = os.wait()
+        children.discard(pid)
+        if not stopping:
+            log.error(
+                "api_process_exited",
+                pid=pid,
+                code=os.waitstatus_to_exitcode(status),
+                hint="the other API processes stop too; restart the API",
+            )
+            code = 1
+            stop_all()
+    return code

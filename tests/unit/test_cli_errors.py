@@ -81,6 +81,7 @@ CASES: dict[str, tuple[list[str], int, str]] = {
         "env:",
     ),
     "api-bad-port": (["api", "--port", "70000"], 2, "--port 70000"),
+    "api-no-processes": (["api", "--processes", "0"], 2, "--processes 0: give 1 to 64"),
     "devices-bad-wait": (["devices", "--wait", "-1"], 2, "--wait"),
     "devices-device-without-wait": (["devices", "--device", "ios-1"], 2, "--wait"),
     "memory-short-key": (["memory", "show", "abc"], 2, "at least 6 characters"),

@@ -66,6 +66,63 @@ def test_api_prints_where_it_listens(redis_server: LocalRedis) -> None:
     assert proc.returncode in {0, -signal.SIGTERM}  # uvicorn re-raises the signal it caught
 
 
+def _children(pid: int, n: int) -> list[int]:
+    """The `n` child processes of `pid`, once it has forked them all."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        if len(found) >= n or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
+def test_api_processes_each_serve_the_one_socket_and_stop_together(
+    redis_server: LocalRedis,
+) -> None:
+    """`--processes 2`: two forked processes accept on the one port, each on its own: with
+    either frozen (SIGSTOP) the other answers every request; SIGTERM to the command stops both."""
+    proc, line = _start(redis_server.url, "api", "--port", "0", "--processes", "2")
+    try:
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+) .*; 2 processes\)\n", line)
+        assert found, line
+        url = f"http://127.0.0.1:{found.group(1)}/v1/devices"
+        children = _children(proc.pid, 2)
+        assert len(children) == 2, children
+        for frozen in children:
+            os.kill(frozen, signal.SIGSTOP)
+            try:
+                for _ in range(4):  # a new connection each: the running process accepts it
+                    answer = httpx.get(url, headers={"Authorization": "Bearer t"}, timeout=15)
+                    assert answer.status_code == 200, answer.text
+            finally:
+                os.kill(frozen, signal.SIGCONT)
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [c for c in children if Path(f"/proc/{c}").exists()]
+
+
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
+def test_an_api_process_that_dies_stops_the_api(redis_server: LocalRedis) -> None:
+    """The API is whole or stopped: one of its processes killed, the command stops the other
+    and exits 1, with a line naming the process, for its supervisor to restart it."""
+    proc, _ = _start(redis_server.url, "api", "--port", "0", "--processes", "2")
+    children = _children(proc.pid, 2)
+    try:
+        os.kill(children[0], signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 1, err
+    assert "api_process_exited" in err
+    assert f'"pid": {children[0]}' in err
+    assert not Path(f"/proc/{children[1]}").exists()
+
+
 @pytest.mark.slow  # the whole command as a process: make test, not make unit
 def test_scheduler_prints_a_start_line(redis_server: LocalRedis) -> None:
     proc, line = _start(redis_server.url, "scheduler")

@@ -36,7 +36,16 @@ from pathlib import Path
 from signal import SIGCONT, SIGKILL, SIGSTOP, SIGTERM
 from typing import Self
 
-__all__ = ["Child", "Stoppable", "pid_alive", "process_started", "spawn", "stop_all", "stop_group"]
+__all__ = [
+    "Child",
+    "Stoppable",
+    "die_with_parent",
+    "pid_alive",
+    "process_started",
+    "spawn",
+    "stop_all",
+    "stop_group",
+]
 
 DEFAULT_GRACE_S = 10.0
 _REAP_S = 5.0
@@ -246,6 +255,12 @@ def _prctl() -> _Prctl:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     fn: _Prctl = libc.prctl
     return fn
+
+
+def die_with_parent(parent: int) -> None:
+    """For a child forked without exec (`goalfleet api --processes`): SIGTERM when `parent`
+    dies, also if it already did."""
+    _die_with(_prctl(), parent)
 
 
 def _die_with(prctl: _Prctl, parent: int) -> None:
