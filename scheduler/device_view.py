@@ -12,7 +12,9 @@ keeps the last states in memory and:
 - re-reads single devices when told they changed: the scheduler's wake list names the run
   that ended or the device that recovered (`touch`), and a reservation that failed re-reads
   its device;
-- keeps the idle devices in a set, so choosing one costs O(idle), not O(N).
+- keeps the idle devices in a set, and in load order (fewest runs, then id: `load_order`), so
+  the least loaded idle device matching a selector is the first match in that order: O(1)
+  when most idle devices match, O(idle) at worst, never O(N) and never a sort.
 
 The view is only a hint: `FleetStore.reserve` checks, atomically in Redis, that the device is
 registered, alive, idle and not quarantined, so a stale entry can cost a retry, never a wrong
@@ -21,12 +23,13 @@ placement.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from scheduler.routing import matching
+from scheduler.routing import ANY, matching
 from workers.core.records import DeviceState, Selector
 from workers.fleet.registry import DeviceRegistry
 
@@ -44,6 +47,8 @@ class DeviceView:
         self.clock = clock
         self._states: dict[str, DeviceState] = {}
         self._idle: dict[str, DeviceState] = {}
+        self._order: list[tuple[int, str]] = []
+        """The idle devices' `load_order` keys, sorted."""
         self._read_at = float("-inf")
         self._raw: dict[str, tuple[dict[str, str], bool]] = {}
         """What the last full read saw per device (its hash and whether its lease was held)."""
@@ -66,6 +71,18 @@ class DeviceView:
         with self._lock:
             self._fresh()
             return list(self._idle.values())
+
+    def pick_idle(self, selector: Selector | None) -> DeviceState | None:
+        """The least loaded idle device `selector` matches (fewest runs, then id), or None:
+        the first match in load order."""
+        sel = selector or ANY
+        with self._lock:
+            self._fresh()
+            for _, did in self._order:
+                device = self._idle[did]
+                if sel.matches(device.info):
+                    return device
+            return None
 
     def has_match(self, device_id: str | None, selector: Selector | None) -> bool:
         """Whether a registered device is `device_id` / matches `selector` (cached per class
@@ -117,6 +134,7 @@ class DeviceView:
             self._raw = raws
             self._states = states
             self._idle = {did: d for did, d in states.items() if d.idle}
+            self._order = sorted((d.runs_total, did) for did, d in self._idle.items())
             self._read_at = self.clock()
 
     def refresh(self, device_ids: Iterable[str]) -> None:
@@ -137,7 +155,7 @@ class DeviceView:
                 if raw.get("info") and out[3 * i + 2]:
                     self.put(DeviceState.from_hash(raw, alive=bool(out[3 * i + 1])))
                 elif self._states.pop(did, None) is not None:
-                    self._idle.pop(did, None)
+                    self._not_idle(did)
                     self._matches.clear()
 
     def touch(self, items: Iterable[str]) -> None:
@@ -173,10 +191,19 @@ class DeviceView:
                 self._matches.clear()
             self._raw.pop(did, None)  # no longer what the last full read parsed
             self._states[did] = state
+            self._not_idle(did)
             if state.idle:
                 self._idle[did] = state
-            else:
-                self._idle.pop(did, None)
+                bisect.insort(self._order, (state.runs_total, did))
+
+    def _not_idle(self, did: str) -> None:
+        """Take `did` out of the idle set and the load order (if it is in them)."""
+        old = self._idle.pop(did, None)
+        if old is not None:
+            key = (old.runs_total, did)
+            i = bisect.bisect_left(self._order, key)
+            if i < len(self._order) and self._order[i] == key:
+                del self._order[i]
 
     def _fresh(self) -> None:
         if self.clock() - self._read_at >= self.max_age_s:

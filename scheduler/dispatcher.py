@@ -17,7 +17,7 @@ import structlog
 from scheduler.device_view import DeviceView
 from scheduler.enqueue import Enqueuer
 from scheduler.placement import Placement, class_of
-from scheduler.routing import IdleByClass, choose
+from scheduler.routing import IdleByClass
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
@@ -174,7 +174,7 @@ class Dispatcher:
         refuses a busy, down or quarantined device), else the least loaded idle match."""
         if run.target is not None:
             return self.view.get(run.target)
-        return choose(self.view.idle(), None, run.selector)
+        return self.view.pick_idle(run.selector)
 
     def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
         """Enqueue a run the submit script has just reserved for `device` (undone, and the

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_decision_memory",
         "bench.bench_flood",
         "bench.bench_scheduler",
+        "bench.bench_idle_pick",
         "bench.bench_api_rate",
     ],
 )

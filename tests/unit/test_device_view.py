@@ -3,6 +3,8 @@ and the cache is never trusted for a placement (the reservation checks Redis).""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import redis
 from storekit import finish, register
@@ -12,10 +14,11 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.enqueue import RecordingEnqueuer
 from scheduler.fleet import Fleet
 from scheduler.requests import RunSubmit
+from scheduler.routing import choose
 from scheduler.store import FleetStore
 from workers.core.model import Platform
-from workers.core.records import Selector
-from workers.fleet.keys import Keys
+from workers.core.records import DeviceInfo, Selector
+from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.runstore import RunStore
 
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
@@ -162,3 +165,44 @@ def test_a_state_the_dispatcher_changed_is_parsed_again_by_the_next_full_read(
     assert view.idle() == []
     view.reload()
     assert [d.info.id for d in view.idle()] == ["d1"]
+
+
+def test_the_idle_pick_is_the_least_loaded_match_through_every_change(parts: Parts) -> None:
+    """`pick_idle` (the submit's choice of an idle device for a selector run) walks the idle
+    devices in load order and stops at the first match: it equals `routing.choose` over every
+    idle device (fewest runs, then id) after each kind of change the view sees — a placement
+    (`put` busy), a finish (`put` idle with one more run), a device read again (`refresh`), a full
+    re-read — over 300 random steps on 40 devices of two platforms and two pools."""
+    store, _, _, fleet = parts
+    view = fleet.dispatcher.view
+    rng = random.Random(7)
+    ids = [f"d{i:02}" for i in range(40)]
+    selectors = [
+        None,
+        Selector(platform=Platform.IOS),
+        Selector(platform=Platform.ANDROID, labels={"pool": "p1"}),
+        Selector(labels={"pool": "p0"}),
+        Selector(platform=Platform.LINUX),  # matches nothing
+    ]
+    for i, did in enumerate(ids):
+        platform = Platform.IOS if i % 3 else Platform.ANDROID
+        info = DeviceInfo(id=did, platform=platform, os_version="14", labels={"pool": f"p{i % 2}"})
+        store.registry.register(info, lease_holder(worker_name(did)), lease_s=30)
+    view.reload()
+    assert view.pick_idle(selectors[2]) is not None  # each platform and pool is there
+    for step in range(300):
+        did = rng.choice(ids)
+        state = view.get(did)
+        move = rng.random()
+        if state is not None and move < 0.4:  # placed: busy
+            view.put(state.model_copy(update={"run": f"r{step}"}))
+        elif state is not None and move < 0.8:  # finished: idle, one more run
+            view.put(state.model_copy(update={"run": None, "runs_total": state.runs_total + 1}))
+        elif move < 0.9:  # the registry's own state, read again
+            view.refresh([did])
+        else:
+            view.reload()
+        for sel in selectors:
+            picked = view.pick_idle(sel)
+            expected = choose(view.idle(), None, sel)
+            assert (picked and picked.info.id) == (expected and expected.info.id), (step, sel)
