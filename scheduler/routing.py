@@ -51,9 +51,12 @@ class IdleByClass:
         self._lists: dict[str, list[DeviceState]] = {}
 
     def pick(self, klass: str, target: str | None, selector: Selector | None) -> DeviceState | None:
+        if target is not None:  # one device: a lookup, not a walk over every idle one
+            device = self.idle.get(target)
+            return device if device is not None and device.idle else None
         cands = self._lists.get(klass)
         if cands is None:
-            found = matching(self.idle.values(), target, selector)
+            found = matching(self.idle.values(), None, selector)
             cands = sorted((d for d in found if d.idle), key=load_order, reverse=True)
             self._lists[klass] = cands
         while cands:

@@ -73,20 +73,24 @@ def test_least_loaded_first_then_id():
 @given(
     loads=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=12),
     platforms=st.lists(st.sampled_from(["ios", "android"]), min_size=12, max_size=12),
-    wants=st.lists(st.sampled_from([None, "ios", "android"]), min_size=1, max_size=20),
+    wants=st.lists(
+        st.sampled_from([None, "ios", "android", "d0", "d5", "d11", "d99"]), min_size=1, max_size=20
+    ),
 )
 def test_idle_by_class_hands_out_what_choose_would(
     loads: list[int], platforms: list[str], wants: list[str | None]
 ) -> None:
     """Picking run after run from one `IdleByClass` (the device used leaves `idle`, as the
-    dispatcher does) gives exactly what `choose` over the remaining idle devices gives."""
+    dispatcher does) gives exactly what `choose` over the remaining idle devices gives, for
+    selector runs and for runs naming a device (`d99` is not registered)."""
     devices = [dev(f"d{i}", platforms[i], runs_total=n) for i, n in enumerate(loads)]
     idle = {d.info.id: d for d in devices}
     picker = IdleByClass(idle)
     for want in wants:
-        sel = Selector(platform=Platform(want)) if want else None
-        expected = choose(idle.values(), None, sel)
-        got = picker.pick(want or "any", None, sel)
+        target = want if want is not None and want.startswith("d") else None
+        sel = Selector(platform=Platform(want)) if want and target is None else None
+        expected = choose(idle.values(), target, sel)
+        got = picker.pick(want or "any", target, sel)
         assert got == expected
         if got is not None:
             del idle[got.info.id]
