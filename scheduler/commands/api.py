@@ -114,6 +114,7 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings),
+            http="httptools",  # the C parser (a dependency): ~15 % less CPU a submit than h11
             log_level="warning",
             log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
             access_log=False,  # the API's middleware logs (debug) and counts every request
