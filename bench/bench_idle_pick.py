@@ -17,6 +17,10 @@ carries the label `pool=rare`):
 
     .venv/bin/python -m bench.bench_idle_pick            # N up to 10,000; 300 samples
     .venv/bin/python -m bench.bench_idle_pick --quick    # CI: N = 10 and 100, 30 samples
+
+The code before `pick_idle` (19b722f) runs this file too (its "now" columns stay empty):
+`git worktree add /tmp/before 19b722f && cp bench/bench_idle_pick.py /tmp/before/bench/ &&
+cd /tmp/before && PYTHONPATH=. /path/to/.venv/bin/python -m bench.bench_idle_pick`.
 """
 
 from __future__ import annotations
@@ -66,10 +70,12 @@ def measure(n: int, samples: int) -> dict[str, float]:
         view = fleet.dispatcher.view
         view.reload()
         row: dict[str, float] = {}
+        pick = getattr(view, "pick_idle", None)  # absent in the code before it (copied back)
         for name, sel in (("broad", BROAD), ("narrow", NARROW)):
-            if n < 100 and sel is NARROW:
+            if n < 100 and sel is NARROW:  # no rare device below 100
                 continue
-            row[f"{name}_now"] = median(timed_us(lambda s=sel: view.pick_idle(s), samples))
+            if pick is not None:
+                row[f"{name}_now"] = median(timed_us(lambda s=sel: pick(s), samples))
             row[f"{name}_before"] = median(
                 timed_us(lambda s=sel: choose(view.idle(), None, s), samples)
             )
@@ -94,12 +100,12 @@ def main() -> None:
     print("| --- " * 8 + "|")
     for n in sizes:
         x = measure(n, samples)
-        narrow = (
-            f"{x['narrow_now']:,.1f} | {x['narrow_before']:,.1f}" if "narrow_now" in x else "— | —"
+        cells = " | ".join(
+            f"{x[k]:,.1f}" if k in x else "—"
+            for k in ("broad_now", "broad_before", "narrow_now", "narrow_before")
         )
         print(
-            f"| {n:,} | {x['broad_now']:,.1f} | {x['broad_before']:,.1f} | {narrow} "
-            f"| {x['submit_p50']:.2f} | {x['submit_p95']:.2f} | {x['cmds']:.0f} |"
+            f"| {n:,} | {cells} | {x['submit_p50']:.2f} | {x['submit_p95']:.2f} | {x['cmds']:.0f} |"
         )
 
 
