@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from scheduler.routing import ANY, matching
+from scheduler.routing import ANY, load_order, matching
 from workers.core.records import DeviceState, Selector
 from workers.fleet.registry import DeviceRegistry
 
@@ -134,7 +134,7 @@ class DeviceView:
             self._raw = raws
             self._states = states
             self._idle = {did: d for did, d in states.items() if d.idle}
-            self._order = sorted((d.runs_total, did) for did, d in self._idle.items())
+            self._order = sorted(load_order(d) for d in self._idle.values())
             self._read_at = self.clock()
 
     def refresh(self, device_ids: Iterable[str]) -> None:
@@ -194,13 +194,13 @@ class DeviceView:
             self._not_idle(did)
             if state.idle:
                 self._idle[did] = state
-                bisect.insort(self._order, (state.runs_total, did))
+                bisect.insort(self._order, load_order(state))
 
     def _not_idle(self, did: str) -> None:
         """Take `did` out of the idle set and the load order (if it is in them)."""
         old = self._idle.pop(did, None)
         if old is not None:
-            key = (old.runs_total, did)
+            key = load_order(old)
             i = bisect.bisect_left(self._order, key)
             if i < len(self._order) and self._order[i] == key:
                 del self._order[i]
