@@ -17,7 +17,7 @@ import structlog
 from scheduler.commands._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
-from workers.core.processes import die_with_parent
+from workers.core.processes import dies_with_this_process
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
 
@@ -128,7 +128,7 @@ def supervise(n: int, serve_one: Callable[[], None]) -> int:
     each new connection to one of them), and wait for them. SIGTERM or SIGINT here is passed
     on to every one; one that exits on its own stops the others (exit 1): the API is whole or
     stopped, for its supervisor to restart. Each child gets SIGTERM if this process dies."""
-    parent = os.getpid()
+    arm_child = dies_with_this_process()
     children: set[int] = set()
     stopping = False
 
@@ -151,7 +151,7 @@ def supervise(n: int, serve_one: Callable[[], None]) -> int:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-                die_with_parent(parent)
+                arm_child()
                 serve_one()
                 code = EXIT_OK
             except KeyboardInterrupt:  # Ctrl-C: uvicorn shut down, then raised it again

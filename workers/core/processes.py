@@ -39,7 +39,7 @@ from typing import Self
 __all__ = [
     "Child",
     "Stoppable",
-    "die_with_parent",
+    "dies_with_this_process",
     "pid_alive",
     "process_started",
     "spawn",
@@ -155,7 +155,7 @@ def spawn(
         and sys.platform.startswith("linux")
         and threading.current_thread() is threading.main_thread()
     ):
-        preexec = functools.partial(_die_with, _prctl(), os.getpid())
+        preexec = dies_with_this_process()
     with log.open("ab") as out:
         proc = subprocess.Popen(  # noqa: S603 - argv from our own callers, no shell
             list(argv),
@@ -257,10 +257,11 @@ def _prctl() -> _Prctl:
     return fn
 
 
-def die_with_parent(parent: int) -> None:
-    """For a child forked without exec (`goalfleet api --processes`): SIGTERM when `parent`
-    dies, also if it already did."""
-    _die_with(_prctl(), parent)
+def dies_with_this_process() -> Callable[[], None]:
+    """What a child runs first to get SIGTERM when this process (the caller, the parent to be)
+    dies, also if it already did: `spawn`'s preexec, and a forked child's first act (`goalfleet
+    api --processes`). Called in the parent: libc's `prctl` is looked up here, not in the child."""
+    return functools.partial(_die_with, _prctl(), os.getpid())
 
 
 def _die_with(prctl: _Prctl, parent: int) -> None:
