@@ -21,6 +21,8 @@ from workers.decide.factory import ModelSettings, check_mode
 from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 
 TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+API_PROCESSES_MAX = 64
+"""The most processes `goalfleet api --processes` (or `GOALFLEET_API_PROCESSES`) may ask for."""
 
 
 class Settings(BaseSettings):
@@ -41,7 +43,7 @@ class Settings(BaseSettings):
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
-    api_processes: Annotated[int, Field(ge=1, le=64)] = 1
+    api_processes: Annotated[int, Field(ge=1, le=API_PROCESSES_MAX)] = 1
     """API processes serving the one listening socket (`goalfleet api --processes`), each
     with its own Redis connections and device view: one is CPU-bound at a few hundred
     submits a second, so a host with spare cores serves more with more."""

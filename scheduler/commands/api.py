@@ -18,7 +18,7 @@ from scheduler.commands._common import EXIT_OK, add_log_args, shown_url, start_l
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.core.processes import dies_with_this_process
-from workers.settings import Settings
+from workers.settings import API_PROCESSES_MAX, Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -79,8 +79,8 @@ def bind(host: str, port: int) -> socket.socket:
 def main(settings: Settings, args: argparse.Namespace) -> int:
     host = args.host or settings.api_host
     processes = args.processes if args.processes is not None else settings.api_processes
-    if not 1 <= processes <= MAX_PROCESSES:
-        raise ConfigError(f"--processes {processes}: give 1 to {MAX_PROCESSES} API processes")
+    if not 1 <= processes <= API_PROCESSES_MAX:
+        raise ConfigError(f"--processes {processes}: give 1 to {API_PROCESSES_MAX} API processes")
     sock = bind(host, args.port if args.port is not None else settings.api_port)
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
@@ -100,9 +100,6 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
             serve(settings, sock)
             return EXIT_OK
         return supervise(processes, lambda: serve(settings, sock))
-
-
-MAX_PROCESSES = 64
 
 
 def serve(settings: Settings, sock: socket.socket) -> None:

@@ -265,7 +265,8 @@ def dies_with_this_process() -> Callable[[], None]:
 
 
 def _die_with(prctl: _Prctl, parent: int) -> None:
-    """In the child before exec: SIGTERM when the parent dies, also if it already did."""
+    """In the child (before exec, or first thing after a fork): SIGTERM when the parent dies,
+    also if it already did."""
     prctl(_PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0)
     if os.getppid() != parent:
         os.kill(os.getpid(), SIGTERM)
