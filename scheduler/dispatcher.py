@@ -15,7 +15,7 @@ from collections.abc import Callable
 import structlog
 
 from scheduler.device_view import DeviceView
-from scheduler.enqueue import Enqueuer
+from scheduler.enqueue import Enqueuer, Message
 from scheduler.placement import Placement, class_of
 from scheduler.routing import IdleByClass
 from scheduler.store import FleetStore
@@ -176,10 +176,21 @@ class Dispatcher:
             return self.view.get(run.target)
         return self.view.pick_idle(run.selector)
 
-    def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
-        """Enqueue a run the submit script has just reserved for `device` (undone, and the
-        exception raised, when the send fails); the run as the reservation left it."""
-        self._enqueue(run.id, device)
+    def message(self, run: RunRecord, device: DeviceState) -> Message | None:
+        """The run's broker message for `device`, for the submit script to push with the
+        reservation; None when the enqueuer builds none (`sent_reserved` then sends it)."""
+        return self.enqueuer.message(run.id, device.info.id)
+
+    def sent_reserved(
+        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
+    ) -> RunRecord:
+        """A run the submit script has just reserved for `device`: the script pushed its
+        `message`, or, without one, it is enqueued now (the reservation undone, and the
+        exception raised, when that send fails). The run as the reservation left it."""
+        if message is None:
+            self._enqueue(run.id, device)
+        else:
+            self._took(run.id, device)
         return run.model_copy(update={"device": device.info.id, "dispatched_at": at})
 
     def refused(self, device: DeviceState) -> None:
@@ -242,6 +253,10 @@ class Dispatcher:
                 self.store.unreserve(run, did)
             self.view.refresh([did])
             raise
+        self._took(run_id, device)
+
+    def _took(self, run_id: str, device: DeviceState) -> None:
+        """The view learns that `device` has `run_id` on its way."""
         self.view.put(
             device.model_copy(update={"run": run_id, "runs_total": device.runs_total + 1})
         )

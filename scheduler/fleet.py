@@ -16,6 +16,7 @@ from typing import Literal
 import structlog
 
 from scheduler.dispatcher import Dispatcher
+from scheduler.enqueue import Message
 from scheduler.errors import (
     ConflictError,
     InvalidRequestError,
@@ -72,11 +73,13 @@ class Fleet:
         )
         idem = self._idem(idempotency_key, sub)
         device = self.dispatcher.fast_pick(run)
+        message = self.dispatcher.message(run, device) if device is not None else None
         out = self.store.submit_one(
             run,
             idem=idem,
             max_pending=self.max_pending,
             device_id=device.info.id if device is not None else None,
+            message=message,
         )
         if out.existing is not None:
             return self._replay_run(out.existing, idem), False
@@ -86,7 +89,7 @@ class Fleet:
             if device is not None:
                 self.dispatcher.refused(device)
             return run, True  # pending; the script woke the scheduler, which places it
-        return self._send_reserved(run, device, out.dispatched_at), True
+        return self._send_reserved(run, device, out.dispatched_at, message), True
 
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
@@ -157,11 +160,14 @@ class Fleet:
                 )
         return targets
 
-    def _send_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
-        """Send a run the submit reserved: the run as the reservation left it; as written,
-        pending again, when the send failed (a broker or store blip: the scheduler places it)."""
+    def _send_reserved(
+        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
+    ) -> RunRecord:
+        """A run the submit reserved (and, with `message`, sent): the run as the reservation
+        left it; as written, pending again, when a send after the script failed (a broker or
+        store blip: the scheduler places it)."""
         try:
-            return self.dispatcher.sent_reserved(run, device, at)
+            return self.dispatcher.sent_reserved(run, device, at, message)
         except Exception:  # logged; the reservation was undone, the scheduler retries
             log.exception(
                 "dispatch_after_submit_failed",

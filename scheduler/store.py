@@ -19,6 +19,7 @@ from typing import Literal, cast
 import redis
 from redis.client import Pipeline
 
+from scheduler.enqueue import Message
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
@@ -43,14 +44,15 @@ redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 return 1
 """
 
-# KEYS: run, pending, idem, device, lease, reserved, wake
+# KEYS: run, pending, idem, device, lease, reserved, wake, the device's queue
 # ARGV: run_id, pending score, max pending (0: no limit), idem value ('': no key), idem ttl
-#       (0: none), device to try ('': none), now, then the run's hash as field/value pairs
+#       (0: none), device to try ('': none), now, the run's broker message ('': none), then
+#       the run's hash as field/value pairs
 # One run's submit in one round trip: an idempotency key already used answers what it names
 # and writes nothing; a full backlog writes nothing; else the run is written and, when the
 # device the caller's view picked is free, live and unquarantined, reserved for it (the
-# `_RESERVE` checks; a new run needs none of the run-side ones); else pending, with a wake-up
-# for the scheduler.
+# `_RESERVE` checks; a new run needs none of the run-side ones) and its message pushed onto
+# the device's queue, as kombu pushes one; else pending, with a wake-up for the scheduler.
 _SUBMIT_ONE = """
 if ARGV[4] ~= '' then
   local e = redis.call('GET', KEYS[3])
@@ -65,7 +67,7 @@ if ARGV[4] ~= '' then
     redis.call('SET', KEYS[3], ARGV[4])
   end
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 if ARGV[6] ~= '' then
   local r = redis.call('HGET', KEYS[4], 'run')
   if (not r or r == '') and redis.call('HGET', KEYS[4], 'quarantined') ~= '1'
@@ -73,6 +75,7 @@ if ARGV[6] ~= '' then
     redis.call('HSET', KEYS[1], 'device', ARGV[6], 'dispatched_at', ARGV[7])
     redis.call('HSET', KEYS[4], 'run', ARGV[1])
     redis.call('ZADD', KEYS[6], ARGV[7], ARGV[1])
+    if ARGV[8] ~= '' then redis.call('LPUSH', KEYS[8], ARGV[8]) end
     return {'reserved'}
   end
 end
@@ -266,10 +269,13 @@ class FleetStore(RedisStore):
         idem: Idempotency | None,
         max_pending: int,
         device_id: str | None,
+        message: Message | None = None,
     ) -> Submitted:
         """Write one run, all or nothing, in one round trip (`_SUBMIT_ONE`): refused when
         `max_pending` runs are pending already (0: no limit), a replay when the idempotency
-        key was used, else pending or, when `device_id` is free, reserved for it."""
+        key was used, else pending or, when `device_id` is free, reserved for it and, with
+        `message` (the run's broker message for that device), sent: pushed onto its queue in
+        the same script, so a reservation is never left without its message."""
         now = time.time()
         idem_key = self.k.idem(idem.key) if idem is not None else self.k.idem("-")
         fields = run.to_hash()
@@ -285,6 +291,7 @@ class FleetStore(RedisStore):
                     self.k.lease(device_id or "-"),
                     self.k.reserved,
                     self.k.wake,
+                    message.key if message is not None else self.k.queue("-"),
                 ],
                 args=[
                     run.id,
@@ -294,6 +301,7 @@ class FleetStore(RedisStore):
                     self.retention_s if idem is not None else 0,
                     device_id or "",
                     repr(now),
+                    message.payload if message is not None else "",
                     *flat,
                 ],
             ),

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import redis
+import structlog
 
 from scheduler.enqueue import CeleryEnqueuer
 from scheduler.local.redis import LocalRedis
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.settings import Settings
+from workers.telemetry.logs import REQUEST_ID_HEADER, install_celery_hooks
 
 
 def calls(client: redis.Redis) -> dict[str, int]:
@@ -43,3 +46,27 @@ def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, c
     assert [m["headers"]["id"] for m in messages][::-1] == ["warm-up"] + [
         f"run-{i}" for i in range(5)
     ]
+
+
+def test_the_scripted_message_is_the_one_send_task_pushes(redis_server: LocalRedis, client):
+    """`message` builds, without sending, what `enqueue` (Celery's `send_task`) pushes: the
+    same list, the same envelope, headers and body, field for field, but for the delivery
+    tag (a fresh one each) — the request id header included when a request id is bound."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    enqueuer = CeleryEnqueuer(app)
+    install_celery_hooks()
+    structlog.contextvars.bind_contextvars(request_id="req-7")
+    try:
+        enqueuer.enqueue("0123abcd", "d-2")
+        built = enqueuer.message("0123abcd", "d-2")
+    finally:
+        structlog.contextvars.clear_contextvars()
+        app.close()
+    assert built.key == Keys("t").queue("d-2")
+    sent = json.loads(client.rpop(built.key))
+    ours = json.loads(built.payload)
+    tags = {m["properties"].pop("delivery_tag") for m in (sent, ours)}
+    assert len(tags) == 2
+    assert ours == sent
+    assert ours["headers"][REQUEST_ID_HEADER] == "req-7"
+    assert json.loads(base64.b64decode(ours["body"]))[0] == ["0123abcd"]

@@ -6,6 +6,7 @@ Counted with MONITOR, which shows each command a client sent apart from those a 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -15,13 +16,16 @@ import redis
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
+from scheduler.enqueue import CeleryEnqueuer, RecordingEnqueuer
 from scheduler.errors import TooManyPendingError
 from scheduler.fleet import Fleet
 from scheduler.requests import RunSubmit
 from scheduler.store import FleetStore
 from workers.core.model import RunStatus
-from workers.fleet.keys import Keys
+from workers.core.records import RunRecord
+from workers.fleet.celery_app import make_celery
+from workers.fleet.keys import RUN_TASK, Keys
+from workers.settings import Settings
 
 
 def wire(client: redis.Redis, action: Callable[[], object]) -> list[str]:
@@ -69,15 +73,24 @@ def cached(parts):
     return store, rs, enq, fleet
 
 
+def submit_to_new_device(
+    client: redis.Redis, store: FleetStore, fleet: Fleet, device: str
+) -> tuple[list[str], RunRecord]:
+    """Register `device`, let the view see it, submit one run for it: the commands on the
+    wire and the run."""
+    register(store, device)
+    fleet.dispatcher.view.reload()
+    placed: list[tuple[RunRecord, bool]] = []
+    sent = wire(client, lambda: placed.append(fleet.submit_run(RunSubmit(goal="g", device=device))))
+    run, created = placed[0]
+    assert created
+    return sent, run
+
+
 def test_a_submit_to_an_idle_device_is_one_round_trip_then_the_send(parts, client):
     store, _, enq, fleet = cached(parts)
-    register(store, "d1")
-    fleet.dispatcher.view.reload()
-    placed: list[object] = []
-    sent = wire(client, lambda: placed.append(fleet.submit_run(RunSubmit(goal="g", device="d1"))))
+    sent, run = submit_to_new_device(client, store, fleet, "d1")
     assert sent == ["EVALSHA"], sent
-    run, created = placed[0]  # type: ignore[misc]
-    assert created
     assert run.device == "d1"
     assert enq.sent == [(run.id, "d1")]
     stored = store.load(run.id)
@@ -148,3 +161,28 @@ def test_a_replay_is_answered_even_when_the_backlog_is_full(client):
     again, created = fleet.submit_run(RunSubmit(goal="g", device="d1"), idempotency_key="k1")
     assert not created
     assert again.id == first.id
+
+
+def test_the_send_rides_in_the_submit_script(redis_server, client):
+    """With Celery's enqueuer the reserved run's message is pushed by the submit script
+    itself: the whole submit is one round trip, and the device's queue holds the run's
+    message; a run left pending pushes none."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, CeleryEnqueuer(app), view_max_age_s=10), max_pending=9)
+    try:
+        register(store, "warm")
+        fleet.submit_run(RunSubmit(goal="g", device="warm"))  # loads the script
+        sent, run = submit_to_new_device(client, store, fleet, "d1")
+        assert sent == ["EVALSHA"], sent
+        assert run.device == "d1"
+        queued = [json.loads(m) for m in client.lrange(keys.queue("d1"), 0, -1)]
+        assert [m["headers"]["id"] for m in queued] == [run.id]
+        assert [m["headers"]["task"] for m in queued] == [RUN_TASK]
+        second, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))  # d1 is busy now
+        assert second.device is None
+        assert client.llen(keys.queue("d1")) == 1
+        assert store.pending_ids() == [second.id]
+    finally:
+        app.close()

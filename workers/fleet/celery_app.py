@@ -80,9 +80,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_pool": "prefork",
         "worker_deduplicate_successful_tasks": True,
         "worker_send_task_events": True,
-        # No `task-sent` event: one more Redis publish on every submit's hot path, and nothing
-        # consumes it (monitors see received/started/succeeded from the worker). Its cost is
-        # measured by bench/bench_dispatch.py (path "task-sent event on").
+        # No `task-sent` event: one more Redis publish on every send, and nothing consumes it
+        # (monitors see received/started/succeeded from the worker). A submit's fast path
+        # publishes no event either way: its script pushes the message (`scheduler.enqueue`).
         "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "task_serializer": "json",

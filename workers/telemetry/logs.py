@@ -251,10 +251,16 @@ def _on_setup_logging(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
     """Connected to `setup_logging`: its mere presence stops Celery configuring logging."""
 
 
-def _on_before_publish(headers: MutableMapping[str, Any] | None = None, **_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+def publish_headers() -> dict[str, str]:
+    """The headers the fleet adds to a task message it publishes: the request id bound in
+    this context (the API's request), so the worker's lines for the run carry it."""
     request_id = structlog.contextvars.get_contextvars().get("request_id")
-    if headers is not None and request_id:
-        headers[REQUEST_ID_HEADER] = str(request_id)
+    return {REQUEST_ID_HEADER: str(request_id)} if request_id else {}
+
+
+def _on_before_publish(headers: MutableMapping[str, Any] | None = None, **_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+    if headers is not None:
+        headers.update(publish_headers())
 
 
 def _on_task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
