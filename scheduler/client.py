@@ -1,22 +1,26 @@
-"""A Python client for the queue API (httpx). Errors come back as `ApiError` with the API's
-own message and fix; a dead API is `ApiUnreachableError`.
+"""A Python client for the queue API. Errors come back as `ApiError` with the API's own
+message and fix; a dead API is `ApiUnreachableError`.
 
     with FleetClient("http://127.0.0.1:8787", token="...") as fleet:
         run = fleet.submit_run({"goal": "Sign in", "selector": {"platform": "ios"}})
         for row in fleet.follow(run.id):
             print(row.index, row.outcome)
+
+One kept-alive connection (`scheduler.keepalive`, the standard library's `http.client`): a
+client is for one thread at a time.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
 
-import httpx
 from pydantic import TypeAdapter
 
+from scheduler.keepalive import KeepAlive, LostError, NotConnectedError
 from workers.core.errors import GoalfleetError
 from workers.core.memory import Remembered
 from workers.core.model import StepRow
@@ -53,16 +57,13 @@ class FleetClient:
         token: str | None = None,
         timeout_s: float = 10.0,
         connect_wait_s: float = 0.0,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """`connect_wait_s`: how long a call keeps retrying (with backoff) while the API
         refuses connections — an API still starting up; 0 fails at once. Only a connection
         that was never made is retried, so a POST is never sent twice."""
         self.connect_wait_s = connect_wait_s
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(
-            base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
-        )
+        self.http = KeepAlive(base_url, headers=headers, timeout_s=timeout_s)
 
     def __enter__(self) -> Self:
         return self
@@ -78,59 +79,67 @@ class FleetClient:
     def close(self) -> None:
         self.http.close()
 
-    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:  # noqa: ANN401 - httpx's
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: object = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        raw = json.dumps(body).encode() if body is not None else None
         deadline = time.monotonic() + self.connect_wait_s
         pause = 0.1
         while True:
             try:
-                return self.http.request(method, path, **kw)
-            except httpx.ConnectError as exc:
+                return self.http.request(method, path, body=raw, params=params, headers=headers)
+            except NotConnectedError as exc:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._unreachable(exc) from None
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
-            except httpx.TransportError as exc:
+            except LostError as exc:
                 raise self._unreachable(exc) from None
 
-    def _unreachable(self, exc: httpx.TransportError) -> ApiUnreachableError:
-        base = str(self.http.base_url).rstrip("/")
+    def _unreachable(self, exc: OSError) -> ApiUnreachableError:
         waited = f" (waited {self.connect_wait_s:g} s)" if self.connect_wait_s else ""
         return ApiUnreachableError(
-            f"cannot reach the goalfleet API at {base}{waited}: {exc}",
+            f"cannot reach the goalfleet API at {self.http.base_url}{waited}: {exc}",
             hint="start it with `goalfleet api`, or set GOALFLEET_API_URL (or --api) to where "
             "it listens",
         )
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON
-        resp = self._send(method, path, **kw)
-        if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
+        status, data = self._send(method, path, **kw)
+        if status >= 400:  # noqa: PLR2004 - HTTP error statuses
             try:
-                body = resp.json()
+                body = json.loads(data)
             except ValueError:
-                body = {"message": resp.text}
-            raise ApiError(resp.status_code, body if isinstance(body, dict) else {})
-        if resp.status_code == 204:  # noqa: PLR2004 - no content
+                body = {"message": data.decode(errors="replace")}
+            raise ApiError(status, body if isinstance(body, dict) else {})
+        if status == 204:  # noqa: PLR2004 - no content
             return None
-        return resp.json()
+        return json.loads(data)
 
     # -- the API ---------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        resp = self._send("GET", "/health")
-        out: dict[str, Any] = resp.json()
+        """/health's answer, up (200) or down (503) alike."""
+        out: dict[str, Any] = json.loads(self._send("GET", "/health")[1])
         return out
 
     def submit_run(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> RunRecord:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        return RunRecord.model_validate(self._call("POST", "/v1/runs", json=body, headers=headers))
+        return RunRecord.model_validate(self._call("POST", "/v1/runs", body=body, headers=headers))
 
     def submit_batch(
         self, body: dict[str, Any], *, idempotency_key: str | None = None
     ) -> BatchRecord:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return BatchRecord.model_validate(
-            self._call("POST", "/v1/batches", json=body, headers=headers)
+            self._call("POST", "/v1/batches", body=body, headers=headers)
         )
 
     def run(self, run_id: str) -> RunRecord:
@@ -138,7 +147,7 @@ class FleetClient:
 
     def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
         return _STEPS.validate_python(
-            self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": after})
+            self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": str(after)})
         )
 
     def cancel(self, run_id: str) -> RunRecord:
@@ -157,7 +166,7 @@ class FleetClient:
         return _QUESTIONS.validate_python(self._call("GET", "/v1/questions"))
 
     def answer(self, run_id: str, body: dict[str, object]) -> RunRecord:
-        return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/answer", json=body))
+        return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/answer", body=body))
 
     def memory(self, *, goal: str | None = None) -> list[Remembered]:
         params = {"goal": goal} if goal else {}

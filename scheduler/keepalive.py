@@ -1,0 +1,112 @@
+"""One kept-alive HTTP/1.1 connection to the queue API, on the standard library's `http.client`.
+
+The client's hot path is a submit; on it httpx cost ~0.5 ms more than `http.client` before the
+request left the process (request and URL models, h11's state machine, the cookie jar), which is
+an eighth of a bare Celery hop (docs/benchmarks.md §2). The API needs none of that: one origin,
+JSON bodies, no cookies, no redirects.
+
+What a caller can rely on:
+
+- `NotConnectedError`: no connection could be made (refused, unknown host, connect timeout);
+  nothing was sent, so the call may be retried.
+- `LostError`: the connection failed after the request began to go out, or the answer did not
+  come within the timeout; the request may or may not have been applied.
+- A connection the server closed while it sat idle (its keep-alive timeout) is noticed before
+  it is reused, and a new one is made: a request is never sent on a connection known dead.
+  When the server closes a kept connection just as a request goes out on it, an idempotent
+  request (GET, HEAD, OPTIONS, PUT, DELETE) is sent once more on a new connection; any other
+  is `LostError`, never sent twice.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+from urllib.parse import urlencode, urlsplit
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""Methods whose repeat has the effect of one request (RFC 9110 §9.2.2)."""
+
+
+class NotConnectedError(OSError):
+    """No connection could be made; nothing was sent."""
+
+
+class LostError(OSError):
+    """The request may have reached the server; its answer did not come back."""
+
+
+class KeepAlive:
+    """One connection to `base_url` (http or https), opened on first use and kept between
+    requests. Not thread-safe: one caller at a time, as one connection allows."""
+
+    def __init__(
+        self, base_url: str, *, headers: dict[str, str] | None = None, timeout_s: float = 10.0
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"{base_url!r}: give an http:// or https:// URL with a host")
+        self.base_url = base_url.rstrip("/")
+        self._prefix = parts.path.rstrip("/")
+        self._headers = {"Accept": "application/json", **(headers or {})}
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._conn = cls(parts.hostname, parts.port, timeout=timeout_s)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """Send one request; its status and body."""
+        kept = self._connect()
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        sent = {**self._headers, **(headers or {})}
+        if body is not None:
+            sent["Content-Type"] = "application/json"
+        try:
+            self._conn.request(method, target, body=body, headers=sent)
+            resp = self._conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self._conn.close()
+            if (
+                kept
+                and method in IDEMPOTENT
+                and isinstance(exc, ConnectionResetError | BrokenPipeError)
+            ):
+                return self.request(method, path, body=body, params=params, headers=headers)
+            raise LostError(f"{method} {target}: {describe(exc)}") from exc
+        return resp.status, data
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _connect(self) -> bool:
+        """Make the connection unless an open one is still good (True: it was kept): one with
+        something to read before a request went out has been closed by the server (or is out
+        of step)."""
+        sock = self._conn.sock
+        if sock is not None:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return True
+            self._conn.close()
+        try:
+            self._conn.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            self._conn.close()
+            raise NotConnectedError(describe(exc)) from exc
+        return False
+
+
+def describe(exc: BaseException) -> str:
+    """An error in words, its type named when its message is empty (a bare timeout)."""
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror})"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
