@@ -110,6 +110,17 @@ def test_every_route_but_health_needs_the_token(api: Api) -> None:
     assert checked >= 11 * len(bad_headers)
 
 
+def test_the_run_submit_documents_its_guard_and_key_as_the_batch_submit(api: Api) -> None:
+    """POST /v1/runs reads its bearer guard and `Idempotency-Key` itself (the hot path); its
+    OpenAPI says what FastAPI derives for POST /v1/batches from the same two dependencies."""
+    paths = api.app.openapi()["paths"]
+    run, batch = paths["/v1/runs"]["post"], paths["/v1/batches"]["post"]
+    assert run["security"] == batch["security"] == [{"HTTPBearer": []}]
+    assert run["parameters"] == batch["parameters"]
+    assert [p["name"] for p in run["parameters"]] == ["idempotency-key"]
+    assert "description" not in run
+
+
 def test_empty_token_list_refuses_everything(api: Api) -> None:
     """An API started with no tokens refuses every guarded route, even an empty bearer."""
     from scheduler.api import create_app  # noqa: PLC0415 - a second app for this test only
