@@ -8,7 +8,8 @@ device, and a bare Celery worker made from the same settings and flags serving a
 
 Paths, interleaved sample by sample so machine noise hits each alike:
 
-- **client**: `scheduler.client.FleetClient.submit_run` (httpx, kept-alive connection) → API.
+- **client**: `scheduler.client.FleetClient.submit_run` (one kept-alive `http.client`
+  connection, `scheduler.keepalive`) → API.
 - **http, new connection**: a fresh `http.client` connection per submit, as `curl` does.
 - **in-process Fleet.submit_run**: the API's own submit code called directly, no HTTP: what
   the HTTP layer costs, by difference.
