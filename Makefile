@@ -73,6 +73,7 @@ bench: install
 	$(BIN)/python -m bench.bench_decision_memory
 	$(BIN)/python -m bench.bench_scheduler
 	$(BIN)/python -m bench.bench_idle_pick
+	$(BIN)/python -m bench.bench_submit_cpu
 	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_flood",
         "bench.bench_scheduler",
         "bench.bench_idle_pick",
+        "bench.bench_submit_cpu",
         "bench.bench_api_rate",
     ],
 )
