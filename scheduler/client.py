@@ -6,8 +6,8 @@ message and fix; a dead API is `ApiUnreachableError`.
         for row in fleet.follow(run.id):
             print(row.index, row.outcome)
 
-One kept-alive connection (`scheduler.keepalive`, the standard library's `http.client`): a
-client is for one thread at a time.
+Kept-alive connections (`scheduler.keepalive`, the standard library's `http.client`); threads
+may share a client.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One kept-alive HTTP/1.1 connection to the queue API, on the standard library's `http.client`.
+"""Kept-alive HTTP/1.1 connections to the queue API, on the standard library's `http.client`.
 
 The client's hot path is a submit; on it httpx cost ~0.5 ms more than `http.client` before the
 request left the process (request and URL models, h11's state machine, the cookie jar), which is
@@ -11,6 +11,8 @@ What a caller can rely on:
   nothing was sent, so the call may be retried.
 - `LostError`: the connection failed after the request began to go out, or the answer did not
   come within the timeout; the request may or may not have been applied.
+- Thread-safe: each request takes an idle connection (or opens one) and gives it back, so
+  threads sharing a client never share a connection at once.
 - A connection the server closed while it sat idle (its keep-alive timeout) is noticed before
   it is reused, and a new one is made: a request is never sent on a connection known dead.
   When the server closes a kept connection just as a request goes out on it, an idempotent
@@ -23,6 +25,7 @@ from __future__ import annotations
 import http.client
 import select
 import socket
+import threading
 from urllib.parse import urlencode, urlsplit
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -38,8 +41,8 @@ class LostError(OSError):
 
 
 class KeepAlive:
-    """One connection to `base_url` (http or https), opened on first use and kept between
-    requests. Not thread-safe: one caller at a time, as one connection allows."""
+    """Connections to `base_url` (http or https), each opened on first need and kept between
+    requests: one per thread making requests at the same moment."""
 
     def __init__(
         self, base_url: str, *, headers: dict[str, str] | None = None, timeout_s: float = 10.0
@@ -50,8 +53,10 @@ class KeepAlive:
         self.base_url = base_url.rstrip("/")
         self._prefix = parts.path.rstrip("/")
         self._headers = {"Accept": "application/json", **(headers or {})}
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._conn = cls(parts.hostname, parts.port, timeout=timeout_s)
+        self._host, self._port, self._timeout_s = parts.hostname, parts.port, timeout_s
+        self._https = parts.scheme == "https"
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
 
     def request(
         self,
@@ -63,45 +68,69 @@ class KeepAlive:
         headers: dict[str, str] | None = None,
     ) -> tuple[int, bytes]:
         """Send one request; its status and body."""
-        kept = self._connect()
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         sent = {**self._headers, **(headers or {})}
         if body is not None:
             sent["Content-Type"] = "application/json"
+        conn = self._take()
         try:
-            self._conn.request(method, target, body=body, headers=sent)
-            resp = self._conn.getresponse()
-            data = resp.read()
-        except (OSError, http.client.HTTPException) as exc:
-            self._conn.close()
-            if (
-                kept
-                and method in IDEMPOTENT
-                and isinstance(exc, ConnectionResetError | BrokenPipeError)
-            ):
-                return self.request(method, path, body=body, params=params, headers=headers)
-            raise LostError(f"{method} {target}: {describe(exc)}") from exc
-        return resp.status, data
+            return _send(conn, method, target, body, sent)
+        finally:
+            with self._lock:
+                self._idle.append(conn)
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
-    def _connect(self) -> bool:
-        """Make the connection unless an open one is still good (True: it was kept): one with
-        something to read before a request went out has been closed by the server (or is out
-        of step)."""
-        sock = self._conn.sock
-        if sock is not None:
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
-                return True
-            self._conn.close()
-        try:
-            self._conn.connect()
-        except (OSError, http.client.HTTPException) as exc:
-            self._conn.close()
-            raise NotConnectedError(describe(exc)) from exc
-        return False
+    def _take(self) -> http.client.HTTPConnection:
+        """An idle connection, or a new one (connected when first used)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout_s)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+
+
+def _send(
+    conn: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    body: bytes | None,
+    headers: dict[str, str],
+) -> tuple[int, bytes]:
+    kept = _connect(conn)
+    try:
+        conn.request(method, target, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        dropped = isinstance(exc, ConnectionResetError | BrokenPipeError)
+        if kept and dropped and method in IDEMPOTENT:
+            return _send(conn, method, target, body, headers)  # on a new connection: once
+        raise LostError(f"{method} {target}: {describe(exc)}") from exc
+    return resp.status, data
+
+
+def _connect(conn: http.client.HTTPConnection) -> bool:
+    """Make the connection unless an open one is still good (True: it was kept): one with
+    something to read before a request went out has been closed by the server (or is out of
+    step)."""
+    if conn.sock is not None:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+        if not readable:
+            return True
+        conn.close()
+    try:
+        conn.connect()
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise NotConnectedError(describe(exc)) from exc
+    return False
 
 
 def describe(exc: BaseException) -> str:

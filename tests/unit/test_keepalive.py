@@ -29,6 +29,7 @@ class _Server(http.server.ThreadingHTTPServer):
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Echo)
+        self.counting = threading.Lock()
         self.connections = 0
         self.closed = 0
         self.requests: list[tuple[str, str, bytes]] = []
@@ -46,11 +47,13 @@ class _Echo(http.server.BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.server.connections += 1
+        with self.server.counting:
+            self.server.connections += 1
 
     def finish(self) -> None:
         super().finish()
-        self.server.closed += 1
+        with self.server.counting:
+            self.server.closed += 1
 
     served = 0
 
@@ -104,6 +107,33 @@ def test_one_connection_serves_every_request(server: _Server) -> None:
         conn.close()
     assert server.connections == 1
     assert [b for _, _, b in server.requests] == [f'{{"i": {i}}}'.encode() for i in range(5)]
+
+
+def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: _Server) -> None:
+    """Eight threads posting through one `FleetClient` at once: every request answered, none
+    sent on a connection another thread is using (at most one connection a thread)."""
+    answered: list[str] = []
+    failed: list[BaseException] = []
+    with FleetClient(url(server), token="t") as client:
+        start = threading.Barrier(8)
+
+        def post(i: int) -> None:
+            start.wait()
+            try:
+                answered.extend(
+                    client._call("POST", f"/v1/runs/{i}-{j}", body={})["path"] for j in range(20)
+                )
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failed.append(exc)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failed == []
+    assert sorted(answered) == sorted(f"/v1/runs/{i}-{j}" for i in range(8) for j in range(20))
+    assert server.connections <= 8  # one a thread at most
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server: _Server) -> None:
