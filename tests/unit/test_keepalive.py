@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,12 @@ class _Server(http.server.ThreadingHTTPServer):
         self.closed = 0
         self.requests: list[tuple[str, str, bytes]] = []
 
+    def shutdown_request(self, request: Any) -> None:
+        """Counted once the socket is closed (the FIN sent), not when the handler returns."""
+        super().shutdown_request(request)
+        with self.counting:
+            self.closed += 1
+
     def wait_closed(self, n: int, timeout_s: float = 5.0) -> None:
         deadline = time.monotonic() + timeout_s
         while self.closed < n:
@@ -49,11 +56,6 @@ class _Echo(http.server.BaseHTTPRequestHandler):
         super().setup()
         with self.server.counting:
             self.server.connections += 1
-
-    def finish(self) -> None:
-        super().finish()
-        with self.server.counting:
-            self.server.closed += 1
 
     served = 0
 
@@ -164,7 +166,7 @@ def test_a_kept_connection_dropped_under_a_request_resends_only_an_idempotent_on
         assert conn.request("GET", "/v1/devices")[0] == 200
         assert server.connections == 2
         assert [p for _, p, _ in server.requests] == ["/health", "/v1/devices", "/v1/devices"]
-        conn.request("GET", "/health")  # the first on the new connection
+        conn.request("GET", "/health")  # dropped too (the second on that one), sent on a third
         with pytest.raises(LostError, match="RemoteDisconnected"):
             conn.request("POST", "/v1/runs", body=b"{}")
     finally:
