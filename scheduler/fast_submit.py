@@ -63,7 +63,11 @@ class FastSubmit:
     async def _declared(
         self, scope: Scope, receive: Receive, body: bytes | None, send: Send
     ) -> None:
-        """The declared route answers, the body replayed when it was read here."""
+        """The declared route answers (in the scope its own match gives), the body replayed
+        when it was read here."""
+        match, child = self.declared.matches(scope)
+        if match is Match.FULL:
+            scope.update(child)
         if body is None:
             await self.declared.handle(scope, receive, send)
             return
@@ -76,9 +80,6 @@ class FastSubmit:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        match, child = self.declared.matches(scope)
-        if match is Match.FULL:
-            scope.update(child)
         await self.declared.handle(scope, replay, send)
 
 

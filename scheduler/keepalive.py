@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import http.client
 import select
-import socket
 import threading
 from urllib.parse import urlencode, urlsplit
+
+from workers.fleet.outages import describe
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 """Methods whose repeat has the effect of one request (RFC 9110 §9.2.2)."""
@@ -131,11 +132,3 @@ def _connect(conn: http.client.HTTPConnection) -> bool:
         conn.close()
         raise NotConnectedError(describe(exc)) from exc
     return False
-
-
-def describe(exc: BaseException) -> str:
-    """An error in words, its type named when its message is empty (a bare timeout)."""
-    if isinstance(exc, socket.gaierror):
-        return f"unknown host ({exc.strerror})"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
