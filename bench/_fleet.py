@@ -36,12 +36,12 @@ from pydantic import SecretStr
 
 from scheduler.local.fleet import SimWorker
 from scheduler.local.redis import LocalRedis, free_port
-from scheduler.store import FleetStore
-from workers.core.processes import Child, Stoppable, spawn, stop_all
-from workers.core.stats import median, percentile, tail, tail_q
+from scheduler.store.runs import FleetStore
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
+from workers.processes import Child, Stoppable, spawn, stop_all
 from workers.settings import Settings
+from workers.stats import median, percentile, tail, tail_q
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"  # noqa: S105 - the throwaway fleet's API token
@@ -75,7 +75,7 @@ def machine() -> str:
 
 
 def pct(xs: Sequence[float], q: float) -> float:
-    """`workers.core.stats.percentile` with q as a fraction (0..1): p99 needs >= 1,000 samples."""
+    """`workers.stats.percentile` with q as a fraction (0..1): p99 needs >= 1,000 samples."""
     return percentile(xs, q * 100)
 
 

@@ -69,7 +69,7 @@ def _worker(argv: list[str]) -> int:
         return _with_bench_spec(default(*args, **kwargs))
 
     runtime.default_decider_maker = maker
-    from scheduler.cli import main  # noqa: PLC0415 - after the decider maker is wrapped
+    from scheduler.cli.main import main  # noqa: PLC0415 - after the decider maker is wrapped
 
     return main(["worker", *argv])
 

@@ -27,7 +27,6 @@ import structlog
 from pydantic import SecretStr
 
 from workers.core.model import InputValue, Platform
-from workers.core.stats import median, percentile
 from workers.devices.agent_device import AgentDeviceDevice, check_daemon
 from workers.devices.agent_device_daemon import DaemonProcess
 from workers.devices.agent_device_wire import (
@@ -36,6 +35,7 @@ from workers.devices.agent_device_wire import (
     JsonObject,
     SocketTransport,
 )
+from workers.stats import median, percentile
 from workers.testing.linux_desktop import desktop_with_daemon
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"

@@ -51,9 +51,9 @@ from urllib.parse import urlsplit
 
 from bench._fleet import TOKEN, BenchFleet, cpu_jiffies, machine, median, pct, process_cpu_s
 from bench.bench_scheduler import Consumer, fill
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.service.fleet import Fleet
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.fleet.runstore import RunStore
 
 BATCH = 100

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median, percentile
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import RunRecord

@@ -8,8 +8,8 @@ device, and a bare Celery worker made from the same settings and flags serving a
 
 Paths, interleaved sample by sample so machine noise hits each alike:
 
-- **client**: `scheduler.client.FleetClient.submit_run` (one kept-alive `http.client`
-  connection, `scheduler.keepalive`) → API.
+- **client**: `scheduler.client.api_client.FleetClient.submit_run` (one kept-alive `http.client`
+  connection, `scheduler.client.keepalive`) → API.
 - **http, new connection**: a fresh `http.client` connection per submit, as `curl` does.
 - **in-process Fleet.submit_run**: the API's own submit code called directly, no HTTP: what
   the HTTP layer costs, by difference.
@@ -27,7 +27,7 @@ to its session log (the fleet's overlap-check seam; the device is opened immedia
 `start` line the no-op task writes first thing (`bench/_worker.py`). No production code is
 changed. Each run (and each no-op) finishes before the next sample starts.
 
-Percentiles: `workers.core.stats` (nearest-rank); the tail is p99 from >= 1,000 samples per
+Percentiles: `workers.stats` (nearest-rank); the tail is p99 from >= 1,000 samples per
 path, else p95.
 
     .venv/bin/python -m bench.bench_dispatch            # full (300 samples per path)
@@ -57,13 +57,13 @@ from bench._fleet import (
     tail_q,
 )
 from bench._worker import NOOP_DEVICE, NOOP_TASK, noop_starts
-from scheduler.client import FleetClient
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import CeleryEnqueuer, Enqueuer, Message
-from scheduler.fleet import Fleet
+from scheduler.client.api_client import FleetClient
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.fleet import SimWorker
-from scheduler.requests import RunSubmit
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer, Message
+from scheduler.store.runs import FleetStore
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import device_queue
 

@@ -21,7 +21,7 @@ import signal
 import time
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus
 

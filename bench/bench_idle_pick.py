@@ -30,13 +30,13 @@ import time
 from collections.abc import Callable
 
 from bench._fleet import machine, median, pct
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.routing import choose
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import RunSubmit
-from scheduler.routing import choose
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, Selector
 from workers.fleet.connections import redis_client

@@ -21,8 +21,8 @@ from workers.core.loop import run_goal
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Snapshot
 from workers.core.params import RunParams
 from workers.core.projection import build_snapshot
-from workers.core.stats import median, tail
 from workers.devices.sim import SimDevice, make_sim_device
+from workers.stats import median, tail
 
 STEPS = 50
 PARAMS = RunParams(max_steps=STEPS)

@@ -37,7 +37,7 @@ from bench._fleet import (
     rss_kib,
 )
 from bench._worker import NOOP_DEVICE, NOOP_TASK
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
 from workers.core.model import RunStatus
 from workers.fleet.celery_app import make_celery

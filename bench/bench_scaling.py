@@ -56,9 +56,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, cpu_jiffies, machine, median, tail
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
-from scheduler.requests import MAX_BATCH
+from scheduler.service.requests import MAX_BATCH
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 

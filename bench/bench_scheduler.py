@@ -7,7 +7,7 @@ same `RunStore` calls a worker makes). The dispatcher and the submit path run in
 process against that Redis, exactly as the scheduler and the API call them.
 
 The dispatcher runs with the production `device_view_max_age_s` (its cached device view,
-`scheduler/device_view.py`): the view's full re-read, at most once a second, is inside the
+`scheduler/dispatch/device_view.py`): the view's full re-read, at most once a second, is inside the
 timed calls whenever it falls due, so its cost shows in p95 and in CPU per pass.
 
 Per N, with every device busy and 200 runs pending:
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 import redis
 
 from bench._fleet import machine, median, pct
-from scheduler.commands.scheduler import overdue_after_s
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
+from scheduler.cli.scheduler import overdue_after_s
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import BatchSubmit, RunSubmit
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform, RunResult, RunStatus
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client

@@ -32,13 +32,13 @@ from typing import Any
 
 from bench._fleet import SIGN_IN, TOKEN, machine, median
 from bench.bench_dispatch import SendAfter
-from scheduler.api import create_app
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import CeleryEnqueuer, Enqueuer
-from scheduler.fleet import Fleet
+from scheduler.api.app import create_app
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import RunSubmit
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.celery_app import make_celery

@@ -40,9 +40,9 @@ from openai import OpenAI
 
 from workers.core.errors import DecisionInvalidError
 from workers.core.model import Candidate, DecideState, Decision, Kind
-from workers.core.stats import median
 from workers.decide.instructor import InstructorDecider
 from workers.decide.tokens import ENCODING, RequestTokens, count_request
+from workers.stats import median
 from workers.testing.samples import FLOWS, Screen
 
 ROOT = Path(__file__).resolve().parent.parent

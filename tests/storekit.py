@@ -3,7 +3,7 @@ device as a worker process would, and end a run as its worker would."""
 
 from __future__ import annotations
 
-from scheduler.store import FleetStore
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform, RunResult, RunStatus
 from workers.core.records import DeviceInfo, RunRecord
 from workers.fleet.keys import lease_holder, worker_name

@@ -17,13 +17,13 @@ from typing import Self
 
 import uvicorn
 
-from scheduler.api import create_app
-from scheduler.client import FleetClient
-from scheduler.commands.scheduler import run_scheduler
+from scheduler.api.app import create_app
+from scheduler.cli.scheduler import run_scheduler
+from scheduler.client.api_client import FleetClient
 from scheduler.local.redis import free_port
 from workers.core.errors import ConfigError
-from workers.core.processes import Child, Stoppable, spawn, stop_all
 from workers.fleet.timings import publish_at_start
+from workers.processes import Child, Stoppable, spawn, stop_all
 from workers.settings import Settings
 from workers.telemetry.metrics import MULTIPROC_ENV
 

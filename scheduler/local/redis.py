@@ -17,7 +17,7 @@ from typing import Literal, Self
 import redis
 
 from workers.core.errors import ConfigError
-from workers.core.processes import Child, Stoppable, spawn
+from workers.processes import Child, Stoppable, spawn
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workers.core.processes import Child, spawn
+from workers.processes import Child, spawn
 from workers.testing.linux_desktop import LinuxDesktop
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,11 +18,11 @@ from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_le
 
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
-from workers.core.processes import spawn, stop_group
 from workers.devices.agent_device import AgentDeviceDevice, open_device
 from workers.devices.agent_device_daemon import DaemonProcess, read_daemon_info
 from workers.devices.agent_device_owner import DaemonOwnedError, read_owner
 from workers.devices.agent_device_wire import SocketTransport
+from workers.processes import spawn, stop_group
 from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 SPEC = "agent-device:linux"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from workers.core.model import Platform
-from workers.core.processes import Child, pid_alive, spawn
 from workers.devices.agent_device_daemon import DAEMON_ENTRY, start_daemon
 from workers.devices.agent_device_launch import DeviceTarget, ensure_daemon, release_daemon
 from workers.devices.agent_device_owner import DaemonOwnedError, read_owner, write_owner
+from workers.processes import Child, pid_alive, spawn
 
 FAKE_DAEMON = """
 const fs = require("fs");

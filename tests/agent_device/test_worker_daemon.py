@@ -15,12 +15,12 @@ import pytest
 from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_leftover_owner
 from fleetkit import quick_settings
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
-from workers.core.processes import spawn, stop_group
 from workers.core.records import RunRecord
+from workers.processes import spawn, stop_group
 from workers.testing.linux_desktop import LinuxDesktop
 
 TOKEN = "ad-worker-token"

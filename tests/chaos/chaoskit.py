@@ -2,7 +2,7 @@
 the session-log overlap check. (The restartable Redis with AOF on is
 `scheduler.local.redis.LocalRedis(appendonly=True)`, see conftest.)
 
-Every process started here is a `workers.core.processes.Child`, stopped with its process group.
+Every process started here is a `workers.processes.Child`, stopped with its process group.
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from chaoskit import SECRET_VALUE, chaos_settings, report_path
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import Outcome, RunStatus
-from workers.core.processes import spawn
 from workers.core.records import RunRecord
+from workers.processes import spawn
 
 SIGN_IN = {
     "goal": "Sign in",

@@ -20,8 +20,8 @@ from chaoskit import SECRET_VALUE, chaos_settings, children, overlaps, read_sess
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus
-from workers.core.processes import Child, spawn
 from workers.fleet.keys import Keys
+from workers.processes import Child, spawn
 
 SIGN_IN = {
     "goal": "Sign in",

@@ -24,8 +24,8 @@ from chaoskit import (
     report_path,
 )
 
-from scheduler.client import FleetClient
-from scheduler.commands.scheduler import overdue_after_s
+from scheduler.cli.scheduler import overdue_after_s
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus

@@ -16,8 +16,8 @@ import redis
 import uvicorn
 from fleetkit import quick_settings
 
-from scheduler.api import create_app
-from scheduler.client import FleetClient
+from scheduler.api.app import create_app
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
 from workers.fleet.connections import redis_client

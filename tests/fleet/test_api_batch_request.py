@@ -10,9 +10,9 @@ from conftest import TOKEN, create
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler.enqueue import RecordingEnqueuer
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import BatchSubmit
+from scheduler.service.requests import BatchSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.keys import Keys

@@ -11,8 +11,8 @@ from conftest import TOKEN, create
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler.enqueue import RecordingEnqueuer
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client

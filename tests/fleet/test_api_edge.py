@@ -20,7 +20,7 @@ import pytest
 from conftest import TOKEN
 
 from scheduler.local.redis import LocalRedis, free_port
-from workers.core.processes import Child, spawn
+from workers.processes import Child, spawn
 
 pytestmark = pytest.mark.fleet
 
@@ -64,7 +64,7 @@ def api_process(
             "GOALFLEET_API_TOKENS": TOKEN,
             "GOALFLEET_LOG_FORMAT": "json",
         }
-        argv = [sys.executable, "-m", "scheduler.cli", "api", "--port", str(port)]
+        argv = [sys.executable, "-m", "scheduler.cli.main", "api", "--port", str(port)]
         child = spawn(argv, env=env, log=log)
         try:
             deadline = time.monotonic() + 60

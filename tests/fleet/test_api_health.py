@@ -11,10 +11,10 @@ import pytest
 import redis
 from conftest import TOKEN, Served, create
 
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.health import CeleryBeats
+from scheduler.api.health import CeleryBeats
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.celery_app import make_celery

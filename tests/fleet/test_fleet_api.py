@@ -9,9 +9,9 @@ import redis
 from conftest import SECRET_VALUE, TOKEN, create
 from redis_values import keys_holding
 
-from scheduler.enqueue import RecordingEnqueuer
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client

@@ -14,7 +14,7 @@ import redis
 from conftest import SECRET_VALUE, TOKEN
 from conftest import SIGN_IN as SIGN_IN_BODY
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -32,7 +32,7 @@ def cli_env(fleet: LocalFleet) -> dict[str, str]:
 def goalfleet(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
     """The installed CLI in a fresh process (this one's stdout carries the API's logs)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", *argv],
+        [sys.executable, "-m", "scheduler.cli.main", *argv],
         env=env,
         capture_output=True,
         text=True,
@@ -85,7 +85,7 @@ def test_an_ambiguous_prefix_lists_the_matches(
 def test_submit_watch_json_pipes_into_a_json_parser(cli_env: dict[str, str]) -> None:
     """`goalfleet submit --watch --json | python -m json.tool`: stdout is one JSON document."""
     submit = subprocess.run(  # stdout into a pipe, as `| python -m json.tool` gives it
-        [sys.executable, "-m", "scheduler.cli", *SUBMIT, "--watch", "--json"],
+        [sys.executable, "-m", "scheduler.cli.main", *SUBMIT, "--watch", "--json"],
         env=cli_env,
         capture_output=True,
         check=False,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import SIGN_IN
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from workers.core.model import RunStatus
-from workers.core.processes import Child
+from workers.processes import Child
 
 pytestmark = pytest.mark.fleet
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import SIGN_IN, TOKEN
 from fleetkit import quick_settings
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus

@@ -9,8 +9,8 @@ import pytest
 import redis
 from conftest import TOKEN
 
-from scheduler.cli import main
-from scheduler.client import FleetClient
+from scheduler.cli.main import main
+from scheduler.client.api_client import FleetClient
 from workers.core.model import RunStatus
 
 GOAL = "Log in to the memory test"  # a goal no other fleet test uses: its own entries

@@ -12,11 +12,11 @@ import pytest
 import redis
 from conftest import SIGN_IN
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from workers.core.model import RunStatus
-from workers.core.processes import spawn
 from workers.fleet.keys import Keys
+from workers.processes import spawn
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

@@ -17,8 +17,8 @@ import pytest
 import redis
 from fleetkit import quick_settings
 
-from scheduler.cli import main
-from scheduler.client import FleetClient
+from scheduler.cli.main import main
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from workers.core.model import RunStatus

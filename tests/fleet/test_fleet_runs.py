@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import SIGN_IN
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from workers.core.model import RunStatus
 
 pytestmark = pytest.mark.fleet

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.core.processes import spawn
+from workers.processes import spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "<!-- fleet-block"

@@ -8,7 +8,7 @@ package) on a free loopback port.
 Small and quick on purpose: a 1024-token context, two threads, `--logits_all true` (so
 `logprobs` work), the `gemma` chat format (the GGUF carries no chat template; without it the
 server falls back to llama-2's). The process is started and stopped through
-`workers.core.processes` (its own process group; it dies with the test process).
+`workers.processes` (its own process group; it dies with the test process).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Self
 import httpx
 
 from scheduler.local.redis import free_port
-from workers.core.processes import Child, spawn
+from workers.processes import Child, spawn
 
 MODEL = "gemma-3-270m"
 """The alias the server answers to (any model name works; this one reads well in logs)."""

@@ -187,7 +187,7 @@ def test_goalfleet_eval_completes_against_the_server(
     to be good. Every case gets an answer or a counted error, and model requests are counted."""
     import json  # noqa: PLC0415
 
-    from scheduler.cli import main  # noqa: PLC0415
+    from scheduler.cli.main import main  # noqa: PLC0415
     from workers.decide.evaluate import DEFAULT_CASES  # noqa: PLC0415
 
     lines = DEFAULT_CASES.read_text().splitlines()

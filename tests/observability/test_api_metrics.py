@@ -10,11 +10,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from scheduler.api import create_app
-from scheduler.enqueue import RecordingEnqueuer
+from scheduler.api.app import create_app
+from scheduler.api.observability import FleetCollector, new_registry
 from scheduler.local.redis import LocalRedis, free_port
-from scheduler.observability import FleetCollector, new_registry
-from scheduler.store import FleetStore
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from scheduler.local.redis import LocalRedis, free_port
-from workers.core.processes import Child, spawn, stop_all
+from workers.processes import Child, spawn, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")

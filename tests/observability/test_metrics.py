@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from scheduler.local.redis import LocalRedis
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunStatus
-from workers.core.processes import spawn
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import Faults, make_sim_device
+from workers.processes import spawn
 from workers.telemetry import metrics
 from workers.telemetry.metrics import WorkerMetrics
 from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver

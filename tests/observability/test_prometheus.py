@@ -29,7 +29,7 @@ from fleetkit import quick_settings
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
 from workers.core.model import RunStatus
-from workers.core.processes import spawn
+from workers.processes import spawn
 from workers.telemetry import logs
 
 pytestmark = [

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from workers.core.errors import ConfigError
-from workers.core.processes import pid_alive
+from workers.processes import pid_alive
 from workers.testing.netns import PREFIX, NetLab, ip, namespaces, remove_leftovers
 
 PORT = 7777

@@ -26,12 +26,12 @@ import pytest
 from partkit import Action, device_overlaps, read_actions, report_path, run_overlaps, run_seed
 from pydantic import SecretStr
 
-from scheduler.client import FleetClient
+from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
 from scheduler.local.redis import find_redis_server
 from workers.core.model import RunStatus
-from workers.core.processes import Child, spawn, stop_all
 from workers.core.records import RunRecord
+from workers.processes import Child, spawn, stop_all
 from workers.settings import Settings
 from workers.testing.netns import Inside, NetLab
 

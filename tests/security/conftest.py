@@ -12,7 +12,7 @@ import redis
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from scheduler.api import create_app
+from scheduler.api.app import create_app
 from scheduler.local.redis import LocalRedis
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo

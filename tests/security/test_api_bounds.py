@@ -16,10 +16,10 @@ from conftest import TOKEN
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from scheduler.api import create_app
-from scheduler.enqueue import RecordingEnqueuer
+from scheduler.api.app import create_app
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import BatchSubmit
+from scheduler.service.requests import BatchSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel, ValidationError
 from schemathesis.generation.modes import GenerationMode
 
-from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 OPEN_ROUTES = {"/health"}
@@ -123,7 +123,7 @@ def test_the_run_submit_documents_its_guard_and_key_as_the_batch_submit(api: Api
 
 def test_empty_token_list_refuses_everything(api: Api) -> None:
     """An API started with no tokens refuses every guarded route, even an empty bearer."""
-    from scheduler.api import create_app  # noqa: PLC0415 - a second app for this test only
+    from scheduler.api.app import create_app  # noqa: PLC0415 - a second app for this test only
 
     closed = create_app(api.settings.model_copy(update={"api_tokens": []}))
     client = TestClient(closed)

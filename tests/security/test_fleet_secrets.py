@@ -32,7 +32,7 @@ from redis_values import redis_values
 
 from scheduler.local.redis import LocalRedis, free_port
 from workers.core.errors import ConfigError
-from workers.core.processes import Child, spawn, stop_all
+from workers.processes import Child, spawn, stop_all
 
 pytestmark = pytest.mark.fleet
 

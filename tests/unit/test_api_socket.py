@@ -1,11 +1,11 @@
-"""The socket `goalfleet api` listens on (`scheduler.commands.api.bind`)."""
+"""The socket `goalfleet api` listens on (`scheduler.cli.api.bind`)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 
-from scheduler.commands.api import bind
+from scheduler.cli.api import bind
 
 
 async def _nodelay_of_accepted(sock: socket.socket) -> int:

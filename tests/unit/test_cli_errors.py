@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.local.redis import LocalRedis
-from workers.core.processes import spawn
+from workers.processes import spawn
 
 NOWHERE_REDIS = "redis://127.0.0.1:1/0"
 NOWHERE_API = "http://127.0.0.1:1"
@@ -102,12 +102,12 @@ def _env() -> dict[str, str]:
 
 
 def _goalfleet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "scheduler.cli", *args]
+    return [sys.executable, "-m", "scheduler.cli.main", *args]
 
 
 FORKER = """
 import json, os, sys, traceback
-from scheduler.cli import commands, main
+from scheduler.cli.main import commands, main
 
 commands()  # every command module imported once, here; each case forks from this point
 cases, out = json.loads(sys.argv[1]), sys.argv[2]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.cli import build_parser
+from scheduler.cli.main import build_parser
 
 
 def _parsers(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
 
-from scheduler.commands._render import (
+from scheduler.cli._render import (
     PIPE_WIDTH,
     _PlainConsole,
     devices_table,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.cli.main import main
 
 PASSWORD = "pw-never-printed-42"
 SIGN_IN = [
@@ -104,7 +104,7 @@ def test_console_script_is_installed() -> None:
         [
             sys.executable,
             "-m",
-            "scheduler.cli",
+            "scheduler.cli.main",
             "run",
             "--device",
             "sim:signin-ios",

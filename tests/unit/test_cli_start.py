@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler.commands._common import shown_url
+from scheduler.cli._common import shown_url
 from scheduler.local.redis import LocalRedis
-from workers.core.processes import Child, spawn
+from workers.processes import Child, spawn
 
 
 def _start(redis_url: str, *argv: str) -> tuple[Child, str]:
@@ -29,7 +29,7 @@ def _start(redis_url: str, *argv: str) -> tuple[Child, str]:
         "GOALFLEET_LOG_FORMAT": "json",
     }
     log = Path(tempfile.mkdtemp(prefix="gf-start-")) / "out.log"
-    child = spawn([sys.executable, "-m", "scheduler.cli", *argv], env=env, log=log)
+    child = spawn([sys.executable, "-m", "scheduler.cli.main", *argv], env=env, log=log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         text = log.read_text()
@@ -178,7 +178,7 @@ def test_the_demo_reads_goalfleet_redis_url_and_redis_url_as_its_alias(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One name, as everywhere else; REDIS_URL still works for the demo; neither: its own."""
-    from scheduler.commands.demo import given_redis_url  # noqa: PLC0415 - the one function
+    from scheduler.cli.demo import given_redis_url  # noqa: PLC0415 - the one function
     from workers.settings import Settings  # noqa: PLC0415
 
     monkeypatch.delenv("GOALFLEET_REDIS_URL", raising=False)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from scheduler.client import ApiUnreachableError, FleetClient
+from scheduler.client.api_client import ApiUnreachableError, FleetClient
 from scheduler.local.redis import free_port
 
 pytestmark = pytest.mark.slow  # waits for an API that starts late: make test, not make unit

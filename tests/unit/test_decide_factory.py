@@ -6,7 +6,7 @@ import instructor
 import pytest
 from pydantic import SecretStr
 
-from scheduler.commands._common import load_settings
+from scheduler.cli._common import load_settings
 from workers.core.errors import ConfigError
 from workers.decide.factory import ModelSettings, make_decider
 from workers.decide.instructor import InstructorDecider

@@ -9,13 +9,13 @@ import pytest
 import redis
 from storekit import finish, register
 
-from scheduler.device_view import DeviceView
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
-from scheduler.requests import RunSubmit
-from scheduler.routing import choose
-from scheduler.store import FleetStore
+from scheduler.dispatch.device_view import DeviceView
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.routing import choose
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, Selector
 from workers.fleet.keys import Keys, lease_holder, worker_name

@@ -12,10 +12,10 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis, free_port
-from scheduler.store import FleetStore
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 

@@ -8,8 +8,8 @@ import json
 import redis
 import structlog
 
-from scheduler.enqueue import CeleryEnqueuer
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import CeleryEnqueuer
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.settings import Settings

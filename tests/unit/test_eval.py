@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.cli.main import main
 from workers.core.model import Candidate, DecideState, Decision, Kind
 from workers.decide.evaluate import (
     DEFAULT_CASES,

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from scheduler.fast_submit import FastSubmit
-from scheduler.requests import RunSubmit
+from scheduler.api.fast_submit import FastSubmit
+from scheduler.service.requests import RunSubmit
 
 OK = {"goal": "Sign in", "inputs": {"email": "ada@example.com"}, "device": "d1"}
 

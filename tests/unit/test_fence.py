@@ -15,12 +15,12 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.requests import RunSubmit
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import ActionResult, InputValue, Outcome, Platform, Snapshot, StepRow
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.routing import IdleByClass, choose, matching
+from scheduler.dispatch.routing import IdleByClass, choose, matching
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, DeviceState, Selector
 

@@ -10,13 +10,13 @@ import pytest
 import redis
 from redis_values import keys_holding
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.errors import ConflictError, InvalidRequestError
-from scheduler.fleet import Fleet
-from scheduler.requests import BatchSubmit, RunSubmit, ScheduleSubmit
-from scheduler.schedules import Schedules
-from scheduler.store import FleetStore, pending_score
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.schedules import Schedules
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore, pending_score
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef

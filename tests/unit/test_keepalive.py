@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.client import ApiUnreachableError, FleetClient
-from scheduler.keepalive import KeepAlive, LostError, NotConnectedError
+from scheduler.client.api_client import ApiUnreachableError, FleetClient
+from scheduler.client.keepalive import KeepAlive, LostError, NotConnectedError
 from scheduler.local.redis import free_port
 
 

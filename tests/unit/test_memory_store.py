@@ -126,7 +126,7 @@ def test_goalfleet_run_uses_the_memory_it_is_given(
     an unreachable URL is a one-line error (exit 2)."""
     import json  # noqa: PLC0415
 
-    from scheduler.cli import main  # noqa: PLC0415
+    from scheduler.cli.main import main  # noqa: PLC0415
 
     argv = ["run", "--device", "sim:signin-android", "--goal", "Sign in", "--json"]
     argv += ["--input", "email=ada@example.com", "--input", "password=pw-1234"]

@@ -9,11 +9,11 @@ import pytest
 import redis
 from storekit import finish, loaded, register
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import RecordingEnqueuer
-from scheduler.fleet import Fleet
-from scheduler.requests import BatchSubmit, RunSubmit
-from scheduler.store import FleetStore
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.store.enqueue import RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import RunStatus
 from workers.fleet.keys import Keys
 from workers.fleet.runstore import RunStore

@@ -1,4 +1,4 @@
-"""The process supervisor (`workers.core.processes`) against real processes: a stop reaches the
+"""The process supervisor (`workers.processes`) against real processes: a stop reaches the
 whole group, a pause freezes it, a child dies with its parent, and `pid_alive` tells the
 living from the dead and the zombies."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.core.processes import Child, pid_alive, spawn, stop_all
+from workers.processes import Child, pid_alive, spawn, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
@@ -95,7 +95,7 @@ def test_a_child_dies_with_its_parent(tmp_path: Path) -> None:
     """A process that spawned a child (in the child's own group) is SIGKILLed: the kernel sends
     the orphan SIGTERM (PR_SET_PDEATHSIG), which a group stop could not have reached."""
     code = (
-        "import sys, time; from pathlib import Path; from workers.core.processes import spawn; "
+        "import sys, time; from pathlib import Path; from workers.processes import spawn; "
         f"c = spawn(['sleep', '300'], env={ENV!r}, log=Path(sys.argv[1])); "
         "print(c.pid, flush=True); time.sleep(300)"
     )

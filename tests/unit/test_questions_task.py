@@ -10,7 +10,7 @@ import time
 import pytest
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
-from scheduler.requests import RunSubmit
+from scheduler.service.requests import RunSubmit
 from workers.core.errors import ConfigError
 from workers.core.model import DecideState, Decision, Platform, RunResult, RunStatus
 from workers.core.records import Answer, DeviceInfo, Question

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scheduler.requests import RunSubmit, looks_sensitive
+from scheduler.service.requests import RunSubmit, looks_sensitive
 from workers.core.request import GoalRunRequest
 
 

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from scheduler.errors import AmbiguousIdError, NotFoundError
-from scheduler.run_ids import RunIds
+from scheduler.service.run_ids import RunIds
 from workers.fleet.keys import Keys
 
 A = "630daa7b" + "0" * 24

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.core.stats import TAIL_MIN_SAMPLES, TooFewSamplesError, median, percentile, tail
+from workers.stats import TAIL_MIN_SAMPLES, TooFewSamplesError, median, percentile, tail
 
 
 def test_nearest_rank_is_a_measured_value() -> None:

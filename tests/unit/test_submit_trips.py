@@ -15,12 +15,12 @@ import pytest
 import redis
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.enqueue import CeleryEnqueuer, RecordingEnqueuer
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.errors import TooManyPendingError
-from scheduler.fleet import Fleet
-from scheduler.requests import RunSubmit
-from scheduler.store import FleetStore
+from scheduler.service.fleet import Fleet
+from scheduler.service.requests import RunSubmit
+from scheduler.store.enqueue import CeleryEnqueuer, RecordingEnqueuer
+from scheduler.store.runs import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.fleet.celery_app import make_celery

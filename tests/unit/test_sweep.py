@@ -7,9 +7,9 @@ import time
 import redis
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
-from scheduler.dispatcher import Dispatcher
-from scheduler.requests import RunSubmit
-from scheduler.store import FleetStore
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.service.requests import RunSubmit
+from scheduler.store.runs import FleetStore
 from workers.core.model import RunResult, RunStatus
 from workers.fleet.keys import Keys
 from workers.fleet.runstore import Failure, RunStore

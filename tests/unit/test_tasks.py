@@ -9,7 +9,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from redis_values import keys_holding
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
-from scheduler.requests import BatchSubmit, RunSubmit
+from scheduler.service.requests import BatchSubmit, RunSubmit
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
 from workers.core.model import DecideState, Decision, Platform, RunStatus, TokenUsage
 from workers.core.records import DeviceInfo

@@ -23,7 +23,7 @@
     │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
     │                               AmbiguousId 409,
     │                               TooManyPending 429, Unavailable 503
-    └── ApiError, ApiUnreachableError  (scheduler.client) what the Python client raises
+    └── ApiError, ApiUnreachableError  (scheduler.client.api_client) what the Python client raises
 
 "Retry", "expected failure" and "bug" stay apart: the loop retries `TransientDeviceError`
 with backoff, re-snapshots on `StaleRefError`, ends `errored` on `FatalDeviceError` and

@@ -28,7 +28,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from workers.core import stats
+from workers import stats
 from workers.core.errors import DecideError, DecisionInvalidError
 from workers.core.memory import Target
 from workers.core.model import NONE, DecideState, Decision
@@ -221,7 +221,7 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """`workers.core.stats.percentile` (nearest-rank, q in 0..100); 0.0 for no values."""
+    """`workers.stats.percentile` (nearest-rank, q in 0..100); 0.0 for no values."""
     return stats.percentile(values, q) if values else 0.0
 
 

@@ -29,8 +29,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
-from workers.core.processes import Child, Stoppable, pid_alive, spawn
 from workers.devices.agent_device_owner import Owner, clear_owner, write_owner
+from workers.processes import Child, Stoppable, pid_alive, spawn
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""

@@ -34,7 +34,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from workers.core.errors import FatalDeviceError
-from workers.core.processes import pid_alive, process_started, stop_group
+from workers.processes import pid_alive, process_started, stop_group
 
 __all__ = [
     "OWNER_FILE",

@@ -82,7 +82,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         # No `task-sent` event: one more Redis publish on every send, and nothing consumes it
         # (monitors see received/started/succeeded from the worker). A submit's fast path
-        # publishes no event either way: its script pushes the message (`scheduler.enqueue`).
+        # publishes no event either way: its script pushes the message (`scheduler.store.enqueue`).
         "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "task_serializer": "json",

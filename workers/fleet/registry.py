@@ -9,7 +9,7 @@ the presence's own quarantine check. Keys: `{p}:devices`, `{p}:device:{id}`,
 Run transitions that also move a device's `run` field or failure counters stay with the run
 they change, because each must be one script with the run's own write: claim and finish
 (`workers.fleet.runstore`: finish frees the device, counts failures and quarantines);
-reserve, unreserve, cancel and stray release (`scheduler.store`).
+reserve, unreserve, cancel and stray release (`scheduler.store.runs`).
 
 The lease holds a per-process token (`workers.fleet.keys.lease_holder`), never the worker
 name, which every worker of a device shares: register refuses a live lease with another

@@ -1,7 +1,8 @@
 """What the fleet's Redis stores share (`RunStore`, `DeviceRegistry`, `QuestionStore`,
-`scheduler.store.FleetStore`, `scheduler.schedules.Schedules`): one client (`r`) and one key
-layout (`k`), and the Lua scripts their all-or-nothing writes run, declared on the class and
-registered with the store's client when first called:
+`scheduler.store.runs.FleetStore`,
+`scheduler.service.schedules.Schedules`): one client (`r`) and one key layout (`k`), and the
+Lua scripts their all-or-nothing writes run, declared on the class and registered with the
+store's client when first called:
 
     class RunStore(RedisStore):
         _claim = Script(_CLAIM)

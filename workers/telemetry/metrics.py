@@ -48,7 +48,7 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from workers.core.processes import pid_alive
+from workers.processes import pid_alive
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 NAMESPACE = "goalfleet"

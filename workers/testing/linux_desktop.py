@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.core.errors import FatalDeviceError, ToolMissingError
-from workers.core.processes import Child, Stoppable, spawn
 from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
+from workers.processes import Child, Stoppable, spawn
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 _GRACE_S = 5.0

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from workers.core.errors import ConfigError
-from workers.core.processes import Stoppable, pid_alive
+from workers.processes import Stoppable, pid_alive
 
 PREFIX = "gfnet"
 NETNS_DIR = Path("/run/netns")

@@ -1,0 +1,318 @@
+"""The queue API (FastAPI): submit runs and batches, read runs and live steps, cancel, list
+devices, schedules, health and metrics.
+
+Bearer-token auth on everything but /health and the OpenAPI docs (tokens from settings,
+constant-time compare), checked at the edge before a body is read (`scheduler.api.edge`), which
+also caps the body's size. Every bad input is a 4xx naming the field and the fix, and nothing
+is written for it (`scheduler.api.limits` bounds what one request may ask for); Redis down, full
+or read-only is a 503 with a `Retry-After` (`scheduler.api.errors`). No redirects: a path
+with a trailing slash is a 404, never a Location built from the request's Host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, TypeVar
+
+import redis
+import structlog
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel
+from starlette.datastructures import Headers
+
+from scheduler.api import errors as api_errors
+from scheduler.api.edge import Edge, Tokens, open_paths
+from scheduler.api.fast_submit import FastSubmit
+from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
+from scheduler.api.limits import Limits
+from scheduler.api.memory import add_memory_routes
+from scheduler.api.observability import instrument_api, new_registry
+from scheduler.api.questions import add_question_routes
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.errors import AuthError, InvalidRequestError
+from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome, Fleet
+from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.run_ids import RunIds
+from scheduler.service.schedules import Schedule, Schedules
+from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
+from scheduler.store.runs import FleetStore
+from workers.core.model import StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.outages import is_outage
+from workers.fleet.questions import QuestionStore
+from workers.settings import Settings
+
+log = structlog.stdlib.get_logger("goalfleet.api")
+_bearer = HTTPBearer(auto_error=False, description="one of GOALFLEET_API_TOKENS")
+_IDEM = re.compile(IDEMPOTENCY_KEY)
+_JSON = "application/json"
+T = TypeVar("T")
+
+
+class CancelAnswer(RunRecord):
+    """The run after a cancel, and whether the cancel took effect."""
+
+    cancel_outcome: CancelOutcome
+    """`cancelled`: the run was waiting (queued, or parked for a person) and is cancelled now.
+    `requested`: it is running; its worker stops before its next step, so it may still end
+    otherwise (a step already under way can finish it `done`)."""
+
+
+class _Submit:
+    """What the idempotent submits share: the `Idempotency-Key` header (checked when read, so
+    a bad body is reported first), and the answer: 201 when this request created the record,
+    200 when it replays an earlier one, with one log line either way."""
+
+    def __init__(self, idempotency_key: str | None) -> None:
+        self._key = idempotency_key
+
+    @property
+    def key(self) -> str | None:
+        if self._key is not None and not _IDEM.fullmatch(self._key):
+            raise InvalidRequestError(
+                "Idempotency-Key",
+                "is not a valid key",
+                "use 1-128 letters, digits or . _ : -",
+            )
+        return self._key
+
+    @staticmethod
+    def answer(event: str, record: BaseModel, *, created: bool, **fields: object) -> Response:
+        """The record as the route's JSON answer, serialised once here: FastAPI would validate
+        a returned model against the route's `response_model` again before serialising it (the
+        model stays declared on the route for the OpenAPI schema)."""
+        log.info(event, **fields, new=created)
+        return Response(
+            record.model_dump_json(), status_code=201 if created else 200, media_type=_JSON
+        )
+
+
+GUARDED_IDEMPOTENT: dict[str, object] = {
+    "security": [{"HTTPBearer": []}],
+    "parameters": [
+        {
+            "name": "idempotency-key",
+            "in": "header",
+            "required": False,
+            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Idempotency-Key"},
+        }
+    ],
+}
+"""The OpenAPI of a route that reads the bearer guard and the `Idempotency-Key` header itself:
+what `Depends(auth)` and `Depends(_submit)` would document (`tests/security/test_api_fuzz.py`
+holds the two equal)."""
+
+
+async def _submit(idempotency_key: Annotated[str | None, Header()] = None) -> _Submit:
+    """The submits' dependency. Async, as `auth` and the submit routes are, because FastAPI
+    runs every sync dependency and a sync route's response validation in the thread pool, one
+    hop each; a submit makes the one hop its Redis calls need (`Submits`)."""
+    return _Submit(idempotency_key)
+
+
+class Submits:
+    """The threads the submits' blocking Redis calls run on: one hop from the event loop per
+    submit, on the loop's own executor machinery (`run_in_executor`, with the request's
+    context, so its log line carries the request id). Starlette's `run_in_threadpool` does the
+    same through anyio's capacity limiter and cancel scopes, at several times the CPU."""
+
+    def __init__(self, threads: int = 16) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="submit")
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        ctx = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
+    settings: Settings | None = None,
+    *,
+    client: redis.Redis | None = None,
+    enqueuer: Enqueuer | None = None,
+    registry: CollectorRegistry | None = None,
+    beats: Beats | None = None,
+) -> FastAPI:
+    """The API's composition root (`uvicorn --factory scheduler.api.app:create_app`)."""
+    settings = settings or Settings()
+    client = client or redis_client(settings.redis_url, timeout_s=2.0)
+    keys = Keys(settings.key_prefix)
+    if enqueuer is None:
+        from workers.fleet.celery_app import make_celery  # noqa: PLC0415 - only when not injected
+
+        celery = make_celery(settings)
+        enqueuer = CeleryEnqueuer(celery)
+        beats = beats or CeleryBeats(celery)
+    store = FleetStore(client, keys, retention_s=settings.retention_s)
+    dispatcher = Dispatcher(store, enqueuer, view_max_age_s=settings.device_view_max_age_s)
+    fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
+    schedules = Schedules(client, keys)
+    questions = QuestionStore(
+        client,
+        keys,
+        retention_s=settings.retention_s,
+        memory_ttl_s=settings.memory_ttl_s,
+        dangerous=tuple(settings.dangerous_controls),
+    )
+    run_ids = RunIds(client, keys)
+    """A run id in a path may be a unique prefix (6+ characters) of one."""
+    tokens = Tokens(settings.named_tokens())
+    limits = Limits.of(settings)
+    health_check = Health(store, beats or NoBeats())
+    try:
+        health_check.arm()  # the start marker; /health arms it later if Redis is down now
+    except redis.RedisError as exc:
+        if not is_outage(exc):
+            raise
+    metrics_registry = registry or new_registry()
+
+    async def auth(
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        """The name of the token the request carries (every route's guard; the edge has
+        already refused a request without a valid one). Async: a compare in memory, run on
+        the event loop rather than a thread-pool hop per request."""
+        who = tokens.who(f"Bearer {creds.credentials}" if creds is not None else None)
+        if who is None:
+            raise AuthError("missing or wrong bearer token")
+        return who
+
+    app = FastAPI(
+        title="goalfleet",
+        version="0.1.0",
+        description="Goal runs on a fleet of devices: submit, route, watch, cancel.",
+        redirect_slashes=False,
+    )
+    app.state.fleet = fleet
+    submits = Submits()
+    app.router.on_shutdown.append(submits.close)
+    app.add_middleware(
+        Edge,
+        tokens=tokens,
+        max_body_bytes=settings.api_max_body_bytes,
+        open_paths=open_paths(app),
+        routes=app.router.routes,
+    )
+    app.state.metrics = instrument_api(app, metrics_registry, store)  # outermost: counts all
+    api_errors.install(app)
+    guarded = [Depends(auth)]
+
+    @app.get(
+        "/health",
+        response_model=Detail | Up,
+        responses={503: {"model": Detail | Up, "description": "Redis is unreachable"}},
+    )
+    def health(request: Request) -> JSONResponse:
+        """Up or down; with a token, the detail (`degraded` and why)."""
+        authed = tokens.who(request.headers.get("authorization")) is not None
+        answer = health_check.detail() if authed else health_check.up()
+        return JSONResponse(
+            answer.model_dump(), status_code=503 if answer.status == "unavailable" else 200
+        )
+
+    @app.get("/metrics", dependencies=guarded, response_class=Response)
+    def metrics() -> Response:
+        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+    def run_submitted(sub: RunSubmit, submit: _Submit) -> Response:
+        limits.check_run(sub)
+        run, created = fleet.submit_run(sub, idempotency_key=submit.key)
+        return submit.answer(
+            "run.submitted", run, created=created, run_id=run.id, device_id=run.device
+        )
+
+    def batch_submitted(sub: BatchSubmit, submit: _Submit) -> Response:
+        limits.check_batch(sub)
+        batch, created = fleet.submit_batch(sub, idempotency_key=submit.key)
+        return submit.answer(
+            "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
+        )
+
+    @app.post(
+        "/v1/runs", status_code=201, response_model=RunRecord, openapi_extra=GUARDED_IDEMPOTENT
+    )
+    async def submit_run(sub: RunSubmit, request: Request) -> Response:
+        # The hot path. Served by `FastSubmit` when the request is an ordinary one; here
+        # otherwise (this route answers every request that route does not take).
+        return await one_run(sub, request.headers)
+
+    async def one_run(sub: RunSubmit, headers: Headers) -> Response:
+        """The guard and the `Idempotency-Key` read from the headers, not through FastAPI's
+        dependencies (solving `auth`, its bearer scheme and the header cost a third of the
+        route's CPU a submit); `GUARDED_IDEMPOTENT` documents both as they would."""
+        if tokens.who(headers.get("authorization")) is None:  # the edge refused it too
+            raise AuthError("missing or wrong bearer token")
+        submit = _Submit(headers.get("idempotency-key"))
+        return await submits.run(run_submitted, sub, submit)  # Redis calls block
+
+    @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
+    async def submit_batch(
+        sub: BatchSubmit, submit: Annotated[_Submit, Depends(_submit)]
+    ) -> Response:
+        return await submits.run(batch_submitted, sub, submit)  # Redis calls block
+
+    @app.get("/v1/runs/{run_id}", dependencies=guarded, response_model=RunRecord)
+    def get_run(run_id: str) -> RunRecord:
+        return fleet.run(run_ids.resolve(run_id))
+
+    @app.get("/v1/runs/{run_id}/steps", dependencies=guarded, response_model=list[StepRow])
+    def get_steps(run_id: str, after: Annotated[int, Query(ge=0, le=10_000)] = 0) -> list[StepRow]:
+        return fleet.steps(run_ids.resolve(run_id), after=after)
+
+    @app.post("/v1/runs/{run_id}/cancel", dependencies=guarded, response_model=CancelAnswer)
+    def cancel(run_id: str) -> CancelAnswer:
+        run_id = run_ids.resolve(run_id)
+        if questions.cancel(run_id):  # a run parked for a person
+            run, outcome = fleet.run(run_id), "cancelled"
+        else:
+            run, outcome = fleet.cancel(run_id)
+        return CancelAnswer(**dict(run), cancel_outcome=outcome)
+
+    @app.get("/v1/batches/{batch_id}", dependencies=guarded, response_model=BatchRecord)
+    def get_batch(batch_id: str) -> BatchRecord:
+        return fleet.batch(batch_id)
+
+    @app.get("/v1/batches/{batch_id}/runs", dependencies=guarded, response_model=list[RunRecord])
+    def get_batch_runs(batch_id: str) -> list[RunRecord]:
+        return store.load_many(list(fleet.batch(batch_id).runs))
+
+    @app.get("/v1/devices", dependencies=guarded, response_model=list[DeviceState])
+    def devices() -> list[DeviceState]:
+        return fleet.devices()
+
+    @app.post("/v1/schedules", dependencies=guarded, status_code=201, response_model=Schedule)
+    def add_schedule(sub: ScheduleSubmit) -> Schedule:
+        limits.check_batch(sub)
+        return schedules.add(sub)
+
+    @app.get("/v1/schedules", dependencies=guarded, response_model=list[Schedule])
+    def list_schedules() -> list[Schedule]:
+        return schedules.list()
+
+    @app.delete("/v1/schedules/{schedule_id}", dependencies=guarded, status_code=204)
+    def remove_schedule(schedule_id: str) -> Response:
+        schedules.remove(schedule_id)
+        return Response(status_code=204)
+
+    declared = next(
+        r for r in app.router.routes if isinstance(r, APIRoute) and r.endpoint is submit_run
+    )
+    app.router.routes.insert(0, FastSubmit(declared, one_run).route())
+
+    add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
+    add_question_routes(
+        app, questions, fleet, auth=auth, registry=metrics_registry, resolve=run_ids.resolve
+    )
+    return app

@@ -1,0 +1,96 @@
+"""Questions for people: list the open ones, answer one (auth as every route).
+
+    GET  /v1/questions               open questions, the one expiring first first
+    POST /v1/runs/{run_id}/answer    {"target": "Continue as ada"} | {"ref": "e7"} |
+                                     {"done": true} | {"blocked": true}
+
+An answer is recorded as the answering token's name. A run parked for a person is cancelled
+with the usual `POST /v1/runs/{id}/cancel`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+from fastapi import Depends, FastAPI
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from scheduler.errors import ConflictError, InvalidRequestError
+from scheduler.service.fleet import Fleet
+from workers.core.errors import ConfigError
+from workers.core.records import Answer, Question, RunRecord
+from workers.fleet.questions import NotAwaitingError, QuestionStore
+
+ANSWER_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+
+class QuestionsCollector(Collector):
+    """Open questions and the age of the oldest, read at scrape time."""
+
+    def __init__(self, store: QuestionStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        open_ = self.store.open()
+        now = self.clock()
+        yield GaugeMetricFamily(
+            "goalfleet_questions_open", "Runs parked for a person's answer.", value=len(open_)
+        )
+        yield GaugeMetricFamily(
+            "goalfleet_question_oldest_age_seconds",
+            "How long the oldest open question has waited (0 with none).",
+            value=max((now - q.asked_at for q in open_), default=0.0),
+        )
+
+
+def add_question_routes(
+    app: FastAPI,
+    questions: QuestionStore,
+    fleet: Fleet,
+    *,
+    auth: Callable[..., Awaitable[str]],
+    registry: CollectorRegistry,
+    resolve: Callable[[str], str] = str,
+) -> None:
+    """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id."""
+    answers = Counter(
+        "goalfleet_answers",
+        "Questions answered by a person, by answer kind (target, done, blocked).",
+        ["answer"],
+        registry=registry,
+    )
+    time_to_answer = Histogram(
+        "goalfleet_time_to_answer_seconds",
+        "From a run being parked to a person's answer.",
+        buckets=ANSWER_BUCKETS,
+        registry=registry,
+    )
+    registry.register(QuestionsCollector(questions))
+
+    @app.get("/v1/questions", dependencies=[Depends(auth)], response_model=list[Question])
+    def list_questions() -> list[Question]:
+        return questions.open()
+
+    @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
+    def answer(
+        run_id: str,
+        body: Answer,
+        who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
+    ) -> RunRecord:
+        run_id = resolve(run_id)
+        question = questions.get(run_id)
+        try:
+            questions.answer(run_id, body, who=who)
+        except NotAwaitingError as exc:
+            raise ConflictError(str(exc)) from None
+        except ConfigError as exc:
+            raise InvalidRequestError("target", str(exc), exc.hint) from None
+        kind = "done" if body.done else "blocked" if body.blocked else "target"
+        answers.labels(kind).inc()
+        if question is not None:
+            time_to_answer.observe(max(0.0, time.time() - question.asked_at))
+        return fleet.run(run_id)

@@ -1,0 +1,291 @@
+"""What the fleet's subcommands share: settings (read once here, the composition root), the
+API client, errors reported as one line with an exit code, and printing.
+
+Exit codes (every command): 0 success; 1 the run (or eval) ended but not as hoped; 2 bad input
+(a flag, a setting, or a 4xx from the API); 3 something needed is unavailable (the API, Redis,
+a device's tools on this host); 130 interrupted (Ctrl-C).
+
+A command's body is a function of what it needs, wrapped into the `func` argparse calls:
+
+    def register(sub):
+        p = add_client_command(sub, "cancel", main, help="cancel a run")
+        p.add_argument("id")
+
+    def main(client: FleetClient, args: argparse.Namespace) -> int: ...
+
+    @with_settings("api")
+    def main(settings: Settings, args: argparse.Namespace) -> int: ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from scheduler.cli._render import visible
+from scheduler.client.api_client import ApiError, FleetClient
+from scheduler.errors import UnavailableError
+from scheduler.service.run_ids import MIN_PREFIX, RUN_ID_LENGTH
+from workers.core.errors import ConfigError, GoalfleetError
+from workers.core.params import RunParams
+from workers.settings import Settings
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+EXIT_INTERRUPTED = 130
+
+Command = Callable[[argparse.Namespace], int]
+"""What `register` sets as `func`: the parsed flags in, the exit code out."""
+SettingsAction = Callable[[Settings, argparse.Namespace], int]
+ClientAction = Callable[[FleetClient, argparse.Namespace], int]
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise ConfigError(
+            f"GOALFLEET_{field.upper()}: {first['msg'].removeprefix('Value error, ')}"
+        ) from None
+
+
+def add_api_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api", default=None, help="API base URL (default: GOALFLEET_API_URL)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_goal_input_flags(p: argparse.ArgumentParser, *, ref_help: str) -> None:
+    """`--input`, `--secret` and `--decider`, as `run` and `submit` take them (`ref_help`:
+    where the command resolves a secret's `env:VAR` reference)."""
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a plain input the run may type (repeatable)",
+    )
+    p.add_argument("--secret", action="append", default=[], metavar="NAME=env:VAR", help=ref_help)
+    p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
+
+
+def add_log_args(p: argparse.ArgumentParser) -> None:
+    """`--loglevel` and `--log-format`, for the long-running processes (api, scheduler, worker)."""
+    p.add_argument(
+        "--loglevel",
+        default="INFO",
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="default: GOALFLEET_LOG_FORMAT",
+    )
+
+
+def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
+    token = settings.api_token.get_secret_value() if settings.api_token else None
+    if token is None and settings.api_tokens:
+        token = settings.named_tokens()[0][1]
+    return FleetClient(
+        args.api or settings.api_url, token=token, connect_wait_s=settings.api_wait_s
+    )
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("goalfleet")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
+def start_line(command: str, message: str) -> None:
+    """What a long-running process prints once as it starts (stderr, with the logs):
+    `goalfleet <command> <version>: <message>`."""
+    sys.stderr.write(f"goalfleet {command} {version()}: {message}\n")
+    sys.stderr.flush()
+
+
+def error_line(command: str, message: str) -> None:
+    """`goalfleet <command>: <message>` on stderr, one line whatever the width (no wrapping),
+    its control characters shown as escapes (a message may quote what a user typed)."""
+    sys.stderr.write(f"goalfleet {command}: {visible(message)}\n")
+    sys.stderr.flush()
+
+
+def report(exc: GoalfleetError, command: str) -> int:
+    """One line for `exc` (its message and hint; an API error's other problems, if any, one
+    line each below it) and the exit code it means."""
+    error_line(command, str(exc))
+    if isinstance(exc, ApiError):
+        for p in exc.body.get("problems", [])[1:]:  # the first is the message already
+            line = f"{p.get('field')}: {p.get('problem')} — {p.get('fix')}"
+            sys.stderr.write(f"  {visible(line)}\n")
+        return EXIT_UNAVAILABLE if exc.status == 503 else EXIT_BAD_INPUT  # noqa: PLR2004
+    if isinstance(exc, ConfigError):
+        return EXIT_BAD_INPUT
+    return EXIT_UNAVAILABLE
+
+
+def run_id_arg(given: str) -> str:
+    """A run id as typed: the whole id or a prefix of `MIN_PREFIX`+ characters (the API
+    resolves a prefix, and lists the matches of an ambiguous one)."""
+    if len(given) < MIN_PREFIX:
+        raise ConfigError(
+            f"run id {given!r}: give at least {MIN_PREFIX} characters of it "
+            f"(tables show 8, the whole id has {RUN_ID_LENGTH})"
+        )
+    return given
+
+
+def shown_url(url: str) -> str:
+    """A Redis (or any) URL fit to print: its password replaced by `***`, and no empty
+    password shown at all."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    auth = f"{user}:***" if parts.password else user
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{auth}@{host}" if auth else host))
+
+
+def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
+    """Raise `UnavailableError` (one line, exit 3) unless Redis at `url` answers a PING: the
+    long-running processes check once at start rather than fail deep inside."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError) as exc:
+        raise UnavailableError(
+            f"cannot reach Redis at {shown_url(url)} ({exc}); start it, or set GOALFLEET_REDIS_URL"
+        ) from None
+    except ValueError as exc:  # a URL redis-py cannot parse
+        raise ConfigError(f"GOALFLEET_REDIS_URL: {exc}") from None
+    finally:
+        client.close()
+
+
+def with_settings(command: str) -> Callable[[SettingsAction], Command]:
+    """The command `action(settings, args)`, with the settings loaded here and any
+    `GoalfleetError` it raises reported as one line (`goalfleet <command>: ...`) and its exit
+    code."""
+
+    def wrap(action: SettingsAction) -> Command:
+        def main(args: argparse.Namespace) -> int:
+            try:
+                return action(load_settings(), args)
+            except GoalfleetError as exc:
+                return report(exc, command)
+
+        return main
+
+    return wrap
+
+
+def with_client(command: str) -> Callable[[ClientAction], Command]:
+    """`with_settings`, for a command that talks to the API: `action(client, args)` gets the
+    client for `--api` (or the settings' URL) and its token, closed when it returns."""
+
+    def wrap(action: ClientAction) -> Command:
+        def main(settings: Settings, args: argparse.Namespace) -> int:
+            with make_client(settings, args) as client:
+                return action(client, args)
+
+        return with_settings(command)(main)
+
+    return wrap
+
+
+def add_client_command(
+    sub: Any,  # noqa: ANN401 - argparse's subparsers type is private
+    name: str,
+    action: ClientAction,
+    *,
+    help: str,  # noqa: A002 - argparse's own name for it
+) -> argparse.ArgumentParser:
+    """Add the parser of a command that talks to the API (`--api`, `--json`); argparse then
+    calls `action(client, args)` through `with_client`. Returns the parser for its own flags."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    add_api_args(p)
+    p.set_defaults(func=with_client(name)(action))
+    return p
+
+
+def print_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def pairs(items: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"{flag} {item!r} must look like NAME=VALUE")
+        if name in out:
+            raise ConfigError(f"{flag} {name!r} is given twice; give each name once")
+        out[name] = value
+    return out
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_run_param_flags(p: argparse.ArgumentParser, *, server_defaults: bool = False) -> None:
+    """`--max-steps`, `--min-confidence`, … from `RunParams`: type, default and help from
+    the one definition. With `server_defaults`, unset flags stay None (the API applies the
+    default), and the help still shows it."""
+    for name, info in RunParams.model_fields.items():
+        kind: type = info.annotation if info.annotation in {int, float} else str  # type: ignore[assignment]
+        default = info.default
+        shown = "none" if default is None else default
+        p.add_argument(
+            _flag(name),
+            type=kind,
+            default=None if server_defaults else default,
+            metavar=name.upper().split("_")[-1],
+            help=f"{info.description} (default: {shown})",
+        )
+
+
+def run_params_from(args: argparse.Namespace) -> RunParams:
+    """The flags as `RunParams`; a bad value is a ConfigError naming the flag and its bounds."""
+    values = {
+        name: getattr(args, name)
+        for name in RunParams.model_fields
+        if getattr(args, name, None) is not None
+    }
+    try:
+        return RunParams(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0])
+        info = RunParams.model_fields[name]
+        bounds = {
+            key: getattr(m, key.lower())
+            for m in info.metadata
+            for key in ("Ge", "Le")
+            if hasattr(m, key.lower())
+        }
+        if "Ge" in bounds and "Le" in bounds:
+            why = f"must be between {bounds['Ge']} and {bounds['Le']}"
+        elif "Ge" in bounds:
+            why = f"must be {bounds['Ge']} or more"
+        else:
+            why = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{_flag(name)} {why}") from None

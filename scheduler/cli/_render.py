@@ -1,0 +1,266 @@
+"""Tables and live views for the fleet's commands (rich).
+
+On a terminal: colours, the terminal's width, live views (the final state printed once when
+they end). In a pipe or a file: plain text, full width, one line per record, no box-drawing
+lines; a live view prints only its final state, once, ending with a newline.
+
+Every string that comes from a user, a device or a record (goals, device ids, screen names,
+reasons, input names, labels, ...) reaches a console as a `Text` (`inert`, `Text.assemble`),
+never as markup, with its control characters (ESC, CR, newlines, bidi overrides) shown as
+escapes (`visible`): nothing a submitter or an app wrote can style, link or move the cursor in
+an operator's terminal.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.client.api_client import FleetClient
+from workers.core.model import RunResult, RunStatus, StepRow
+from workers.core.records import BatchRecord, DeviceState, RunRecord
+
+T = TypeVar("T")
+
+PIPE_WIDTH = 10_000
+"""A console's width when it is not a terminal: wide enough that no cell is cut or wrapped."""
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 control characters, DEL, and the bidi marks and overrides."""
+
+
+def visible(text: str) -> str:
+    """`text` with each control character shown as its escape (ESC as `\\x1b`, a newline as
+    `\\n`): printable, one line, and inert in a terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def inert(text: str) -> Text:
+    """`text` as a table cell or a line prints it: a `Text` (never parsed as markup) of its
+    `visible` form."""
+    return Text(visible(text))
+
+
+class _PlainConsole(Console):
+    """A console for a pipe or a file: its tables print without box-drawing lines (header and
+    rows only, one line each)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: ANN401 - Console.print's
+        super().print(*(_unboxed(o) for o in objects), **kwargs)
+
+
+def _unboxed(obj: object) -> object:
+    if isinstance(obj, Table):
+        obj.box = None
+        obj.show_edge = False
+        obj.show_lines = False
+        obj.pad_edge = False
+    elif isinstance(obj, Group):
+        for part in obj.renderables:
+            _unboxed(part)
+    return obj
+
+
+def plain_console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr): the terminal's own on a terminal; otherwise plain,
+    `PIPE_WIDTH` wide, and without box lines."""
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return _PlainConsole(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False)
+
+
+def live_console(*, json: bool) -> Console | None:
+    """Where a command's live view goes: stdout, or with `--json` stderr (stdout carries the
+    one JSON document), and only while stderr is a terminal (in a pipe nobody watches it)."""
+    if not json:
+        return plain_console()
+    err = plain_console(stderr=True)
+    return err if err.is_terminal else None
+
+
+def _follow(
+    console: Console | None,
+    poll: Callable[[], tuple[bool, T, RenderableType]],
+    poll_s: float,
+) -> T:
+    """Call `poll` (→ finished?, value, view) every `poll_s` until it says finished. On a
+    terminal the view is live (cut to the terminal's height while it runs) and its final state
+    is printed once, whole, when it ends; elsewhere only the final state is printed, once; with
+    no console, nothing is shown."""
+    if console is None or not console.is_terminal:
+        while True:
+            done, value, view = poll()
+            if done:
+                if console is not None:
+                    console.print(view)
+                return value
+            time.sleep(poll_s)
+    with Live(
+        console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
+    ) as live:
+        while True:
+            done, value, view = poll()
+            if done:
+                # Rich redraws a live view whole when it stops; one taller than the terminal
+                # would then show twice (the cut one above the whole one). Empty it first and
+                # print the final view once, below.
+                live.update(Text(""), refresh=True)
+                break
+            live.update(view)
+            time.sleep(poll_s)
+    console.print(view)
+    return value
+
+
+STATUS_STYLE = {
+    RunStatus.DONE: "green",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.QUEUED: "dim",
+    RunStatus.CANCELLED: "yellow",
+    RunStatus.ERRORED: "red",
+    RunStatus.BLOCKED: "magenta",
+    RunStatus.ESCALATED: "magenta",
+    RunStatus.MAX_STEPS: "magenta",
+}
+
+
+def step_cells(s: StepRow, *, detail: bool = False) -> list[str | Text]:
+    """A step row's cells (its strings `inert`). `detail` (`goalfleet run`) adds the
+    decision's confidence and tenths of a millisecond; the fleet's views stay compact."""
+    d = s.decision
+    decision = ""
+    if d is not None:
+        decision = "done" if d.done else "blocked" if d.blocked else d.target
+        if d.input != "none":
+            decision += f" ← {d.input}"
+        if detail:
+            decision += f" ({d.confidence:.2f})"
+    ms = ".1f" if detail else ".0f"
+    action = ""
+    if s.action is not None:
+        action = f"{s.action.kind.value} {s.action.pinned}"
+        if s.action.shown_value is not None:
+            action += f" = {s.action.shown_value}"
+    return [
+        str(s.index),
+        inert(s.screen),
+        inert(decision),
+        inert(action),
+        s.outcome.value,
+        f"{s.snapshot_ms:{ms}}",
+        f"{s.decide_ms:{ms}}",
+        f"{s.action_ms:{ms}}",
+    ]
+
+
+def steps_table(rows: list[StepRow], title: str | Text = "", *, detail: bool = False) -> Table:
+    """A `str` title is markup: a title with user strings in it is a `Text`."""
+    table = Table(title=title or None, title_justify="left")
+    for col in ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms"):
+        table.add_column(col, justify="right" if col.endswith("ms") or col == "#" else "left")
+    for s in rows:
+        table.add_row(*step_cells(s, detail=detail))
+    return table
+
+
+def run_line(run: RunRecord) -> Text:
+    """A run's status line: its status in colour, the rest as plain text."""
+    where = visible(run.device or run.target or "pending")
+    tail = f" — {visible(run.reason)}" if run.reason else ""
+    return Text.assemble(
+        (run.status.value, STATUS_STYLE.get(run.status, "")),
+        f" run {run.id[:8]} on {where} (attempt {run.attempt}){tail}",
+    )
+
+
+def result_table(result: RunResult, run: RunRecord) -> Table:
+    where, goal = visible(run.device or "?"), visible(result.goal)
+    title = Text(f"{run.id[:8]} on {where}: {goal} → {result.status.value}")
+    return steps_table(list(result.steps), title)
+
+
+def devices_table(devices: list[DeviceState]) -> Table:
+    table = Table(title="devices", title_justify="left")
+    for col in ("id", "platform", "os", "labels", "up", "busy", "quarantined", "runs", "infra"):
+        table.add_column(col)
+    for d in devices:
+        table.add_row(
+            inert(d.info.id),
+            d.info.platform.value,
+            inert(d.info.os_version),
+            inert(",".join(f"{k}={v}" for k, v in sorted(d.info.labels.items()))),
+            "yes" if d.alive else "[red]no[/]",
+            d.run[:8] if d.run else "",
+            inert(d.quarantine_reason or ("yes" if d.quarantined else "")),
+            str(d.runs_total),
+            str(d.infra_failures),
+        )
+    return table
+
+
+def watch_run(
+    client: FleetClient, run_id: str, console: Console | None, *, poll_s: float = 0.25
+) -> RunRecord:
+    """Follow a run until it ends: its status line and its step rows so far."""
+    rows: list[StepRow] = []
+
+    def poll() -> tuple[bool, RunRecord, RenderableType]:
+        run = client.run(run_id)
+        rows.extend(client.steps(run_id, after=rows[-1].index if rows else 0))
+        return run.status.terminal, run, Group(run_line(run), steps_table(rows))
+
+    return _follow(console, poll, poll_s)
+
+
+def watch_batch(
+    client: FleetClient, batch_id: str, console: Console | None, *, poll_s: float = 0.3
+) -> tuple[BatchRecord, list[RunRecord]]:
+    """A progress bar over the batch (a line in a pipe) and one line per run, live."""
+    progress = Progress(
+        TextColumn("[bold]batch {task.fields[batch]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    batch = client.batch(batch_id)
+    task = progress.add_task("batch", total=batch.total, batch=batch_id[:8], counts="")
+    t0 = time.monotonic()
+
+    def poll() -> tuple[bool, tuple[BatchRecord, list[RunRecord]], RenderableType]:
+        batch = client.batch(batch_id)
+        runs = client.batch_runs(batch_id)
+        counts = " ".join(f"{k}={v}" for k, v in sorted(batch.counts.items()))
+        progress.update(task, completed=batch.finished, counts=counts)
+        plain = console is None or not console.is_terminal
+        head: RenderableType = progress
+        if plain:
+            head = Text(
+                f"batch {batch_id[:8]}: {batch.finished}/{batch.total} {counts} "
+                f"in {time.monotonic() - t0:.1f} s"
+            )
+        table = Table(show_header=True, box=None)
+        for col in ("run", "device", "status", "attempt", "reason"):
+            table.add_column(col)
+        for r in runs:
+            style = STATUS_STYLE.get(r.status, "")
+            table.add_row(
+                r.id[:8],
+                inert(r.device or "-"),
+                f"[{style}]{r.status.value}[/]",
+                str(r.attempt),
+                inert(r.reason if plain else r.reason[:60]),
+            )
+        return batch.complete, (batch, runs), Group(head, table)
+
+    return _follow(console, poll, poll_s)

@@ -1,0 +1,163 @@
+"""`goalfleet run`: one goal run on one device, here and now, without the fleet."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+from rich.console import Console
+from rich.text import Text
+
+from scheduler.cli._common import (
+    add_goal_input_flags,
+    add_run_param_flags,
+    load_settings,
+    pairs,
+    report,
+    run_params_from,
+)
+from scheduler.cli._render import plain_console, steps_table, visible
+from workers.core.errors import ConfigError, GoalfleetError
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, RunResult, RunStatus
+from workers.decide.factory import make_decider
+from workers.devices.factory import check_device_spec, make_device
+from workers.devices.sim import SimOptions
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.memory_store import RedisMemory
+from workers.settings import Settings
+from workers.telemetry.logs import SECRETS, configure_logging
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("run", help="run one goal on one device and print its step table")
+    p.add_argument("--device", required=True, help="sim:signin-ios, agent-device:linux, ...")
+    p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
+    add_goal_input_flags(
+        p, ref_help="a sensitive input, read from environment variable VAR (repeatable)"
+    )
+    add_run_param_flags(p)
+    p.add_argument(
+        "--latency-scale",
+        type=float,
+        default=0.0,
+        help="sim devices: 1.0 for realistic latencies, 0 for none",
+    )
+    p.add_argument(
+        "--memory",
+        metavar="REDIS_URL",
+        default=None,
+        help="use the fleet's decision memory in this Redis (read, and write if done); "
+        "default: none",
+    )
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    p.add_argument(
+        "--loglevel",
+        default="WARNING",
+        help="log level on stderr, DEBUG shows device commands (default: WARNING)",
+    )
+    p.set_defaults(func=main)
+
+
+def _secrets(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, ref in pairs(items, "--secret").items():
+        if not ref.startswith("env:") or len(ref) == len("env:"):
+            raise ConfigError(
+                f"--secret {name}: give a reference like {name}=env:VARIABLE, never the value"
+            )
+        var = ref.removeprefix("env:")
+        value = os.environ.get(var)
+        if not value:
+            raise ConfigError(f"--secret {name}: environment variable {var} is not set; export it")
+        out[name] = value
+    return out
+
+
+def parse_inputs(args: argparse.Namespace) -> Inputs:
+    plain = pairs(args.input, "--input")
+    secret = _secrets(args.secret)
+    try:
+        return Inputs.of(plain, secret)
+    except ValidationError as exc:
+        msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--input/--secret: {msg}") from None
+    except ValueError as exc:
+        raise ConfigError(f"--input/--secret: {exc}") from None
+
+
+def _check(args: argparse.Namespace) -> None:
+    check_device_spec(args.device)
+    if not args.goal.strip():
+        raise ConfigError('--goal is blank; say what to achieve, e.g. --goal "Sign in"')
+    run_params_from(args)
+    if args.latency_scale < 0:
+        raise ConfigError("--latency-scale must be 0 or more")
+    if args.loglevel.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError("--loglevel must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+
+
+def _memory(args: argparse.Namespace, settings: Settings) -> RedisMemory | None:
+    if args.memory is None:
+        return None
+    if not args.memory.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"--memory {args.memory!r}: give a Redis URL, e.g. redis://127.0.0.1:6379/0"
+        )
+    client = redis_client(args.memory, timeout_s=2.0)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ConfigError(f"--memory: cannot reach {args.memory}: {exc}") from None
+    return RedisMemory(
+        client, Keys(settings.key_prefix), decider=args.decider, ttl_s=settings.memory_ttl_s
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        _check(args)
+        inputs = parse_inputs(args)
+        settings = load_settings()
+        # Logs go to stderr (stdout is the table or the JSON), with this run's secret values
+        # registered for redaction before anything can log them.
+        SECRETS.add(inputs.secrets())
+        configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
+        params = run_params_from(args)
+        # instructor logs its own record of an unknown provider before raising; the one line
+        # below says it
+        logging.getLogger("instructor").setLevel(logging.CRITICAL)
+        decider = make_decider(args.decider, settings.model_settings())
+        memory = _memory(args, settings)
+        device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
+    except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
+        return report(exc, "run")
+    try:
+        result = run_goal(
+            device,
+            args.goal,
+            decider=decider,
+            inputs=inputs,
+            params=params,
+            dangerous=tuple(settings.dangerous_controls),
+            memory=memory,
+        )
+    finally:
+        device.close()
+    if args.json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        print_result(result, plain_console())
+    return 0 if result.status is RunStatus.DONE else 1
+
+
+def print_result(result: RunResult, console: Console) -> None:
+    title = Text(f"{visible(result.goal)} → {result.status.value}")
+    console.print(steps_table(list(result.steps), title, detail=True))
+    console.print(f"status: {result.status.value} — {visible(result.reason)}", markup=False)

@@ -1,0 +1,322 @@
+"""The dispatcher: give pending runs to idle devices, in priority then submit order.
+
+Runs wait in our store (never in a busy device's queue), so a device's Celery queue holds at
+most the one run reserved for it. The API calls `dispatch([run_id])` right after a submit
+(fast path); the scheduler process runs `loop()` which wakes when a device frees (the worker
+pushes to the wake list on finish) or every `interval_s`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+from scheduler.dispatch.device_view import DeviceView
+from scheduler.dispatch.placement import Placement, class_of
+from scheduler.dispatch.routing import IdleByClass
+from scheduler.store.enqueue import Enqueuer, Message
+from scheduler.store.runs import FleetStore
+from workers.core.model import RunStatus
+from workers.core.records import DeviceState, RunRecord
+from workers.fleet.outages import Backoff, describe, is_outage
+
+log = structlog.stdlib.get_logger("goalfleet.scheduler")
+
+OUTAGE_BACKOFF = Backoff(base_s=0.25, cap_s=5.0)
+"""The dispatch loop's waits while Redis is unavailable."""
+SWEEP_EVERY_S = 1.0
+"""The loop sweeps (overdue runs, strays, unplaceable runs) at most this often: a pass runs
+on every wake-up, and the sweep reads every busy device's run."""
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: FleetStore,
+        enqueuer: Enqueuer,
+        *,
+        overdue_after_s: float | None = None,
+        orphan_after_s: float | None = None,
+        unplaceable_after_s: float | None = None,
+        view_max_age_s: float = 0.0,
+    ) -> None:
+        self.store = store
+        self.placement = Placement(store)
+        self.view = DeviceView(store.registry, max_age_s=view_max_age_s)
+        self.unplaceable_after_s = unplaceable_after_s
+        """A pending run that no registered device can ever take (its device is not
+        registered, its selector matches none) ends `unplaceable` after this long."""
+        self._expired_at = 0.0
+        self.enqueuer = enqueuer
+        self.overdue_after_s = overdue_after_s
+        """A run still `running` this long after it started is ended `errored`, freeing its
+        device: no delivery came back for it (a hard time limit requeues the message at once,
+        a dead worker's comes back after the visibility timeout), so its message is lost."""
+        self.orphan_after_s = orphan_after_s
+        """A selector run reserved for a device that has been down this long goes back to
+        pending (the stale message is skipped by the claim if the device ever returns)."""
+
+    def sweep(self, *, now: float | None = None) -> int:
+        """Free devices held by overdue runs and re-pend runs stuck on dead devices. Reads
+        only what is due (the `running` and `reserved` indexes by time), never every busy
+        device's run."""
+        now = time.time() if now is None else now
+        fixed = 0
+        if self.orphan_after_s is not None:
+            fixed += self._orphans(now - self.orphan_after_s)
+        if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
+            self._expired_at = now
+            fixed += self.expire_unplaceable(now=now)
+        if self.overdue_after_s is not None:
+            fixed += self._overdue(now - self.overdue_after_s)
+        return fixed
+
+    def _overdue(self, before: float) -> int:
+        """End runs claimed before `before` and still running (their worker was killed at
+        its hard time limit or lost them); drop index entries of runs that ended another way
+        or went back to pending."""
+        due = self.store.running_since(before=before)
+        if not due:
+            return 0
+        runs = {r.id: r for r in self.store.load_many([rid for rid, _ in due])}
+        fixed = 0
+        for rid, claimed_at in due:
+            run = runs.get(rid)
+            if (
+                run is not None
+                and run.status is RunStatus.RUNNING
+                and run.started_at is not None
+                and run.started_at <= before
+                and self.store.end_overdue(run, f"still running after {self.overdue_after_s:g} s")
+            ):
+                fixed += 1
+            else:
+                self.store.forget_running(rid, claimed_at)
+        return fixed
+
+    def _orphans(self, before: float) -> int:
+        """Runs reserved before `before` and never claimed: one no registered device holds
+        goes back to pending; one whose live device holds it is sent again (the message was
+        lost: a crash between reserve and send; a duplicate is skipped by the claim); one
+        whose device is down goes back to pending unless it names that device."""
+        ids = self.store.reservations(before=before)
+        if not ids:
+            return 0
+        runs = {r.id: r for r in self.store.load_many(ids)}
+        fixed = 0
+        for rid in ids:
+            run = runs.get(rid)
+            if run is None:
+                self.store.forget_reservation(rid)
+            elif self.store.release_stray(run):
+                log.warning(
+                    "stray_reservation_released",
+                    run_id=rid,
+                    device_id=run.device,
+                    hint="reserved for a device that is gone; pending again",
+                )
+                fixed += 1
+            elif run.status is RunStatus.QUEUED and run.device is not None:
+                fixed += self._resend_or_release(run, run.device)
+        return fixed
+
+    def _resend_or_release(self, run: RunRecord, device_id: str) -> int:
+        """A reservation its device still holds, never claimed: sent again while the device
+        is alive, else back to pending (unless the run names that device)."""
+        self.view.refresh([device_id])
+        dev = self.view.get(device_id)
+        if dev is None or dev.run != run.id:
+            return 0
+        if dev.alive:
+            self.enqueuer.enqueue(run.id, device_id)
+            self.store.touch_dispatch(run.id)
+            return 1
+        if run.target is None:
+            return int(self.store.unreserve(run, device_id))
+        return 0
+
+    def dispatch(self, run_ids: list[str] | None = None) -> int:
+        """Dispatch what can go now; return how many runs were sent.
+
+        With `run_ids` (the API's fast path) only those runs are tried; without, every pending
+        run in order, skipping whole placement classes no idle device can take (see
+        `scheduler.dispatch.placement`), so unplaceable runs never hold back placeable ones. Devices
+        come from the cached `DeviceView` and are handed out per class by `IdleByClass`."""
+        idle = {d.info.id: d for d in self.view.idle()}
+        if run_ids is not None:
+            return self._dispatch_ids(run_ids, idle)
+        if not idle:
+            return 0
+        sent = 0
+        picker = IdleByClass(idle)
+        full: set[str] = set()  # classes no idle device can take for the rest of this pass
+        for p in self.placement.pending():
+            if p.klass in full:
+                continue
+            run = self.placement.example(p.klass)
+            device = picker.pick(p.klass, run.target, run.selector) if run is not None else None
+            if device is None:
+                full.add(p.klass)
+                continue
+            if self._send(p.run_id, device, idle) is not None:
+                sent += 1
+            if not idle:
+                break
+        return sent
+
+    def fast_pick(self, run: RunRecord) -> DeviceState | None:
+        """The device the submit's fast path tries for a run it is about to write, from the
+        cached view with no read: an exact device even when the view thinks it busy (the
+        API's view learns of finishes only at its periodic re-read; the submit script
+        refuses a busy, down or quarantined device), else the least loaded idle match."""
+        if run.target is not None:
+            return self.view.get(run.target)
+        return self.view.pick_idle(run.selector)
+
+    def message(self, run: RunRecord, device: DeviceState) -> Message | None:
+        """The run's broker message for `device`, for the submit script to push with the
+        reservation; None when the enqueuer builds none (`sent_reserved` then sends it)."""
+        return self.enqueuer.message(run.id, device.info.id)
+
+    def sent_reserved(
+        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
+    ) -> RunRecord:
+        """A run the submit script has just reserved for `device`: the script pushed its
+        `message`, or, without one, it is enqueued now (the reservation undone, and the
+        exception raised, when that send fails). The run as the reservation left it."""
+        if message is None:
+            self._enqueue(run.id, device)
+        else:
+            self._took(run.id, device)
+        return run.model_copy(update={"device": device.info.id, "dispatched_at": at})
+
+    def refused(self, device: DeviceState) -> None:
+        """The submit script found `device` not free: a device the view had idle was stale,
+        and is re-read (one the view had busy changes nothing)."""
+        if device.idle:
+            self.view.refresh([device.info.id])
+
+    def _dispatch_ids(self, run_ids: list[str], idle: dict[str, DeviceState]) -> int:
+        return self._dispatch_runs(self.store.load_many(run_ids), idle)
+
+    def _dispatch_runs(self, runs: list[RunRecord], idle: dict[str, DeviceState]) -> int:
+        """Place `runs` on `idle` devices; a run for an exact device the view thinks busy
+        re-reads that device first (the view may be older than a finish)."""
+        sent = 0
+        picker = IdleByClass(idle)
+        for run in runs:
+            if run.device is not None or run.status.terminal:
+                continue
+            if run.target is not None and run.target not in idle:
+                self._recheck(run.target, idle)
+            device = picker.pick(class_of(run), run.target, run.selector)
+            if device is None:
+                continue
+            if self._send(run.id, device, idle) is not None:
+                sent += 1
+        return sent
+
+    def _recheck(self, device_id: str, idle: dict[str, DeviceState]) -> None:
+        """Re-read one device the view thinks busy (3 commands); idle now: it joins `idle`."""
+        self.view.refresh([device_id])
+        state = self.view.get(device_id)
+        if state is not None and state.idle:
+            idle[device_id] = state
+
+    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
+        """Reserve `device` for the run and enqueue it (the `dispatched_at` written, or None
+        when the reservation was refused). The device leaves `idle` for the rest of the pass
+        whatever happens; a refused reservation (the view was stale: the device is busy, down
+        or quarantined) re-reads it."""
+        did = device.info.id
+        del idle[did]
+        at = self.store.reserve(run_id, did)
+        if at is None:
+            self.view.refresh([did])
+            return None
+        self._enqueue(run_id, device)
+        return at
+
+    def _enqueue(self, run_id: str, device: DeviceState) -> None:
+        """Send a run reserved for `device`; when the send fails, the reservation is undone
+        (the run is pending again), the device re-read, and the exception raised."""
+        did = device.info.id
+        self.view.put(device.model_copy(update={"run": run_id}))
+        try:
+            self.enqueuer.enqueue(run_id, did)
+        except Exception:
+            run = self.store.load(run_id)
+            if run is not None:
+                self.store.unreserve(run, did)
+            self.view.refresh([did])
+            raise
+        self._took(run_id, device)
+
+    def _took(self, run_id: str, device: DeviceState) -> None:
+        """The view learns that `device` has `run_id` on its way."""
+        self.view.put(
+            device.model_copy(update={"run": run_id, "runs_total": device.runs_total + 1})
+        )
+
+    def expire_unplaceable(self, *, now: float | None = None) -> int:
+        """End `unplaceable` every pending run older than `unplaceable_after_s` whose device
+        (or selector) matches no registered device."""
+        if self.unplaceable_after_s is None:
+            return 0
+        now = time.time() if now is None else now
+        devices = self.view.all()
+        ended = 0
+        for rid in self.placement.unplaceable(devices, before=now - self.unplaceable_after_s):
+            if self.store.expire_unplaceable(rid, after_s=self.unplaceable_after_s):
+                log.warning(
+                    "run_unplaceable",
+                    run_id=rid,
+                    waited_s=self.unplaceable_after_s,
+                    hint="no registered device matches its device or selector",
+                )
+                ended += 1
+        return ended
+
+    def loop(
+        self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None
+    ) -> None:
+        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`.
+
+        A Redis outage of any kind (unreachable, full, read-only, loading: `is_outage`) is
+        one warning when it starts and one line when Redis answers again, with passes backing
+        off (jittered, up to `OUTAGE_BACKOFF.cap_s`) in between; anything else is a bug,
+        logged with its traceback, and the loop goes on."""
+        down_since: float | None = None
+        failed_passes = 0
+        swept_at = float("-inf")
+        while not stop.is_set():
+            try:
+                if time.monotonic() - swept_at >= max(interval_s, SWEEP_EVERY_S):
+                    self.sweep()  # its bounds are seconds to minutes: not on every wake-up
+                    swept_at = time.monotonic()
+                self.dispatch()
+                if tick is not None:
+                    tick()
+                if down_since is not None:
+                    log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
+                    down_since, failed_passes = None, 0
+                self.view.touch(self.store.wait_wake(interval_s))
+            except Exception as exc:  # an outage or a bug: neither ends the loop
+                if stop.is_set():
+                    return
+                if not is_outage(exc):
+                    log.exception("dispatch_pass_failed", hint="retrying")
+                    stop.wait(interval_s)
+                    continue
+                if down_since is None:
+                    down_since = time.time()
+                    log.warning(
+                        "redis_unavailable",
+                        error=describe(exc),
+                        hint="waiting with backoff; dispatch resumes when Redis answers",
+                    )
+                stop.wait(max(interval_s, OUTAGE_BACKOFF.delay(failed_passes)))
+                failed_passes += 1

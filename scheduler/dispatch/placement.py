@@ -1,0 +1,105 @@
+"""Placement: which pending runs a dispatch pass looks at, without head-of-line blocking.
+
+Pending runs fall into *placement classes*: the exact device a run names, or its selector.
+All runs of a class can go to the same devices, so a pass decides once per class whether an
+idle device can take one, and walks past every run of a class that cannot (a device that died,
+a selector nothing matches) without loading it. A flood of unplaceable runs therefore never
+delays a placeable one behind it: the pass reads the pending index in pages to the end and
+loads only runs it has not seen before (a run's class never changes, so it is remembered).
+
+Runs whose class matches no *registered* device expire after `unplaceable_after_s` with the
+typed status `unplaceable` (see `FleetStore.expire_unplaceable`), instead of waiting for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from scheduler.dispatch.routing import matching
+from scheduler.store.runs import FleetStore
+from workers.core.records import DeviceState, RunRecord
+
+PAGE = 1000
+"""How many pending ids one read of the index returns."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What placement needs of a pending run (its class and age), remembered across passes."""
+
+    run_id: str
+    klass: str
+    submitted_at: float
+
+
+def class_of(run: RunRecord) -> str:
+    """The placement class: every run of one class can go to exactly the same devices."""
+    if run.target is not None:
+        return f"device:{run.target}"
+    sel = run.selector.model_dump_json() if run.selector is not None else "{}"
+    return f"selector:{sel}"
+
+
+class Placement:
+    """The dispatcher's memory of pending runs' classes (bounded by the pending index)."""
+
+    def __init__(self, store: FleetStore) -> None:
+        self.store = store
+        self._known: dict[str, Pending] = {}
+        self._example: dict[str, RunRecord] = {}
+        """One record per class, to match devices against (all of a class match alike)."""
+
+    def pending(self) -> Iterator[Pending]:
+        """Every pending run in dispatch order (priority, then submit time), page by page.
+
+        Runs seen before are not loaded again; entries of runs no longer pending are
+        forgotten at the end of a full walk."""
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            ids = self.store.pending_ids(PAGE, offset=offset)
+            if not ids:
+                break
+            offset += len(ids)
+            new = [i for i in ids if i not in self._known]
+            for run in self.store.load_many(new):
+                k = class_of(run)
+                self._known[run.id] = Pending(run.id, k, run.submitted_at)
+                self._example.setdefault(k, run)
+            for rid in ids:
+                p = self._known.get(rid)
+                if p is not None:
+                    seen.add(rid)
+                    yield p
+            if len(ids) < PAGE:
+                break
+        for rid in [r for r in self._known if r not in seen]:
+            del self._known[rid]
+        live = {p.klass for p in self._known.values()}
+        for k in [k for k in self._example if k not in live]:
+            del self._example[k]
+
+    def candidates(self, klass: str, devices: Iterable[DeviceState]) -> list[DeviceState]:
+        """Registered devices (busy, down or quarantined included) a class may go to."""
+        run = self._example.get(klass)
+        if run is None:
+            return []
+        return matching(devices, run.target, run.selector)
+
+    def example(self, klass: str) -> RunRecord | None:
+        """A pending run of the class (all of a class match the same devices)."""
+        return self._example.get(klass)
+
+    def unplaceable(self, devices: list[DeviceState], *, before: float) -> list[str]:
+        """Pending runs submitted before `before` whose class no registered device matches."""
+        out: list[str] = []
+        verdict: dict[str, bool] = {}
+        for p in self.pending():
+            if p.submitted_at >= before:
+                continue
+            if p.klass not in verdict:
+                verdict[p.klass] = not self.candidates(p.klass, devices)
+            if verdict[p.klass]:
+                out.append(p.run_id)
+        return out

@@ -1,0 +1,115 @@
+"""Recurring batches, driven by the scheduler's own loop (no ETA/countdown tasks, no beat).
+
+A schedule is a `BatchSubmit` plus `every_s`. Each due schedule is claimed with a
+compare-and-set on its next-due time, so several scheduler processes never fire it twice.
+Missed periods (scheduler down) are skipped, not replayed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import cast
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from scheduler.errors import FleetError, NotFoundError
+from scheduler.service.fleet import Fleet, new_id
+from scheduler.service.requests import BatchSubmit, ScheduleSubmit
+from workers.fleet.scripts import RedisStore, Script
+
+log = structlog.stdlib.get_logger("goalfleet.scheduler")
+
+# KEYS: schedules   ARGV: id, expected due (string as stored), next due
+_ADVANCE = """
+local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not cur or tonumber(cur) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
+
+
+class Schedule(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    every_s: float
+    batch: BatchSubmit
+    created_at: float
+    next_at: float | None = None
+    last_batch: str | None = None
+
+
+class Schedules(RedisStore):
+    _advance = Script(_ADVANCE)
+
+    def add(self, sub: ScheduleSubmit, *, now: float | None = None) -> Schedule:
+        now = time.time() if now is None else now
+        sched = Schedule(
+            id=new_id(),
+            name=sub.name,
+            every_s=sub.every_s,
+            batch=BatchSubmit.model_validate(
+                sub.model_dump(exclude={"name", "every_s"}, exclude_none=True)
+            ),
+            created_at=now,
+            next_at=now,
+        )
+        with self.r.pipeline(transaction=True) as p:
+            p.set(self.k.schedule(sched.id), sched.model_dump_json())
+            p.zadd(self.k.schedules, {sched.id: now})
+            p.execute()
+        return sched
+
+    def remove(self, schedule_id: str) -> None:
+        with self.r.pipeline(transaction=True) as p:
+            p.delete(self.k.schedule(schedule_id))
+            p.zrem(self.k.schedules, schedule_id)
+            deleted, _ = p.execute()
+        if not deleted:
+            raise NotFoundError(f"no schedule {schedule_id!r}")
+
+    def list(self) -> list[Schedule]:
+        due = cast(
+            "list[tuple[str, float]]", self.r.zrange(self.k.schedules, 0, -1, withscores=True)
+        )
+        out = []
+        for sid, score in due:
+            raw = cast("str | None", self.r.get(self.k.schedule(sid)))
+            if raw:
+                out.append(Schedule.model_validate_json(raw).model_copy(update={"next_at": score}))
+        return out
+
+    def tick(self, fleet: Fleet, *, now: float | None = None) -> int:
+        """Fire every due schedule once; return how many batches were submitted."""
+        now = time.time() if now is None else now
+        due = cast(
+            "list[tuple[str, float]]",
+            self.r.zrangebyscore(self.k.schedules, "-inf", now, withscores=True),
+        )
+        fired = 0
+        for sid, score in due:
+            raw = cast("str | None", self.r.get(self.k.schedule(sid)))
+            if raw is None:
+                self.r.zrem(self.k.schedules, sid)
+                continue
+            sched = Schedule.model_validate_json(raw)
+            nxt = score + sched.every_s
+            while nxt <= now:  # skip missed periods
+                nxt += sched.every_s
+            if not self._advance(keys=[self.k.schedules], args=[sid, repr(score), repr(nxt)]):
+                continue  # another scheduler fired it
+            try:
+                batch, _ = fleet.submit_batch(sched.batch, schedule=sid)
+            except FleetError as exc:
+                log.warning(
+                    "schedule_not_fired", schedule_id=sid, schedule=sched.name, error=str(exc)
+                )
+                continue
+            self.r.set(
+                self.k.schedule(sid),
+                sched.model_copy(update={"last_batch": batch.id}).model_dump_json(),
+            )
+            fired += 1
+        return fired
