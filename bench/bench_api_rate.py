@@ -54,7 +54,7 @@ from bench.bench_scheduler import Consumer, fill
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.service.fleet import Fleet
 from scheduler.store.enqueue import RecordingEnqueuer
-from workers.fleet.runstore import RunStore
+from workers.fleet.state.runs import RunStore
 
 BATCH = 100
 MAX_PENDING = 10_000_000

@@ -62,10 +62,11 @@ from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.fleet import SimWorker
 from scheduler.service.fleet import Fleet
 from scheduler.service.requests import RunSubmit
-from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer, Message
+from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import device_queue
+from workers.fleet.state.queue import Message
 
 DEVICE = "d1"
 BODY: dict[str, Any] = {**SIGN_IN, "device": DEVICE}

@@ -46,7 +46,8 @@ from workers.core.model import Platform, RunResult, RunStatus
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, lease_holder, worker_name
-from workers.fleet.runstore import Failure, RunStore
+from workers.fleet.state.runs import RunStore
+from workers.fleet.state.states import Failure
 from workers.settings import Settings
 
 BACKLOG = 200

@@ -7,7 +7,8 @@ from scheduler.store.runs import FleetStore
 from workers.core.model import Platform, RunResult, RunStatus
 from workers.core.records import DeviceInfo, RunRecord
 from workers.fleet.keys import lease_holder, worker_name
-from workers.fleet.runstore import Failure, RunStore
+from workers.fleet.state.runs import RunStore
+from workers.fleet.state.states import Failure
 
 
 def register(store: FleetStore, did: str, **labels: str) -> str:

@@ -49,7 +49,7 @@ from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.outages import is_outage
-from workers.fleet.questions import QuestionStore
+from workers.fleet.state.questions import QuestionStore
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.api")

@@ -22,7 +22,7 @@ from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.service.fleet import Fleet
 from workers.core.errors import ConfigError
 from workers.core.records import Answer, Question, RunRecord
-from workers.fleet.questions import NotAwaitingError, QuestionStore
+from workers.fleet.state.questions import NotAwaitingError, QuestionStore
 
 ANSWER_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 

@@ -51,7 +51,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     from workers.fleet.celery_app import make_celery  # noqa: PLC0415
     from workers.fleet.connections import redis_client  # noqa: PLC0415
     from workers.fleet.keys import Keys  # noqa: PLC0415
-    from workers.fleet.questions import QuestionStore  # noqa: PLC0415
+    from workers.fleet.state.questions import QuestionStore  # noqa: PLC0415
     from workers.fleet.timings import publish_at_start  # noqa: PLC0415
 
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")

@@ -31,7 +31,7 @@ from typing import cast
 
 from scheduler.dispatch.routing import ANY, load_order, matching
 from workers.core.records import DeviceState, Selector
-from workers.fleet.registry import DeviceRegistry
+from workers.fleet.state.devices import DeviceRegistry
 
 
 class DeviceView:

@@ -17,11 +17,12 @@ import structlog
 from scheduler.dispatch.device_view import DeviceView
 from scheduler.dispatch.placement import Placement, class_of
 from scheduler.dispatch.routing import IdleByClass
-from scheduler.store.enqueue import Enqueuer, Message
+from scheduler.store.enqueue import Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
 from workers.fleet.outages import Backoff, describe, is_outage
+from workers.fleet.state.queue import Message
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 

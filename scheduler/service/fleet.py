@@ -24,10 +24,10 @@ from scheduler.errors import (
     TooManyPendingError,
 )
 from scheduler.service.requests import BatchSubmit, RunSubmit
-from scheduler.store.enqueue import Message
-from scheduler.store.runs import FleetStore, Idempotency
+from scheduler.store.runs import FleetStore
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
+from workers.fleet.state.queue import Idempotency, Message
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 CancelOutcome = Literal["cancelled", "requested"]

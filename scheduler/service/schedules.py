@@ -16,17 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from scheduler.errors import FleetError, NotFoundError
 from scheduler.service.fleet import Fleet, new_id
 from scheduler.service.requests import BatchSubmit, ScheduleSubmit
-from workers.fleet.scripts import RedisStore, Script
+from workers.fleet.state.scripts import RedisStore, Script
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
-
-# KEYS: schedules   ARGV: id, expected due (string as stored), next due
-_ADVANCE = """
-local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not cur or tonumber(cur) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-return 1
-"""
 
 
 class Schedule(BaseModel):
@@ -42,7 +34,7 @@ class Schedule(BaseModel):
 
 
 class Schedules(RedisStore):
-    _advance = Script(_ADVANCE)
+    _advance = Script("advance_schedule")
 
     def add(self, sub: ScheduleSubmit, *, now: float | None = None) -> Schedule:
         now = time.time() if now is None else now

@@ -5,21 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kombu.entity import DELIVERY_MODES
 
 from workers.fleet.keys import RUN_TASK, device_queue
+from workers.fleet.state.queue import Message
 from workers.telemetry.logs import publish_headers
-
-
-@dataclass(frozen=True)
-class Message:
-    """A broker message as it lies on its Redis list: what a store script pushes (`LPUSH`)."""
-
-    key: str
-    payload: str
 
 
 class Enqueuer(Protocol):

@@ -16,8 +16,8 @@ from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.keys import Keys
-from workers.fleet.registry import DeviceRegistry
-from workers.fleet.runstore import RunStore
+from workers.fleet.state.devices import DeviceRegistry
+from workers.fleet.state.runs import RunStore
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

@@ -17,8 +17,8 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
-from workers.fleet.registry import DeviceRegistry
-from workers.fleet.runstore import ClaimKind, RunStore
+from workers.fleet.state.devices import DeviceRegistry
+from workers.fleet.state.runs import ClaimKind, RunStore
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

@@ -19,7 +19,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import Keys
-from workers.fleet.registry import DeviceRegistry
+from workers.fleet.state.devices import DeviceRegistry
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

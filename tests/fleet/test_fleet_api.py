@@ -16,7 +16,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
-from workers.fleet.registry import DeviceRegistry
+from workers.fleet.state.devices import DeviceRegistry
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet

@@ -19,7 +19,7 @@ from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, Selector
 from workers.fleet.keys import Keys, lease_holder, worker_name
-from workers.fleet.runstore import RunStore
+from workers.fleet.state.runs import RunStore
 
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
 

@@ -31,9 +31,10 @@ from workers.fleet.connections import redis_client
 from workers.fleet.fence import Fence, FencedDevice, LeaseLostError
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
-from workers.fleet.registry import DeviceRegistry, Renewal
-from workers.fleet.runstore import ClaimKind, Failure, RunStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
+from workers.fleet.state.devices import DeviceRegistry, Renewal
+from workers.fleet.state.runs import ClaimKind, RunStore
+from workers.fleet.state.states import Failure
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
 

@@ -16,7 +16,7 @@ from scheduler.service.fleet import Fleet
 from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.service.schedules import Schedules
 from scheduler.store.enqueue import RecordingEnqueuer
-from scheduler.store.runs import FleetStore, pending_score
+from scheduler.store.runs import FleetStore
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
@@ -25,9 +25,10 @@ from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
-from workers.fleet.registry import DeviceTakenError, Renewal
-from workers.fleet.runstore import ClaimKind, ClaimLostError, Failure, RunStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
+from workers.fleet.state.devices import DeviceTakenError, Renewal
+from workers.fleet.state.runs import ClaimKind, ClaimLostError, RunStore, pending_score
+from workers.fleet.state.states import Failure
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
 

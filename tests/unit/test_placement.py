@@ -16,7 +16,7 @@ from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import RunStatus
 from workers.fleet.keys import Keys
-from workers.fleet.runstore import RunStore
+from workers.fleet.state.runs import RunStore
 
 FLOOD = 1500  # more than one page of the pending index (1,000)
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]

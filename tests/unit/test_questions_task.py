@@ -20,8 +20,8 @@ from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device
 from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.keys import Keys
-from workers.fleet.questions import QuestionStore
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
+from workers.fleet.state.questions import QuestionStore
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
 from workers.telemetry.observers import NullObserver

@@ -12,7 +12,8 @@ from scheduler.service.requests import RunSubmit
 from scheduler.store.runs import FleetStore
 from workers.core.model import RunResult, RunStatus
 from workers.fleet.keys import Keys
-from workers.fleet.runstore import Failure, RunStore
+from workers.fleet.state.runs import RunStore
+from workers.fleet.state.states import Failure
 
 N = 50
 

@@ -15,8 +15,8 @@
     ├── DecideError                 the decider could not produce a decision
     │   ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
     │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
-    ├── ClaimLostError              (workers.fleet.runstore) another delivery took this run over
-    ├── DeviceTakenError            (workers.fleet.registry) the device is registered elsewhere
+    ├── ClaimLostError              (workers.fleet.state.runs) another delivery took this run over
+    ├── DeviceTakenError            (workers.fleet.state.devices) the device is registered elsewhere
     ├── LeaseLostError              (workers.fleet.fence) this worker's device lease is gone:
     │                               its run goes back to pending, the worker stands down
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:

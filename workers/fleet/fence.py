@@ -5,7 +5,7 @@ The heartbeat thread (in the worker's main process, `workers.fleet.presence`) ho
 it; the run task (in the pool child, forked after the fence was made) checks it before every
 device action (`FencedDevice`) and passes its lease token to every claim, step write and
 finish, whose scripts refuse a token that is not the device's lease holder
-(`workers.fleet.runstore`).
+(`workers.fleet.state.runs`).
 
 The fence is lost, for good, when
 

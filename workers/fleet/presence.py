@@ -1,7 +1,7 @@
 """A worker's presence: register its device with capabilities and a heartbeat lease, renew
 the lease from a thread in the worker's main process, probe a quarantined device until it
 recovers, and deregister on shutdown. Every Redis read and write it makes goes through the
-`DeviceRegistry` (`workers.fleet.registry`).
+`DeviceRegistry` (`workers.fleet.state.devices`).
 
 Each beat ends one of four ways:
 
@@ -32,8 +32,8 @@ from workers.core.ports import DevicePort
 from workers.fleet.fence import Fence
 from workers.fleet.keys import lease_holder
 from workers.fleet.outages import is_outage
-from workers.fleet.registry import DeviceRegistry, DeviceTakenError, Renewal
 from workers.fleet.runtime import WorkerSpec
+from workers.fleet.state.devices import DeviceRegistry, DeviceTakenError, Renewal
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.worker")

@@ -19,7 +19,7 @@ from workers.devices.sim import DEFAULT_SIM, SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys, worker_name
-from workers.fleet.runstore import RunStore
+from workers.fleet.state.runs import RunStore
 from workers.settings import Settings
 from workers.telemetry.observers import RunObserver
 

@@ -29,9 +29,10 @@ from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.outages import describe, is_outage, requeue_delay_s
-from workers.fleet.questions import QuestionStore, question_for
-from workers.fleet.runstore import Claim, ClaimKind, ClaimLostError, Failure
 from workers.fleet.runtime import WorkerRuntime
+from workers.fleet.state.questions import QuestionStore, question_for
+from workers.fleet.state.runs import Claim, ClaimKind, ClaimLostError
+from workers.fleet.state.states import Failure
 from workers.telemetry.observers import RunObserver
 
 log = structlog.stdlib.get_logger("goalfleet.worker")

@@ -30,7 +30,7 @@ import structlog
 from workers.core.errors import ConfigError
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
-from workers.fleet.scripts import RedisStore, Script
+from workers.fleet.state.scripts import RedisStore, Script
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.timings")
@@ -47,19 +47,6 @@ class TimingsMismatchError(ConfigError, code="TIMINGS_MISMATCH"):
     """This worker's visibility timeout or time limits differ from the fleet's."""
 
 
-# KEYS[1] timings hash; ARGV: fleet JSON, who, this publisher's JSON, defines ("1"/"0").
-# Returns the fleet's timings before this call ("" when there were none); a worker ("0") whose
-# timings differ from them writes nothing.
-_PUBLISH = """
-local before = redis.call('HGET', KEYS[1], 'fleet') or ''
-if ARGV[4] == '0' and before ~= '' and before ~= ARGV[1] then
-  return before
-end
-redis.call('HSET', KEYS[1], 'fleet', ARGV[1], ARGV[2], ARGV[3])
-return before
-"""
-
-
 def checked(settings: Settings) -> dict[str, float]:
     """The timings a worker must share with the fleet, as published."""
     return {name: float(getattr(settings, name)) for name in CHECKED}
@@ -70,7 +57,7 @@ def _json(values: Mapping[str, object]) -> str:
 
 
 class FleetTimings(RedisStore):
-    _publish = Script(_PUBLISH)
+    _publish = Script("publish_timings")
 
     def publish(self, settings: Settings, *, role: Role, who: str) -> None:
         """Publish this process's timings; a worker's must equal the fleet's (or define them).

@@ -30,8 +30,8 @@ from workers.fleet.connections import redis_client
 from workers.fleet.fence import LeaseLostError
 from workers.fleet.keys import Keys, device_queue
 from workers.fleet.presence import Presence
-from workers.fleet.registry import DeviceRegistry
 from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_opener
+from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.tasks import register_tasks
 from workers.settings import Settings
 from workers.telemetry.logs import LogFormat

@@ -8,8 +8,8 @@ the presence's own quarantine check. Keys: `{p}:devices`, `{p}:device:{id}`,
 
 Run transitions that also move a device's `run` field or failure counters stay with the run
 they change, because each must be one script with the run's own write: claim and finish
-(`workers.fleet.runstore`: finish frees the device, counts failures and quarantines);
-reserve, unreserve, cancel and stray release (`scheduler.store.runs`).
+(`workers.fleet.state.runs`: finish frees the device, counts failures and quarantines);
+submit, reserve, unreserve, cancel and stray release (`workers.fleet.state.queue`).
 
 The lease holds a per-process token (`workers.fleet.keys.lease_holder`), never the worker
 name, which every worker of a device shares: register refuses a live lease with another
@@ -27,8 +27,8 @@ from typing import cast
 
 from workers.core.errors import GoalfleetError
 from workers.core.records import DeviceInfo, DeviceState
-from workers.fleet.runstore import pending_score
-from workers.fleet.scripts import RedisStore, Script
+from workers.fleet.state.runs import pending_score
+from workers.fleet.state.scripts import RedisStore, Script
 
 
 class DeviceTakenError(GoalfleetError):
@@ -45,73 +45,13 @@ class Renewal(StrEnum):
     TAKEN = "taken"  # another worker holds the device: stand down
 
 
-# KEYS: lease, device, devices, wake   ARGV: holder, lease_ms, info, now, device_id
-_REGISTER = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return holder end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('HSET', KEYS[2], 'info', ARGV[3], 'worker', ARGV[1], 'registered_at', ARGV[4])
-redis.call('PERSIST', KEYS[2])
-redis.call('SADD', KEYS[3], ARGV[5])
-redis.call('RPUSH', KEYS[4], ARGV[5])
-return ''
-"""
-
-# KEYS: lease, wake, device, devices   ARGV: holder, lease_ms, device_id
-# 'taken': another holder has the lease, or registered since this one's lapsed. 'vanished': no
-# lease and no registration of anyone's (Redis lost its data: a restart without persistence,
-# FLUSHDB, a failover to an empty replica), or this holder's registration is gone. A live lease
-# is extended with PEXPIRE, which a full Redis (maxmemory, noeviction) still accepts.
-_RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 'taken' end
-local worker = redis.call('HGET', KEYS[3], 'worker')
-if not holder and worker and worker ~= '' and worker ~= ARGV[1] then return 'taken' end
-if not worker or worker == '' or redis.call('SISMEMBER', KEYS[4], ARGV[3]) == 0 then
-  return 'vanished'
-end
-if holder then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 'renewed'
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('RPUSH', KEYS[2], 'lease')
-return 'renewed'
-"""
-
-# KEYS: lease, device, devices, run, pending, reserved, wake
-# ARGV: holder, device_id, keep, run_id ('' when the device is free), pending score
-# A run reserved for this device but not claimed yet (its message may sit in the device's
-# queue, or was never taken because the worker was shutting down) goes back to pending with
-# its own score, so it is dispatched elsewhere (or to this device when it returns); the stale
-# message is skipped by the claim (the run moved). -1: the device's run changed, read again.
-_DEREGISTER = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local r = redis.call('HGET', KEYS[2], 'run') or ''
-if r ~= ARGV[4] then return -1 end
-if r ~= '' and redis.call('HGET', KEYS[4], 'status') == 'queued'
-   and redis.call('HGET', KEYS[4], 'device') == ARGV[2] then
-  redis.call('HSET', KEYS[4], 'device', '', 'dispatched_at', '')
-  redis.call('HSET', KEYS[2], 'run', '')
-  redis.call('ZADD', KEYS[5], ARGV[5], r)
-  redis.call('ZREM', KEYS[6], r)
-  redis.call('RPUSH', KEYS[7], r)
-end
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[3], ARGV[2])
-local keep = tonumber(ARGV[3])
-if keep > 0 then redis.call('EXPIRE', KEYS[2], keep) end
-return 1
-"""
-
-
 class DeviceRegistry(RedisStore):
     """Every read and write of device registration. Thread-safe (redis-py pools connections):
     the worker's heartbeat thread and its main process share one."""
 
-    _register = Script(_REGISTER)
-    _renew = Script(_RENEW)
-    _deregister = Script(_DEREGISTER)
+    _register = Script("register")
+    _renew = Script("renew")
+    _deregister = Script("deregister")
 
     # -- writes (the worker's presence) -----------------------------------------------------
 
@@ -167,6 +107,7 @@ class DeviceRegistry(RedisStore):
                             self.k.pending,
                             self.k.reserved,
                             self.k.wake,
+                            self.k.running,
                         ],
                         args=[holder, device_id, keep_s, run_id, score],
                     ),

@@ -1,5 +1,5 @@
-"""The worker's side of the store: claim a run, write its steps, finish it. The device's
-registration and heartbeat lease are `workers.fleet.registry`.
+"""The worker's side of the run state machine: claim a run, write its steps, finish it, hand it
+back. The device's registration and heartbeat lease are `workers.fleet.state.devices`.
 
 Every write that must be all-or-nothing is one Lua script, so a worker killed at any point
 leaves either the old state or the new one, never half of each. Writes to a run are fenced
@@ -22,7 +22,8 @@ from workers.core.errors import GoalfleetError
 from workers.core.model import RunResult, StepRow
 from workers.core.records import RunRecord
 from workers.fleet.fence import Fence, LeaseLostError
-from workers.fleet.scripts import RedisStore, Script
+from workers.fleet.state.scripts import RedisStore, Script
+from workers.fleet.state.states import Failure
 
 PRIORITY_SPAN = 10**13
 """Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
@@ -47,15 +48,6 @@ class ClaimKind(StrEnum):
     MISSING = "missing"  # no such run (expired, or never written)
 
 
-class Failure(StrEnum):
-    """How a finished run counts towards its device's health."""
-
-    NONE = "none"  # done: resets both counters
-    INFRA = "infra"  # errored on the device: its error, a soft time limit, a worker lost on it
-    DECISION = "decision"  # blocked, escalated, max-steps: the device worked
-    NEUTRAL = "neutral"  # cancelled, or a configuration error: counts for nothing
-
-
 @dataclass(frozen=True)
 class Claim:
     kind: ClaimKind
@@ -66,27 +58,12 @@ class Claim:
     time), read by the claim script itself: CLAIMED and EXHAUSTED only."""
 
 
-LEASE_LUA = """
-local function lease_lost(lease, holder)
-  if holder == '' then return 0 end
-  local h = redis.call('GET', lease)
-  if h == holder then return 0 end
-  if h then return -1 end
-  return -2
-end
-"""
-"""The lease check of every fenced script: 0 while `holder` ('' for an unfenced caller) holds
-`lease`; -1 another holder has it; -2 nobody does (it lapsed, or Redis lost it)."""
-
 TAKEN, LAPSED = -1, -2
+"""What a fenced script (`lua/lib/lease.lua`) returns when the caller's lease token no longer
+holds the device's lease: another holder has it, or nobody does."""
 
 
-def fenced_script(body: str) -> str:
-    """A script fenced by the worker's lease: `body`, which calls `lease_lost(...)`."""
-    return LEASE_LUA + body
-
-
-def _fenced(out: object, fence: Fence | None, what: str) -> None:
+def check_fence(out: object, fence: Fence | None, what: str) -> None:
     """Raise `LeaseLostError` for a fenced script's -1 or -2."""
     if fence is None or out not in (TAKEN, LAPSED, str(TAKEN), str(LAPSED)):
         return
@@ -97,125 +74,13 @@ def _fenced(out: object, fence: Fence | None, what: str) -> None:
     )
 
 
-# KEYS: run, steps, device, reserved, lease, running
-# ARGV: device_id, worker, cap, token, now, run_id, holder
-_CLAIM = fenced_script("""
-local lost = lease_lost(KEYS[5], ARGV[7])
-if lost ~= 0 then return {'lease', tostring(lost)} end
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {'missing', '0'} end
-local attempt = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0') or 0
-if st ~= 'queued' and st ~= 'running' then return {'terminal', tostring(attempt)} end
-if redis.call('HGET', KEYS[1], 'device') ~= ARGV[1] then return {'elsewhere', tostring(attempt)} end
-attempt = attempt + 1
-redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'attempt', attempt,
-           'claim', ARGV[4], 'started_at', ARGV[5])
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[3], 'run', ARGV[6])
-redis.call('ZREM', KEYS[4], ARGV[6])
-redis.call('ZADD', KEYS[6], ARGV[5], ARGV[6])
-local kind = 'claimed'
-if attempt > tonumber(ARGV[3]) then kind = 'exhausted' end
-return {kind, tostring(attempt), redis.call('HGETALL', KEYS[1])}
-""")
-
-# KEYS: run, steps, lease   ARGV: token, index, row, holder
-_STEP = fenced_script("""
-local lost = lease_lost(KEYS[3], ARGV[4])
-if lost ~= 0 then return lost end
-if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-return 1
-""")
-
-RUN_ENDED_LUA = """
-local function run_ended(run, steps, batch, status, keep)
-  if batch ~= '' and redis.call('EXISTS', batch) == 1 then
-    redis.call('HINCRBY', batch, 'n:' .. status, 1)
-    redis.call('HINCRBY', batch, 'finished', 1)
-  end
-  keep = tonumber(keep)
-  if keep > 0 then
-    redis.call('EXPIRE', run, keep)
-    redis.call('EXPIRE', steps, keep)
-    -- the batch holds its runs' request: it outlives each of them
-    if batch ~= '' and redis.call('TTL', batch) < keep then redis.call('EXPIRE', batch, keep) end
-  end
-end
-"""
-"""The Lua function every script that ends a run calls (finish, cancel, a question's end):
-the run counts once in its batch (`batch` '' when it has none), and the run and its step rows
-are kept `keep` seconds (0: for good)."""
-
-
-def ends_a_run(body: str) -> str:
-    """A script that ends a run: `body`, which calls `run_ended(...)` (`RUN_ENDED_LUA`)."""
-    return RUN_ENDED_LUA + body
-
-
-# KEYS: run, steps, device, batch, wake, lease, running
-# ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
-_FINISH = fenced_script(
-    ends_a_run(
-        """
-local lost = lease_lost(KEYS[6], ARGV[10])
-if lost ~= 0 then return lost end
-if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
-           'finished_at', ARGV[5], 'claim', '')
-run_ended(KEYS[1], KEYS[2], KEYS[4], ARGV[2], ARGV[6])
-redis.call('ZREM', KEYS[7], ARGV[9])
-if redis.call('HGET', KEYS[3], 'run') == ARGV[9] then redis.call('HSET', KEYS[3], 'run', '') end
-redis.call('HINCRBY', KEYS[3], 'runs_total', 1)
-local f = ARGV[7]
-if f == 'infra' then
-  local n = redis.call('HINCRBY', KEYS[3], 'infra_failures', 1)
-  if n >= tonumber(ARGV[8]) then
-    redis.call('HSET', KEYS[3], 'quarantined', '1', 'quarantine_reason',
-               n .. ' infrastructure failures in a row; last: ' .. ARGV[4])
-  end
-elseif f == 'none' then
-  redis.call('HSET', KEYS[3], 'infra_failures', 0, 'decision_failures', 0)
-elseif f == 'decision' then
-  redis.call('HSET', KEYS[3], 'infra_failures', 0)
-  redis.call('HINCRBY', KEYS[3], 'decision_failures', 1)
-end
-redis.call('RPUSH', KEYS[5], ARGV[9])
-redis.call('LTRIM', KEYS[5], -100, -1)
-return 1
-"""
-    )
-)
-
-# KEYS: run, device, pending, reserved, wake   ARGV: token, device_id, run_id, score
-# A run claimed with `token` (or, with token '', reserved for this device and not claimed yet)
-# goes back to pending with its own score; its attempt stays counted (once), its device's
-# failure counters are not touched, and the scheduler is woken to dispatch it again.
-_HAND_BACK = """
-local st = redis.call('HGET', KEYS[1], 'status')
-if ARGV[1] ~= '' then
-  if st ~= 'running' or redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
-elseif st ~= 'queued' or redis.call('HGET', KEYS[1], 'device') ~= ARGV[2] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'status', 'queued', 'device', '', 'dispatched_at', '', 'claim', '')
-if redis.call('HGET', KEYS[2], 'run') == ARGV[3] then redis.call('HSET', KEYS[2], 'run', '') end
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-redis.call('ZREM', KEYS[4], ARGV[3])
-redis.call('RPUSH', KEYS[5], ARGV[3])
-return 1
-"""
-
-
 class RunStore(RedisStore):
     """Worker-side operations on the shared store. Thread-safe (redis-py pools connections)."""
 
-    _claim = Script(_CLAIM)
-    _step = Script(_STEP)
-    _finish = Script(_FINISH)
-    _hand_back = Script(_HAND_BACK)
+    _claim = Script("claim")
+    _step = Script("step")
+    _finish = Script("finish")
+    _hand_back = Script("hand_back")
 
     def _lease(self, fence: Fence | None, device_id: str) -> tuple[str, str]:
         """The lease key and the holder token a fenced script gets ('' when unfenced)."""
@@ -255,7 +120,7 @@ class RunStore(RedisStore):
         )
         kind, attempt = str(reply[0]), str(reply[1])
         if kind == "lease":
-            _fenced(attempt, fence, f"claiming run {run_id}")
+            check_fence(attempt, fence, f"claiming run {run_id}")
         claim = Claim(kind=ClaimKind(kind), attempt=int(attempt), token=token)
         if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
             return claim
@@ -274,7 +139,7 @@ class RunStore(RedisStore):
             keys=[*self.k.run_and_steps(run_id), lease],
             args=[token, row.index, row.model_dump_json(), holder],
         )
-        _fenced(ok, fence, f"step {row.index} of run {run_id}")
+        check_fence(ok, fence, f"step {row.index} of run {run_id}")
         if not ok:
             raise ClaimLostError(f"run {run_id} is no longer claimed by this execution")
 
@@ -322,7 +187,7 @@ class RunStore(RedisStore):
                 ],
             ),
         )
-        _fenced(out, fence, f"finishing run {record.id}")
+        check_fence(out, fence, f"finishing run {record.id}")
         return bool(out)
 
     def hand_back(self, record: RunRecord, device_id: str, token: str) -> bool:
@@ -337,6 +202,7 @@ class RunStore(RedisStore):
                     self.k.pending,
                     self.k.reserved,
                     self.k.wake,
+                    self.k.running,
                 ],
                 args=[
                     token,

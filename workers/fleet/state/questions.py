@@ -11,7 +11,7 @@ run's next attempt will look the screen up), then the run is queued again: it pa
 screen from memory and carries on, and so does every later run on every device. Every
 transition is one Lua script, so a run is never half-parked or answered twice. Parking is a
 step write of the worker's, fenced by its device lease like the claim and the finish
-(`workers.fleet.runstore`): a worker that lost the lease hands the run back instead.
+(`workers.fleet.state.runs`): a worker that lost the lease hands the run back instead.
 """
 
 from __future__ import annotations
@@ -30,51 +30,8 @@ from workers.core.records import Answer, Question, RunRecord
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.fleet.runstore import RunStore, _fenced, ends_a_run, fenced_script, pending_score
-from workers.fleet.scripts import RedisStore, Script
-
-# KEYS: run, device, question, questions, wake, lease   ARGV: token, result, reason, now, run_id,
-# question json, deadline, holder ('' unfenced)
-_PARK = fenced_script("""
-local lost = lease_lost(KEYS[6], ARGV[8])
-if lost ~= 0 then return lost end
-if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
-if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 2 end
-redis.call('HSET', KEYS[1], 'status', 'awaiting_answer', 'result', ARGV[2], 'reason', ARGV[3],
-           'claim', '', 'worker', '')
-if redis.call('HGET', KEYS[2], 'run') == ARGV[5] then redis.call('HSET', KEYS[2], 'run', '') end
-redis.call('SET', KEYS[3], ARGV[6])
-redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
-redis.call('RPUSH', KEYS[5], ARGV[5])
-return 1
-""")
-
-# KEYS: run, question, questions, pending, wake   ARGV: run_id, score
-_REQUEUE = """
-if redis.call('HGET', KEYS[1], 'status') ~= 'awaiting_answer' then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'queued', 'device', '', 'dispatched_at', '',
-           'attempt', 0, 'result', '', 'reason', 'answered by a person; queued again')
-redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
-redis.call('RPUSH', KEYS[5], ARGV[1])
-return 1
-"""
-
-# KEYS: run, question, questions, batch, steps   ARGV: run_id, status, result, reason, now,
-# retention
-_END = ends_a_run(
-    """
-if redis.call('HGET', KEYS[1], 'status') ~= 'awaiting_answer' then return 0 end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
-           'finished_at', ARGV[5])
-redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
-run_ended(KEYS[1], KEYS[5], KEYS[4], ARGV[2], ARGV[6])
-return 1
-"""
-)
+from workers.fleet.state.runs import RunStore, check_fence, pending_score
+from workers.fleet.state.scripts import RedisStore, Script
 
 
 class NotAwaitingError(ConfigError):
@@ -82,9 +39,9 @@ class NotAwaitingError(ConfigError):
 
 
 class QuestionStore(RedisStore):
-    _park = Script(_PARK)
-    _requeue = Script(_REQUEUE)
-    _end = Script(_END)
+    _park = Script("park")
+    _requeue = Script("requeue")
+    _end = Script("end_question")
 
     def __init__(
         self,
@@ -128,6 +85,7 @@ class QuestionStore(RedisStore):
                 self.k.questions,
                 self.k.wake,
                 lease,
+                self.k.running,
             ],
             args=[
                 token,
@@ -140,7 +98,7 @@ class QuestionStore(RedisStore):
                 fence.holder if fence else "",
             ],
         )
-        _fenced(out, fence, f"parking run {record.id}")
+        check_fence(out, fence, f"parking run {record.id}")
         return int(out)
 
     # -- reading ----------------------------------------------------------------------------
@@ -183,6 +141,8 @@ class QuestionStore(RedisStore):
                 self.k.questions,
                 self.k.pending,
                 self.k.wake,
+                self.k.reserved,
+                self.k.running,
             ],
             args=[run_id, score],
         )

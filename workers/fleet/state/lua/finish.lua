@@ -1,0 +1,31 @@
+--! uses lease run_ended places
+-- running -> a terminal status; the device freed, its health counted (and quarantined after
+-- `quarantine_after` infrastructure failures in a row).
+-- KEYS: run, steps, device, batch, wake, lease, running
+-- ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
+local lost = lease_lost(KEYS[6], ARGV[10])
+if lost ~= 0 then return lost end
+if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'status') ~= S.RUNNING then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
+           'finished_at', ARGV[5], 'claim', '')
+run_ended(KEYS[1], KEYS[2], KEYS[4], ARGV[2], ARGV[6])
+redis.call('ZREM', KEYS[7], ARGV[9])
+free_device(KEYS[3], ARGV[9])
+redis.call('HINCRBY', KEYS[3], 'runs_total', 1)
+local f = ARGV[7]
+if f == F.INFRA then
+  local n = redis.call('HINCRBY', KEYS[3], 'infra_failures', 1)
+  if n >= tonumber(ARGV[8]) then
+    redis.call('HSET', KEYS[3], 'quarantined', '1', 'quarantine_reason',
+               n .. ' infrastructure failures in a row; last: ' .. ARGV[4])
+  end
+elseif f == F.NONE then
+  redis.call('HSET', KEYS[3], 'infra_failures', 0, 'decision_failures', 0)
+elseif f == F.DECISION then
+  redis.call('HSET', KEYS[3], 'infra_failures', 0)
+  redis.call('HINCRBY', KEYS[3], 'decision_failures', 1)
+end
+redis.call('RPUSH', KEYS[5], ARGV[9])
+redis.call('LTRIM', KEYS[5], -100, -1)
+return 1

@@ -1,0 +1,320 @@
+"""The scheduler's side of the run state machine: submit runs and batches (with
+idempotency), reserve a device for a pending run, undo or release a reservation, cancel, and
+expire a run no device can take. The worker's side (claim, steps, finish, hand back) is
+`workers.fleet.state.runs`; devices are `workers.fleet.state.devices`. Reserve, unreserve,
+cancel and stray release also set or clear a device's `run` field, in the same script as the
+run's write.
+
+Every write that must be all-or-nothing is one MULTI/EXEC or one Lua script (`lua/`), so a
+crash at any point leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal, cast
+
+import redis
+from redis.client import Pipeline
+
+from workers.core.model import RunResult, RunStatus
+from workers.core.records import BatchRecord, RunRecord
+from workers.fleet.keys import Keys
+from workers.fleet.state.runs import pending_score
+from workers.fleet.state.scripts import RedisStore, Script
+
+
+@dataclass(frozen=True)
+class Message:
+    """A broker message as it lies on its Redis list: what the submit script pushes
+    (`LPUSH`), built by the scheduler's delivery seam (`scheduler.store.enqueue`)."""
+
+    key: str
+    payload: str
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    key: str
+    body_hash: str
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What `FleetStore.submit_one` did: `existing` (the idempotency key's value: nothing
+    written), `full` (the backlog is at its cap: nothing written), `reserved` (written and
+    reserved for the device tried, at `dispatched_at`) or `pending` (written, pending, the
+    scheduler woken)."""
+
+    kind: Literal["existing", "full", "reserved", "pending"]
+    existing: str | None = None
+    dispatched_at: float | None = None
+
+
+class RunQueue(RedisStore):
+    """Every scheduler-side transition of a run (see `workers.fleet.state`)."""
+
+    _submit_one = Script("submit_one")
+    _reserve = Script("reserve")
+    _unreserve = Script("unreserve")
+    _cancel = Script("cancel")
+    _release_stray = Script("release_stray")
+    _forget_running = Script("forget_running")
+    _expire = Script("expire")
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
+        super().__init__(client, keys)
+        self.retention_s = retention_s
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        runs: list[RunRecord],
+        *,
+        batch: BatchRecord | None = None,
+        idem: Idempotency | None = None,
+    ) -> str | None:
+        """Write runs (and their batch) as pending, all or nothing. With an idempotency key
+        already used, write nothing and return what it names (`run:<id>` / `batch:<id>`,
+        then `|` and the body hash)."""
+        ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
+        idem_key = self.k.idem(idem.key) if idem is not None else None
+        existing: str | None = None
+
+        def write(p: Pipeline) -> None:
+            """One attempt; `transaction` runs it again when the watched key changed."""
+            nonlocal existing
+            existing = cast("str | None", p.get(idem_key)) if idem_key is not None else None
+            if existing is not None:
+                p.reset()  # the key is taken: unwatch and write nothing
+                return
+            p.multi()
+            if idem is not None and idem_key is not None:
+                p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
+            for run in runs:
+                fields = run.to_hash()
+                if batch is not None:
+                    fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
+                p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
+                p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
+            if batch is not None:
+                p.hset(
+                    self.k.batch(batch.id),
+                    mapping={
+                        "id": batch.id,
+                        "total": batch.total,
+                        "finished": 0,
+                        "created_at": repr(batch.created_at),
+                        "goal": batch.goal,
+                        "request": runs[0].request.model_dump_json(),
+                    },
+                )
+                p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
+                if self.retention_s:
+                    # a batch outlives its runs by a day so its counts stay readable
+                    keep = self.retention_s + 86400
+                    p.expire(self.k.batch(batch.id), keep)
+                    p.expire(self.k.batch_runs(batch.id), keep)
+
+        # WATCH the idempotency key, read it, MULTI/EXEC the writes; redis-py retries the whole
+        # of `write` on a WatchError (another submit took the key in between)
+        self.r.transaction(write, *([idem_key] if idem_key is not None else []))
+        return existing
+
+    def submit_one(
+        self,
+        run: RunRecord,
+        *,
+        idem: Idempotency | None,
+        max_pending: int,
+        device_id: str | None,
+        message: Message | None = None,
+    ) -> Submitted:
+        """Write one run, all or nothing, in one round trip (`_SUBMIT_ONE`): refused when
+        `max_pending` runs are pending already (0: no limit), a replay when the idempotency
+        key was used, else pending or, when `device_id` is free, reserved for it and, with
+        `message` (the run's broker message for that device), sent: pushed onto its queue in
+        the same script, so a reservation is never left without its message."""
+        now = time.time()
+        idem_key = self.k.idem(idem.key) if idem is not None else self.k.idem("-")
+        fields = run.to_hash()
+        flat = [x for pair in fields.items() for x in pair]
+        reply = cast(
+            "list[str]",
+            self._submit_one(
+                keys=[
+                    self.k.run(run.id),
+                    self.k.pending,
+                    idem_key,
+                    self.k.device(device_id or "-"),
+                    self.k.lease(device_id or "-"),
+                    self.k.reserved,
+                    self.k.wake,
+                    message.key if message is not None else self.k.queue("-"),
+                ],
+                args=[
+                    run.id,
+                    pending_score(run.priority, run.submitted_at),
+                    max_pending,
+                    f"run:{run.id}|{idem.body_hash}" if idem is not None else "",
+                    self.retention_s if idem is not None else 0,
+                    device_id or "",
+                    repr(now),
+                    message.payload if message is not None else "",
+                    *flat,
+                ],
+            ),
+        )
+        kind = reply[0]
+        if kind == "existing":
+            return Submitted("existing", existing=reply[1])
+        if kind == "reserved":
+            return Submitted("reserved", dispatched_at=now)
+        return Submitted("full" if kind == "full" else "pending")
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def reserve(self, run_id: str, device_id: str) -> float | None:
+        """Atomically give a pending run to an idle, live, unquarantined device; the
+        `dispatched_at` it wrote, or None when it did not."""
+        now = time.time()
+        done = bool(
+            self._reserve(
+                keys=[
+                    self.k.run(run_id),
+                    self.k.device(device_id),
+                    self.k.lease(device_id),
+                    self.k.pending,
+                    self.k.reserved,
+                ],
+                args=[run_id, device_id, repr(now)],
+            )
+        )
+        return now if done else None
+
+    def unreserve(self, run: RunRecord, device_id: str) -> bool:
+        """Undo `reserve` when the message could not be sent: the run is pending again."""
+        return bool(
+            self._unreserve(
+                keys=[
+                    self.k.run(run.id),
+                    self.k.device(device_id),
+                    self.k.pending,
+                    self.k.reserved,
+                    self.k.running,
+                ],
+                args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
+            )
+        )
+
+    def forget_running(self, run_id: str, claimed_at: float) -> None:
+        """Drop a stale `running` entry, unless the run was claimed again since it was read
+        (a new claim time)."""
+        self._forget_running(keys=[self.k.running], args=[run_id, repr(claimed_at)])
+
+    def forget_reservation(self, run_id: str) -> None:
+        """Drop the index entry of a run that no longer exists."""
+        self.r.zrem(self.k.reserved, run_id)
+
+    def release_stray(self, run: RunRecord) -> bool:
+        """Re-pend `run` if it is reserved for a device that no registered device record
+        holds it for (see `_RELEASE_STRAY`)."""
+        device_id = run.device or ""
+        return bool(
+            self._release_stray(
+                keys=[
+                    self.k.run(run.id),
+                    self.k.device(device_id or "-"),
+                    self.k.pending,
+                    self.k.reserved,
+                    self.k.devices,
+                    self.k.running,
+                ],
+                args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
+            )
+        )
+
+    def touch_dispatch(self, run_id: str) -> None:
+        """A reservation's message was sent again: its time (and its index score) is now."""
+        now = time.time()
+        with self.r.pipeline(transaction=True) as p:
+            p.hset(self.k.run(run_id), "dispatched_at", repr(now))
+            p.zadd(self.k.reserved, {run_id: now}, xx=True)
+            p.execute()
+
+    # -- cancel ----------------------------------------------------------------------------
+
+    def cancel(self, run_id: str) -> str:
+        """`cancelled` (it was queued), `requested` (running: the worker stops between steps),
+        `terminal:<status>`, or `missing`."""
+        for _ in range(20):
+            run = self._load(run_id)
+            if run is None:
+                return "missing"
+            result = RunResult(
+                status=RunStatus.CANCELLED,
+                reason="cancelled by the caller",
+                goal=run.request.goal,
+                run_id=run.id,
+                device_id=run.device,
+                attempt=run.attempt,
+            )
+            out = cast(
+                "str",
+                self._cancel(
+                    keys=[
+                        *self.k.run_and_steps(run_id),
+                        self.k.device(run.device or "-"),
+                        self.k.pending,
+                        self.k.batch_of(run.batch),
+                        self.k.wake,
+                        self.k.reserved,
+                        self.k.running,
+                    ],
+                    args=[
+                        run_id,
+                        run.device or "",
+                        result.model_dump_json(),
+                        repr(time.time()),
+                        self.retention_s,
+                    ],
+                ),
+            )
+            if out != "retry":
+                return out
+        return "retry"
+
+    def expire_unplaceable(self, run_id: str, *, after_s: float) -> bool:
+        """End a pending, unreserved run `unplaceable` (the caller found that no registered
+        device matches it); False if it was placed, cancelled or ended meanwhile."""
+        run = self._load(run_id)
+        if run is None:
+            return False
+        reason = f"no registered device can take it (waited {after_s:g} s)"
+        result = RunResult(
+            status=RunStatus.UNPLACEABLE,
+            reason=reason,
+            goal=run.request.goal,
+            run_id=run.id,
+            attempt=run.attempt,
+        )
+        return bool(
+            self._expire(
+                keys=[*self.k.run_and_steps(run_id), self.k.pending, self.k.batch_of(run.batch)],
+                args=[
+                    run_id,
+                    result.model_dump_json(),
+                    repr(time.time()),
+                    self.retention_s,
+                    reason,
+                ],
+            )
+        )
+
+    def _load(self, run_id: str) -> RunRecord | None:
+        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
+        if batch_id := RunRecord.request_on_batch(raw):
+            raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
+        return RunRecord.from_hash(raw) if raw else None
