@@ -1,0 +1,390 @@
+"""The run and device state machine (`workers.fleet.state`) under random interleavings of every
+transition, from several processes (a worker per device, each incarnation with its own lease
+token; the scheduler; the API), against a real redis-server. After every step the whole of
+Redis is read back and the machine's invariants checked:
+
+- a device's current run exists and is reserved or running on that device;
+- a queued run is in exactly one of pending or reserved, and is reserved exactly when it holds
+  a device, which holds it back;
+- a running run is in the running index and its device holds it;
+- a terminal run holds no device and is in no index (pending, reserved, running, questions);
+- a quarantined device is never reserved;
+- a run's attempts never decrease (but for a person's answer, which queues the run afresh:
+  `lua/requeue.lua`);
+- nothing (an index, a device, a question) refers to a run that does not exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+from typing import cast
+
+import hypothesis.strategies as st
+import redis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from scheduler.store.runs import FleetStore
+from workers.core.model import DecideState, Outcome, Platform, RunResult, RunStatus, StepRow
+from workers.core.records import Answer, DeviceInfo, Question, RunRecord
+from workers.core.request import GoalRunRequest
+from workers.core.screen import Candidate, Kind
+from workers.fleet.fence import Fence, LeaseLostError
+from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.state.devices import DeviceTakenError
+from workers.fleet.state.questions import NotAwaitingError, QuestionStore
+from workers.fleet.state.runs import ClaimLostError, RunStore
+from workers.fleet.state.states import Failure
+
+DEVICES = ("d0", "d1")
+ENDS = (RunStatus.DONE, RunStatus.BLOCKED, RunStatus.ERRORED, RunStatus.MAX_STEPS)
+FAILURES = (Failure.INFRA, Failure.INFRA, Failure.NONE, Failure.DECISION, Failure.NEUTRAL)
+"""Infrastructure failures twice as often: each one quarantines its device (quarantine after 1)."""
+THEN = st.one_of(
+    st.tuples(st.just("step")),
+    st.tuples(st.just("finish"), st.sampled_from(ENDS), st.sampled_from(FAILURES)),
+    st.tuples(st.just("finish"), st.sampled_from(ENDS), st.sampled_from(FAILURES)),
+    st.tuples(st.just("park"), st.sampled_from(["-10", "60"])),
+    st.tuples(st.just("hand_back")),
+)
+"""What a worker does with a run it claimed (a step; an end, and how it counts towards the
+device's health; a question for a person, expired at once or not; a hand back)."""
+
+
+@dataclass
+class Worker:
+    """One worker process of a device: its lease token, and the claim it holds (if any)."""
+
+    device: str
+    holder: str
+    claims: dict[str, str] = field(default_factory=dict)  # run id -> claim token
+
+    def fence(self) -> Fence:
+        return Fence(self.device, self.holder, lease_s=30)
+
+
+class FleetMachine(RuleBasedStateMachine):
+    runs = Bundle("runs")
+
+    def __init__(self, client: redis.Redis) -> None:
+        super().__init__()
+        self.r = client
+        self.r.flushdb()
+        self.k = Keys("sm")
+        self.now = 1_000.0
+        self.store = FleetStore(client, self.k, retention_s=0)
+        self.rs = RunStore(client, self.k)
+        self.qs = QuestionStore(
+            client, self.k, retention_s=0, memory_ttl_s=60, clock=lambda: self.now
+        )
+        self.workers: dict[str, Worker] = {}  # device -> its current worker process
+        self.attempts: dict[str, int] = {}
+        self.ids = itertools.count()
+
+    # -- devices ---------------------------------------------------------------------------
+
+    @initialize()
+    def start_workers(self) -> None:
+        for d in DEVICES:
+            self._register(d)
+
+    def _register(self, device: str) -> None:
+        worker = Worker(device, lease_holder(worker_name(device)))
+        info = DeviceInfo(id=device, platform=Platform.IOS, os_version="17.5")
+        try:
+            self.store.registry.register(info, worker.holder, lease_s=30)
+        except DeviceTakenError:
+            return
+        self.workers[device] = worker
+
+    @rule(device=st.sampled_from(DEVICES))
+    def register(self, device: str) -> None:
+        """A (new) worker process for `device` starts."""
+        self._register(device)
+
+    @rule(device=st.sampled_from(DEVICES))
+    def renew(self, device: str) -> None:
+        if worker := self.workers.get(device):
+            self.store.registry.renew(device, worker.holder, lease_s=30)
+
+    @rule(device=st.sampled_from(DEVICES))
+    def lease_lapses(self, device: str) -> None:
+        """The worker stops heartbeating (killed, partitioned): its lease expires."""
+        self.r.delete(self.k.lease(device))
+
+    @rule(device=st.sampled_from(DEVICES))
+    def deregister(self, device: str) -> None:
+        if worker := self.workers.pop(device, None):
+            self.store.registry.deregister(device, worker.holder, keep_s=0)
+
+    @rule(device=st.sampled_from(DEVICES))
+    def recover(self, device: str) -> None:
+        if self.r.exists(self.k.device(device)):
+            self.store.registry.recover(device)
+
+    # -- the API and the scheduler -----------------------------------------------------------
+
+    def _record(self, priority: int) -> RunRecord:
+        self.now += 1
+        return RunRecord(
+            id=f"r{next(self.ids)}",
+            request=GoalRunRequest(goal="Sign in"),
+            priority=priority,
+            submitted_at=self.now,
+        )
+
+    @rule(target=runs, device=st.none() | st.sampled_from(DEVICES), priority=st.integers(0, 2))
+    def submit(self, device: str | None, priority: int) -> str:
+        run = self._record(priority)
+        self.store.submit_one(run, idem=None, max_pending=0, device_id=device)
+        return run.id
+
+    @rule(target=runs, n=st.integers(1, 3))
+    def submit_many(self, n: int) -> object:
+        records = [self._record(0) for _ in range(n)]
+        self.store.create(records)
+        return multiple(*[r.id for r in records])
+
+    @rule(run=runs, device=st.sampled_from(DEVICES))
+    def reserve(self, run: str, device: str) -> None:
+        """A reservation of any run for any device (most are refused)."""
+        self.store.reserve(run, device)
+
+    @precondition(lambda self: self.r.zcard(self.k.pending) > 0)
+    @rule(device=st.sampled_from(DEVICES))
+    def dispatch(self, device: str) -> None:
+        """The scheduler gives the first pending run to `device`."""
+        for run in self.store.pending_ids(limit=1):
+            self.store.reserve(run, device)
+
+    @rule(run=runs)
+    def unreserve(self, run: str) -> None:
+        """The scheduler could not send a reserved run's message."""
+        record = self.store.load(run)
+        if record is not None and record.device:
+            self.store.unreserve(record, record.device)
+
+    @rule(run=runs)
+    def release_stray(self, run: str) -> None:
+        if (record := self.store.load(run)) is not None:
+            self.store.release_stray(record)
+
+    @rule(run=runs)
+    def cancel(self, run: str) -> None:
+        self.store.cancel(run)
+
+    @rule(run=runs)
+    def expire_unplaceable(self, run: str) -> None:
+        self.store.expire_unplaceable(run, after_s=1)
+
+    @rule(run=runs)
+    def end_overdue(self, run: str) -> None:
+        record = self.store.load(run)
+        if record is not None and record.status is RunStatus.RUNNING:
+            self.store.end_overdue(record, "overdue")
+
+    # -- the workers ---------------------------------------------------------------------------
+
+    @precondition(lambda self: self.r.zcard(self.k.reserved) > 0)
+    @rule(device=st.sampled_from(DEVICES), then=THEN)
+    def deliver(self, device: str, then: tuple[str, ...]) -> None:
+        """The message of the run reserved for `device` reaches its worker, which claims it
+        and goes on as `then` says."""
+        run = cast("str | None", self.r.hget(self.k.device(device), "run"))
+        if run and self._claim(run, device):
+            self.act(device=device, latest=True, then=then)
+
+    @rule(run=runs, device=st.sampled_from(DEVICES))
+    def claim(self, run: str, device: str) -> None:
+        """A message of `run` is delivered to `device`'s worker (maybe a stale one)."""
+        self._claim(run, device)
+
+    def _claim(self, run: str, device: str) -> bool:
+        worker = self.workers.get(device)
+        if worker is None:
+            return False
+        try:
+            claim = self.rs.claim(run, device, f"w@{device}", cap=3, fence=worker.fence())
+        except LeaseLostError:
+            return False
+        if claim.token and claim.record is not None:
+            worker.claims[run] = claim.token
+            return True
+        return False
+
+    @precondition(lambda self: any(w.claims for w in self.workers.values()))
+    @rule(device=st.sampled_from(DEVICES), latest=st.booleans(), then=THEN)
+    def act(self, *, device: str, latest: bool, then: tuple[str, ...]) -> None:
+        """`device`'s worker goes on with its latest claim (or its oldest: maybe one the fleet
+        has moved on from, as a zombie execution would): a step, then the run's end, a
+        question for a person or a hand back."""
+        worker = self.workers.get(device)
+        if worker is None or not worker.claims:
+            return
+        run = list(worker.claims)[-1 if latest else 0]
+        token = worker.claims[run]
+        record = self.store.load(run)
+        if record is None:
+            return
+        kind, *how = then
+        with contextlib.suppress(LeaseLostError, ClaimLostError):
+            if kind == "step":
+                row = StepRow(
+                    index=1,
+                    refs_generation="s1",
+                    candidates=0,
+                    screen="Sign in",
+                    outcome=Outcome.ACTED,
+                )
+                self.rs.write_step(run, token, row, fence=worker.fence())
+            elif kind == "finish":
+                status, failure = RunStatus(how[0]), Failure(how[1])
+                result = RunResult(status=status, goal="Sign in", run_id=run)
+                self.rs.finish(
+                    record,
+                    token,
+                    result,
+                    failure=failure,
+                    quarantine_after=1,
+                    retention_s=0,
+                    fence=worker.fence(),
+                )
+            elif kind == "park":
+                question = self._question(record, worker.device, ttl=float(how[0]))
+                result = RunResult(status=RunStatus.ESCALATED, goal="Sign in", run_id=run)
+                self.qs.park(record, token, result, question, fence=worker.fence())
+            else:
+                self.rs.hand_back(record, worker.device, token)
+
+    def _question(self, record: RunRecord, device: str, *, ttl: float) -> Question:
+        screen = DecideState(
+            goal="Sign in",
+            step=1,
+            candidates=(Candidate(ref="e1", kind=Kind.BUTTON, name="Next"),),
+            context=(),
+            input_names=(),
+            screen="Choose",
+        )
+        return Question(
+            run_id=record.id,
+            goal="Sign in",
+            step=1,
+            screen=screen,
+            reason="unsure",
+            decider="rules",
+            device=device,
+            asked_at=self.now,
+            deadline=self.now + ttl,
+        )
+
+    @rule(run=runs)
+    def hand_back_reserved(self, run: str) -> None:
+        """A worker shutting down hands back a reservation it never claimed."""
+        record = self.store.load(run)
+        if record is not None and record.device:
+            self.rs.hand_back(record, record.device, "")
+
+    @rule(
+        run=runs,
+        answer=st.sampled_from([Answer(target="Next"), Answer(done=True), Answer(blocked=True)]),
+    )
+    def answer(self, run: str, answer: Answer) -> None:
+        try:
+            self.qs.answer(run, answer, who="ops")
+        except NotAwaitingError:
+            return
+        self.attempts.pop(run, None)  # a person's answer queues it afresh
+
+    @rule()
+    def expire_questions(self) -> None:
+        self.qs.expire()
+
+    @rule(run=runs)
+    def cancel_parked(self, run: str) -> None:
+        self.qs.cancel(run)
+
+    # -- invariants --------------------------------------------------------------------------
+
+    def _all(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        runs: dict[str, dict[str, str]] = {}
+        for key in cast("list[str]", list(self.r.scan_iter(match=self.k.run("*")))):
+            if not key.endswith(":steps"):
+                runs[key.removeprefix(self.k.run(""))] = cast("dict[str, str]", self.r.hgetall(key))
+        devices = {
+            d: cast("dict[str, str]", self.r.hgetall(self.k.device(d)))
+            for d in DEVICES
+            if self.r.exists(self.k.device(d))
+        }
+        return runs, devices
+
+    def _index(self, key: str) -> set[str]:
+        return set(cast("list[str]", self.r.zrange(key, 0, -1)))
+
+    @invariant()
+    def the_machine_holds(self) -> None:
+        runs, devices = self._all()
+        pending, reserved = self._index(self.k.pending), self._index(self.k.reserved)
+        running, questions = self._index(self.k.running), self._index(self.k.questions)
+        held = {d: h.get("run", "") for d, h in devices.items() if h.get("run")}
+
+        for d, run_id in held.items():
+            assert run_id in runs, f"device {d} holds run {run_id}, which does not exist"
+            run = runs[run_id]
+            assert run["status"] in {"queued", "running"}, (d, run_id, run["status"])
+            assert run["device"] == d, f"device {d} holds {run_id}, reserved for {run['device']}"
+            if run["status"] == "queued":
+                assert devices[d].get("quarantined") != "1", f"quarantined {d} was reserved"
+
+        for run_id, run in runs.items():
+            status, device = run["status"], run.get("device", "")
+            where = {n for n, s in (("pending", pending), ("reserved", reserved)) if run_id in s}
+            if status == "queued":
+                assert where == ({"reserved"} if device else {"pending"}), (run_id, device, where)
+                if device:
+                    assert held.get(device) == run_id, f"{run_id} reserved, {device} not holding"
+            elif status == "running":
+                assert not where, (run_id, where)
+                assert run_id in running, f"running {run_id} not in the running index"
+                assert held.get(device) == run_id, f"running {run_id}, {device} not holding"
+            else:
+                assert not where, (run_id, status, where)
+                assert run_id not in running, (run_id, status)
+                assert run_id not in held.values(), f"{status} {run_id} still holds a device"
+            if status == "awaiting_answer":
+                assert run_id in questions
+                assert self.r.exists(self.k.question(run_id))
+            else:
+                assert run_id not in questions, (run_id, status)
+            attempt = int(run.get("attempt") or 0)
+            assert attempt >= self.attempts.get(run_id, 0), f"{run_id}'s attempts decreased"
+            self.attempts[run_id] = attempt
+
+        for name, index in (("pending", pending), ("reserved", reserved)):
+            assert index <= runs.keys(), f"{name} names runs that do not exist"
+        assert running <= runs.keys()
+        assert questions <= runs.keys()
+
+
+def test_the_run_and_device_state_machine(client: redis.Redis) -> None:
+    run_state_machine_as_test(
+        lambda: FleetMachine(client),
+        settings=settings(
+            max_examples=50,
+            stateful_step_count=50,
+            deadline=None,
+            # no explain phase: its line tracer makes a failing case's shrink minutes long
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
