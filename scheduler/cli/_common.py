@@ -24,7 +24,7 @@ import importlib.metadata
 import json
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
@@ -77,7 +77,27 @@ def add_goal_input_flags(p: argparse.ArgumentParser, *, ref_help: str) -> None:
         help="a plain input the run may type (repeatable)",
     )
     p.add_argument("--secret", action="append", default=[], metavar="NAME=env:VAR", help=ref_help)
+    p.add_argument(
+        "--plain-field",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="allow secret NAME into a plain text field (a one-time code); still redacted "
+        "everywhere (repeatable)",
+    )
     p.add_argument("--decider", default="rules", help="rules | <provider>/<model> (default: rules)")
+
+
+def plain_fields(args: argparse.Namespace, secrets: Iterable[str]) -> frozenset[str]:
+    """The `--plain-field` names, each one of the run's `--secret` names."""
+    names = frozenset(args.plain_field)
+    unknown = sorted(names - set(secrets))
+    if unknown:
+        raise ConfigError(
+            f"--plain-field {unknown[0]}: no --secret of that name; give the secret first "
+            f"(--secret {unknown[0]}=env:VAR --plain-field {unknown[0]})"
+        )
+    return names
 
 
 def add_log_args(p: argparse.ArgumentParser) -> None:

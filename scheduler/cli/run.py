@@ -18,6 +18,7 @@ from scheduler.cli._common import (
     add_run_param_flags,
     load_settings,
     pairs,
+    plain_fields,
     report,
     run_params_from,
 )
@@ -84,7 +85,7 @@ def parse_inputs(args: argparse.Namespace) -> Inputs:
     plain = pairs(args.input, "--input")
     secret = _secrets(args.secret)
     try:
-        return Inputs.of(plain, secret)
+        return Inputs.of(plain, secret, plain_fields=plain_fields(args, secret))
     except ValidationError as exc:
         msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise ConfigError(f"--input/--secret: {msg}") from None

@@ -13,6 +13,7 @@ from scheduler.cli._common import (
     add_goal_input_flags,
     add_run_param_flags,
     pairs,
+    plain_fields,
     print_json,
     run_params_from,
 )
@@ -53,11 +54,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 
 
 def body_from(args: argparse.Namespace) -> dict[str, Any]:
-    secrets = {}
+    secrets: dict[str, dict[str, Any]] = {}
     for name, ref in pairs(args.secret, "--secret").items():
         if not ref.startswith("env:"):
             raise ConfigError(f"--secret {name}: give a reference like {name}=env:VAR, not a value")
         secrets[name] = {"ref": ref}
+    for name in plain_fields(args, secrets):
+        secrets[name]["plain_field"] = True
     body: dict[str, Any] = {
         "goal": args.goal,
         "inputs": pairs(args.input, "--input"),

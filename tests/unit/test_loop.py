@@ -97,7 +97,9 @@ def test_secret_never_reaches_decider_rows_or_result() -> None:
     assert all(SECRET not in s.model_dump_json() for s in decider.states)
     fills = [s.action for s in result.steps if s.action and s.action.kind is ActionKind.FILL]
     shown = {a.input: a.shown_value for a in fills}
-    assert shown == {"email": "ada@example.com", "password": "**********"}
+    # a row names an input, never holds its value, plain or secret (issue 24)
+    assert shown == {"email": "{email}", "password": "**********"}
+    assert all("ada@example.com" not in s.model_dump_json() for s in result.steps)
 
 
 def test_decider_sees_input_names_not_values() -> None:

@@ -38,7 +38,8 @@ class Guards:
         if self._secret_into_plain_field(d, target):
             return (
                 f"the decider chose secret input {d.input!r} for {target.name!r}, which is not a "
-                "secure field; secrets are typed only into secure fields"
+                "secure field; secrets are typed only into secure fields (a caller allows one "
+                "into a plain field with plain_field: true, e.g. a one-time code)"
             )
         if self._is_dangerous(target):
             return f"{target.name!r} matches the dangerous-controls guard; a person must decide"
@@ -49,6 +50,7 @@ class Guards:
         return (
             value is not None
             and value.sensitive
+            and not value.plain_field
             and target.kind.fillable
             and target.kind is not Kind.SECURE_TEXT_FIELD
         )

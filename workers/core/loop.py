@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from workers.core import evidence
 from workers.core.chain import Tier, ask
 from workers.core.errors import (
     DeviceError,
@@ -83,6 +84,9 @@ class _Run:
     used_inputs: list[str] = field(default_factory=list)
     unproductive: int = 0
     stale: int = 0
+    arrival: str | None = None
+    """The fingerprint of the screen the run started on (`evidence`: a done claim there needs
+    a screen that offers no way forward)."""
 
     # -- device calls with bounded retry of transient errors ------------------------------
 
@@ -126,6 +130,8 @@ class _Run:
         except DeviceError as exc:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
         row.snap = snap
+        if self.arrival is None:
+            self.arrival = snap.fingerprint
         ended = self.repeats.seen(snap)
         if ended is not None:  # a credential submit brought up an error: never try again
             row.decision = Decision(blocked=True, reason=ended[:200])
@@ -134,11 +140,18 @@ class _Run:
 
     def _decide_and_act(self, row: Row, snap: Snapshot, state: DecideState) -> Step:
         row.seen = state
-        asked = ask(self.tiers, state, snap, row=row, clock=self.clock, escalation=self._escalation)
+        asked = ask(
+            self.tiers,
+            state,
+            snap,
+            row=row,
+            clock=self.clock,
+            escalation=lambda d, s: self._escalation(d, s, state),
+        )
         if isinstance(asked, tuple):
             return asked
         decision = asked
-        verdict = self._judge(decision, snap, checked=True)  # the chain ran the guards
+        verdict = self._judge(decision, snap, state, checked=True)  # the chain ran the guards
         if verdict is not None:
             stepped = verdict(row)
             if stepped[0].outcome is Outcome.DONE:
@@ -175,9 +188,14 @@ class _Run:
         if entry is None or decision is None or self.repeats.refusal(decision, snap):
             row.memory = MemoryNote(entry=key, outcome="miss")  # a repeat: the decider decides
             return None
+        if decision.done and (refused := self._done_refused(snap, state)) is not None:
+            why = f"its done is not corroborated: {refused}"
+            memory.invalidate(key, why)
+            row.memory = MemoryNote(entry=key, outcome="invalidated", source=entry.source, why=why)
+            return None
         row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
         row.seen, row.decision = state, decision
-        verdict = self._judge(decision, snap)  # every guard applies to a remembered answer
+        verdict = self._judge(decision, snap, state)  # every guard applies to a remembered answer
         if verdict is not None:
             return verdict(row)
         target = snap.candidate(decision.target)
@@ -226,10 +244,22 @@ class _Run:
             )
         )
 
-    def _escalation(self, d: Decision, snap: Snapshot) -> tuple[str | None, str | None]:
+    def _done_refused(self, snap: Snapshot, state: DecideState) -> str | None:
+        """Why a done claim on `snap` is not evidence (`workers.core.evidence`), scrubbed of
+        every input value (it may quote a control's name as the screen shows it)."""
+        arrival = state.step == 1 or (bool(snap.fingerprint) and snap.fingerprint == self.arrival)
+        refused = evidence.refusal(snap, state, arrival=arrival)
+        return None if refused is None else self.inputs.scrub(refused)
+
+    def _escalation(
+        self, d: Decision, snap: Snapshot, state: DecideState
+    ) -> tuple[str | None, str | None]:
         """Why this answer must go up the chain (and the guard's problem, for the row), or
-        (None, None). Done and blocked are answers, not escalations."""
-        if d.done or d.blocked:
+        (None, None). Blocked is an answer; done is one only on evidence."""
+        if d.done:
+            refused = self._done_refused(snap, state)
+            return (None, None) if refused is None else (f"done refused: {refused}", refused)
+        if d.blocked:
             return None, None
         if d.confidence < self.params.min_confidence:
             low = (
@@ -244,7 +274,7 @@ class _Run:
         return problem, problem
 
     def _judge(
-        self, d: Decision, snap: Snapshot, *, checked: bool = False
+        self, d: Decision, snap: Snapshot, state: DecideState, *, checked: bool = False
     ) -> Callable[[Row], Step] | None:
         """The step's end when the decision says so or cannot be acted on safely, else None.
         `checked`: the escalation causes (confidence, guards) were already checked."""
@@ -254,7 +284,7 @@ class _Run:
         if d.blocked:
             reason = d.reason or "the decider reports it cannot progress"
             return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
-        why, problem = (None, None) if checked else self._escalation(d, snap)
+        why, problem = (None, None) if checked else self._escalation(d, snap, state)
         if why is not None:
             return lambda row: (
                 row.finish(Outcome.ESCALATED, error=problem),
@@ -328,6 +358,7 @@ class _Run:
                 end = End(RunStatus.CANCELLED, "cancelled by the caller")
                 break
             row, ended = self.step(index)
+            row = self.inputs.scrub_row(row)
             steps.append(row)
             if on_step is not None:
                 on_step(row)
@@ -340,7 +371,7 @@ class _Run:
         error = end.error
         return RunResult(
             status=end.status,
-            reason=end.reason,
+            reason=self.inputs.scrub(end.reason),
             goal=self.goal,
             steps=tuple(steps),
             error=None
@@ -348,7 +379,7 @@ class _Run:
             else ErrorInfo(
                 type=type(error).__name__,
                 code=error.code,
-                message=str(error),
+                message=self.inputs.scrub(str(error)),
                 device_fault=error.device_fault,
             ),
             totals=totals(steps),

@@ -30,8 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workers.core.model import NONE, Candidate, DecideState, Decision, Kind, MemorySource
 
-FORMAT_VERSION = 1
-"""Bump when the key or value shape changes: old entries then simply miss."""
+FORMAT_VERSION = 2
+"""Bump when the key or value shape changes: old entries then simply miss. 2: a `done` is
+remembered only once the loop accepted it on evidence (`workers.core.evidence`); a version-1
+entry may hold a done no screen corroborated, so none is read."""
 
 
 class _Frozen(BaseModel):

@@ -62,6 +62,9 @@ class InputValue(BaseModel):
     name: str
     value: SecretStr
     sensitive: bool = False
+    plain_field: bool = False
+    """A secret the caller allows into a plain text field (a one-time code: OTP fields are
+    almost never secure fields). Still redacted everywhere, as every secret is."""
 
     @field_validator("name")
     @classmethod
@@ -91,11 +94,16 @@ class Inputs(BaseModel):
 
     @classmethod
     def of(
-        cls, plain: dict[str, str] | None = None, secret: dict[str, str] | None = None
+        cls,
+        plain: dict[str, str] | None = None,
+        secret: dict[str, str] | None = None,
+        *,
+        plain_fields: frozenset[str] = frozenset(),
     ) -> Inputs:
+        """`plain_fields`: the secrets the caller allows into a plain text field."""
         vals = [InputValue(name=k, value=SecretStr(v)) for k, v in (plain or {}).items()]
         vals += [
-            InputValue(name=k, value=SecretStr(v), sensitive=True)
+            InputValue(name=k, value=SecretStr(v), sensitive=True, plain_field=k in plain_fields)
             for k, v in (secret or {}).items()
         ]
         counts = collections.Counter(v.name for v in vals)  # linear: 100k names stay cheap
@@ -125,6 +133,24 @@ class Inputs(BaseModel):
             if value in text:
                 text = text.replace(value, name)
         return text
+
+    def scrub_row(self, row: StepRow) -> StepRow:
+        """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
+        errors, a fill's shown value: a step row names an input, never holds its value."""
+        if not self._replacements:
+            return row
+        pairs = self._replacements
+
+        def walk(v: object) -> object:
+            if isinstance(v, str):
+                return self.scrub(v, pairs)
+            if isinstance(v, dict):
+                return {k: walk(x) for k, x in v.items()}
+            if isinstance(v, list | tuple):
+                return [walk(x) for x in v]
+            return v
+
+        return StepRow.model_validate(walk(row.model_dump()))
 
     def scrub_state(self, state: DecideState) -> DecideState:
         """The state with candidate names and context texts scrubbed, and field values

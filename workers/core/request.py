@@ -26,6 +26,9 @@ class SecretRef(_Frozen):
     """A sensitive input given by reference: the worker resolves it from its environment."""
 
     ref: Annotated[str, Field(pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]{0,100})$")]
+    plain_field: bool = False
+    """Allow this secret into a plain (not secure) text field: a one-time code, whose field is
+    almost never a secure one. The value is still redacted everywhere."""
 
 
 def check_decider_spec(v: str) -> str:

@@ -58,6 +58,7 @@ def resolve_inputs(request: GoalRunRequest, secrets: SecretResolver) -> Inputs:
     """The run's `Inputs`: plain inputs as given, secrets resolved (marked sensitive)."""
     resolved = {name: secrets.resolve(name, ref) for name, ref in request.secrets.items()}
     try:
-        return Inputs.of(plain=dict(request.inputs), secret=resolved)
+        plain_fields = frozenset(n for n, ref in request.secrets.items() if ref.plain_field)
+        return Inputs.of(plain=dict(request.inputs), secret=resolved, plain_fields=plain_fields)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -43,6 +43,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from workers.core.evidence import interstitial
 from workers.core.model import Candidate, DecideState, Decision, Kind
 
 SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
@@ -88,7 +89,20 @@ _GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
     ("submit", "send"),
     ("allow", "accept", "agree", "ok", "okay"),
 )
-_FORWARD = ("continue", "next", "submit", "verify", "confirm", "sign in", "log in", "go")
+_FORWARD = (
+    "continue",
+    "next",
+    "submit",
+    "verify",
+    "confirm",
+    "sign in",
+    "log in",
+    "go",
+    "send code",
+    "get code",
+    "send me a code",
+    "text me a code",
+)
 _ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
 _REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
 _DISTRACTORS = (
@@ -112,6 +126,33 @@ _DISTRACTORS = (
 _ALTERNATE = re.compile(r"\b(with|using|via)\s+\w+")
 """"Sign in with Apple" / "Continue with Google": an alternate route, not the goal's own."""
 _CONSENT_TOGGLE = ("agree", "accept", "terms", "consent")
+_MINIMAL_CONSENT = (
+    "reject all",
+    "necessary only",
+    "only necessary",
+    "essential only",
+    "only essential",
+    "accept necessary",
+    "use necessary cookies only",
+    "reject",
+    "decline",
+)
+"""On a consent / cookie / privacy dialog, the least the flow needs: pressed first."""
+_FULL_CONSENT = ("accept all", "allow all", "accept", "agree", "i agree", "ok", "got it")
+_DISMISS = (
+    "not now",
+    "maybe later",
+    "later",
+    "remind me later",
+    "no thanks",
+    "skip",
+    "close",
+    "continue",
+    "dismiss",
+)
+"""On a "rate this app" / "what's new" / update interstitial: what gets it out of the way."""
+_NEVER_ON_DIALOGS = ("manage", "settings", "customise", "customize", "options", "preferences")
+"""A dialog's controls that open more choices instead of closing it: never pressed."""
 _PRESSABLE = {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
 
 
@@ -150,19 +191,24 @@ class RulesDecider:
         )
 
     def _sign_in(self, state: DecideState, goal: str) -> Decision:
-        refused = self._refused(state)
-        if refused is not None:
-            return refused
         fill = self._fill(state)
         presses = self._presses(state, goal)
-        done = self._done(state, can_fill=fill is not None, presses=presses)
-        if done is not None:
-            return done
-        if fill is not None:
-            return fill
-        toggle = self._toggle(state)
-        if toggle is not None:
-            return toggle
+        first = next(
+            (
+                d
+                for d in (
+                    self._refused(state, can_fill=fill is not None),
+                    self._dialog(state),
+                    self._done(state, can_fill=fill is not None, presses=presses),
+                    fill,
+                    self._toggle(state),
+                )
+                if d is not None
+            ),
+            None,
+        )
+        if first is not None:
+            return first
         if presses:
             return self._press(presses)
         names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
@@ -189,9 +235,38 @@ class RulesDecider:
         )
 
     @staticmethod
-    def _refused(state: DecideState) -> Decision | None:
-        """Every input typed and an error text on screen: the app refused them."""
-        if not state.input_names or set(state.input_names) - set(state.used_inputs):
+    def _dialog(state: DecideState) -> Decision | None:
+        """A dialog in the way (`workers.core.evidence.interstitial`): press what closes it
+        with the least given away (a consent: reject or necessary-only before accept; a
+        rating or update: not now); a permission prompt is left to the forward presses
+        (its accepting verb). Never "Manage choices" or a settings link."""
+        kind = interstitial(list(state.context))
+        if kind is None or kind == "permission":
+            return None
+        order = (_MINIMAL_CONSENT, _FULL_CONSENT) if kind == "consent" else (_DISMISS,)
+        pressable = [
+            c
+            for c in state.candidates
+            if c.kind in _PRESSABLE
+            and c.enabled
+            and not any(_has(_norm(c.name), w) for w in _NEVER_ON_DIALOGS)
+        ]
+        for score, words in zip((0.9, 0.8), order, strict=False):
+            for w in words:
+                for c in pressable:
+                    if _has(_norm(c.name), w):
+                        return Decision(
+                            target=c.ref,
+                            confidence=score,
+                            reason=f"a {kind} dialog is in the way: press {c.name!r}",
+                        )
+        return None
+
+    @staticmethod
+    def _refused(state: DecideState, *, can_fill: bool) -> Decision | None:
+        """An input typed, nothing left to type here, and an error text on screen: the app
+        refused what was submitted (blocked with its text; never submitted again)."""
+        if not state.used_inputs or can_fill:
             return None
         for text in state.context:
             if any(_has(_norm(text), w) for w in ERROR_WORDS):
@@ -291,15 +366,17 @@ class RulesDecider:
         for c in state.candidates:
             if c.kind not in _PRESSABLE:
                 continue
-            s = self._press_score(_norm(c.name), goal, phrases)
+            s = self._press_score(_norm(c.name), goal, phrases, state.input_names)
             if s is not None:
                 scored.append(_Scored(c, *s))
         scored.sort(key=lambda s: -s.score)  # stable: ties keep screen order
         return scored
 
     @staticmethod
-    def _press_score(name: str, goal: str, phrases: list[str]) -> tuple[float, str] | None:
-        if not name or _excluded(name, goal):
+    def _press_score(
+        name: str, goal: str, phrases: list[str], inputs: tuple[str, ...]
+    ) -> tuple[float, str] | None:
+        if not name or _excluded(name, goal, inputs):
             return None
         if name == goal:
             return 0.97, "goal: the goal's own words"
@@ -316,12 +393,13 @@ class RulesDecider:
         return None
 
 
-def _excluded(name: str, goal: str) -> bool:
+def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
     if any(_has(name, r) for r in _REJECTING) and not any(_has(goal, r) for r in _REJECTING):
         return True
     alternate = _ALTERNATE.search(name)
-    if alternate and not _has(goal, alternate.group(0)):
-        return True
+    method = alternate.group(0).split()[-1] if alternate else ""
+    if alternate and not _has(goal, alternate.group(0)) and method not in inputs:
+        return True  # "Continue with email" is the way when the caller gave an email
     return any(_has(name, d) and not _has(goal, d) for d in _DISTRACTORS)

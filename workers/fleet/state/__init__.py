@@ -11,16 +11,27 @@ and the status names of `workers.core.model.RunStatus`), called from one of four
 A run's states (`reserved` reads `queued` from outside: a queued run that holds a device; see
 `lib/places.lua`) and the events that move it, with the script of each:
 
-    state \\ event    submit   reserve  claim    finish   hand_back  cancel      park     answer   expire
-    (new)            pending                                                                     .
-                     |reserved
-    pending          .        reserved .        .        .          cancelled   .        .        unplaceable
-    reserved         .        .        running  .        pending    cancelled   .        .        .
-    running          .        .        running* terminal pending    (requested) awaiting .        .
-    awaiting_answer  .        .        .        .        .          cancelled   .        pending  escalated
-                                                                                          |done
-                                                                                          |blocked
-    terminal         .        .        .        .        .          (reported)  .        .        .
+    event             from              to                                    script
+    submit            (new)             pending, or reserved (a free device)  submit_one
+    reserve           pending           reserved                              reserve
+    unreserve         reserved          pending (its message was not sent)    unreserve
+    release stray     reserved          pending (no device holds it)          release_stray
+    deregister        reserved          pending (its device left)             deregister
+    claim             reserved          running                               claim
+                      running           running* (a redelivery)               claim
+    step              running           running                               step
+    finish            running           done | blocked | escalated |          finish
+                                        max-steps | errored | cancelled
+    hand back         running|reserved  pending                               hand_back
+    park              running           awaiting_answer                       park
+    answer            awaiting_answer   pending (a control) | done | blocked  requeue,
+                                                                              end_question
+    expire question   awaiting_answer   escalated                             end_question
+    cancel            pending|reserved  cancelled                             cancel
+                      running           running, cancel requested (the worker ends it)
+                      awaiting_answer   cancelled                             end_question
+    expire            pending           unplaceable                           expire
+    end overdue       running           errored (the scheduler, by claim)     finish
 
     * a redelivered message claims again: attempt + 1, past the cap it is finished errored.
     unreserve (the message could not be sent), release_stray (no registered device holds the
