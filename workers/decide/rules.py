@@ -46,7 +46,16 @@ from dataclasses import dataclass
 from workers.core.evidence import interstitial
 from workers.core.model import Candidate, DecideState, Decision, Kind
 
-SUCCESS_WORDS = ("welcome", "signed in", "logged in", "you're in", "you are in", "success")
+SUCCESS_WORDS = (
+    "welcome",
+    "signed in",
+    "logged in",
+    "you're in",
+    "you are in",
+    "success",
+    "willkommen",
+    "angemeldet",
+)
 AMBIGUOUS = 0.4
 """The confidence of a press between equally matching controls: below the default
 `min_confidence`, so the step escalates (to the next decider, then a person)."""
@@ -68,21 +77,39 @@ ERROR_WORDS = (
 )
 
 _FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "email": ("email", "e-mail", "mail", "username", "user name", "login", "apple id"),
+    "email": (
+        "email",
+        "e-mail",
+        "mail",
+        "username",
+        "user name",
+        "login",
+        "apple id",
+        "e-mail-adresse",
+    ),
     "username": ("username", "user name", "user id", "login", "email", "account"),
     "user": ("username", "user name", "user", "login", "email"),
     "login": ("login", "username", "email"),
     "phone": ("phone", "mobile", "telephone", "cell"),
-    "code": ("code", "otp", "one-time", "verification", "passcode", "digit", "pin"),
+    "code": (
+        "code",
+        "otp",
+        "one-time",
+        "verification",
+        "passcode",
+        "digit",
+        "pin",
+        "bestätigungscode",
+    ),
     "otp": ("code", "otp", "one-time", "verification", "passcode", "digit"),
-    "password": ("password", "passphrase", "pass word", "pwd"),
+    "password": ("password", "passphrase", "pass word", "pwd", "passwort", "kennwort"),
     "pin": ("pin", "passcode"),
     "name": ("full name", "name"),
 }
 _PASSWORD_LIKE = ("password", "passphrase", "passwd", "pwd", "pass", "pin", "passcode", "secret")
 
 _GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
-    ("sign in", "log in", "login", "signin", "sign on", "log on"),
+    ("sign in", "log in", "login", "signin", "sign on", "log on", "anmelden", "einloggen"),
     ("sign up", "register", "create account", "create an account", "join"),
     ("verify", "confirm", "submit code"),
     ("continue", "next", "proceed"),
@@ -102,6 +129,10 @@ _FORWARD = (
     "get code",
     "send me a code",
     "text me a code",
+    "weiter",
+    "fortfahren",
+    "bestätigen",
+    "code senden",
 )
 _ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
 _REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
@@ -122,6 +153,12 @@ _DISTRACTORS = (
     "log out",
     "delete",
     "skip",
+    "vergessen",
+    "konto erstellen",
+    "registrieren",
+    "abbrechen",
+    "zurück",
+    "abmelden",
 )
 _ALTERNATE = re.compile(r"\b(with|using|via)\s+\w+")
 """"Sign in with Apple" / "Continue with Google": an alternate route, not the goal's own."""
@@ -157,11 +194,11 @@ _PRESSABLE = {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9'@ -]", " ", text.casefold().replace("\u2019", "'")).split())
+    return " ".join(re.sub(r"[^\w'@ -]", " ", text.casefold().replace("\u2019", "'")).split())
 
 
 def _has(text: str, phrase: str) -> bool:
-    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
+    return re.search(rf"(?<![^\W_]){re.escape(phrase)}(?![^\W_])", text) is not None
 
 
 @dataclass(frozen=True)
@@ -290,8 +327,8 @@ class RulesDecider:
     ) -> Decision | None:
         if state.done_when and self._visible(state, state.done_when):
             return Decision(done=True, confidence=1.0, reason=f"{state.done_when!r} is visible")
-        if can_fill or any(p.why.startswith("goal") for p in presses):
-            return None  # "Welcome back" above a sign-in form is not success
+        if can_fill or presses:
+            return None  # "Welcome back" above a form, "Welcome to Acme" above a chooser
         for word in SUCCESS_WORDS:
             if any(_has(_norm(t), word) for t in state.context):
                 return Decision(done=True, confidence=0.8, reason=f"success text {word!r} visible")

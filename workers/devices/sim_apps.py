@@ -295,6 +295,132 @@ def _login() -> App:
     )
 
 
+OTP_CODE = "246810"
+"""The one-time code the `privacy` app accepts; any other shows `WRONG_CODE`."""
+WRONG_CODE = "That code isn't right. Try again."
+
+
+def _you_are_in(home: str) -> Screen:
+    return _screen(
+        "welcome",
+        "You're in",
+        Element("text", "Signed in with your phone.", "welcome_body"),
+        Element("button", "Sign out", "sign_out", goto=home),
+        title_id="welcome_title",
+    )
+
+
+def _privacy() -> App:
+    """A cookie / privacy dialog first ("We use cookies to keep you signed in.": success
+    words on a screen where nothing is done yet), then phone-number sign-in with a one-time
+    code: phone → Send code (disabled until a number) → the code → Verify → You're in. A
+    wrong code shows `WRONG_CODE` and stays, with the code cleared; "Resend code" is a
+    distractor and "Manage choices" opens more choices."""
+    privacy = _screen(
+        "privacy",
+        "Your privacy",
+        Element("text", "We use cookies to keep you signed in.", "privacy_body"),
+        Element("button", "Manage choices", "manage", goto="manage"),
+        Element("button", "Reject all", "reject", goto="phone"),
+        Element("button", "Accept all", "accept", goto="phone"),
+    )
+    manage = _screen(
+        "manage",
+        "Cookie settings",
+        Element("switch", "Analytics cookies", "analytics"),
+        Element("button", "Save choices", "save", goto="phone"),
+    )
+    phone = _form(
+        "phone",
+        "Sign in with your phone",
+        (Element("field", "Phone number", "phone"),),
+        Element("button", "Send code", "send", goto="code", disabled_until_valid=True),
+    )
+    code = _form(
+        "code",
+        "Enter the code we sent you",
+        (Element("code", "Verification code", "code"),),
+        Element("button", "Verify", "verify", goto="welcome", wrong=WRONG_CODE),
+        Element("link", "Resend code", "resend"),
+    )
+    return App(
+        "privacy",
+        "privacy",
+        {s.name: s for s in (privacy, manage, phone, code, _you_are_in("phone"))},
+        success="You're in",
+        account={"code": OTP_CODE},
+    )
+
+
+def _interstitials() -> App:
+    """Sign-in, then a "rate this app" prompt and a "what's new" screen before Welcome."""
+    rate = _screen(
+        "rate",
+        "Enjoying Acme?",
+        Element("text", "How would you rate Acme?", "rate_body"),
+        Element("button", "Rate now", "rate_now", goto="store"),
+        Element("button", "Not now", "not_now", goto="news"),
+    )
+    store = _screen("store", "App Store", Element("button", "Done", "store_done"))
+    news = _screen(
+        "news",
+        "What's new in Acme 5",
+        Element("text", "Dark mode and a faster sign-in.", "news_body"),
+        Element("button", "Continue", "news_continue", goto="welcome"),
+    )
+    return _sign_in("interstitials", rate, store, news)
+
+
+def _chooser() -> App:
+    """A "Welcome to Acme" chooser first (a success word on the first screen): Continue with
+    Apple / Google / email; only email is the caller's way in."""
+    chooser = _screen(
+        "chooser",
+        "Welcome to Acme",
+        Element("text", "How would you like to continue?", "chooser_body"),
+        Element("button", "Continue with Apple", "apple", goto="apple"),
+        Element("button", "Continue with Google", "google", goto="google"),
+        Element("button", "Continue with email", "with_email", goto="email"),
+    )
+    apple = _screen("apple", "Sign in with Apple ID", Element("button", "Cancel", "apple_x"))
+    google = _screen("google", "Choose a Google account", Element("button", "Cancel", "g_x"))
+    app = _sign_in("chooser")
+    screens = {**app.screens, "chooser": chooser, "apple": apple, "google": google}
+    return App("chooser", "chooser", screens)
+
+
+def _german() -> App:
+    """The sign-in app in German: E-Mail-Adresse → Weiter → Passwort → Anmelden →
+    Willkommen, with Passwort vergessen? and Konto erstellen as distractors."""
+    email = _form(
+        "email",
+        "Bei Acme anmelden",
+        (Element("field", "E-Mail-Adresse", "email"),),
+        Element("button", "Weiter", "weiter", goto="password", error="Gültige E-Mail eingeben"),
+        Element("link", "Passwort vergessen?", "forgot", goto="forgot"),
+        Element("button", "Konto erstellen", "create", goto="create"),
+    )
+    password = _form(
+        "password",
+        "Passwort eingeben",
+        (Element("secure", "Passwort", "password"),),
+        Element("button", "Anmelden", "anmelden", goto="welcome", error="Passwort eingeben"),
+    )
+    welcome = _screen(
+        "welcome",
+        "Willkommen",
+        Element("text", "Sie sind angemeldet.", "welcome_body"),
+        Element("button", "Abmelden", "sign_out", goto="email"),
+        title_id="welcome_title",
+    )
+    return App(
+        "german",
+        "email",
+        {"email": email, "password": password, "welcome": welcome, **_DEAD_ENDS},
+        success="Willkommen",
+    )
+
+
 APPS = {
     "signin": _signin,
     "code": _code,
@@ -306,6 +432,10 @@ APPS = {
     "relabel": _relabel,
     "twins": _twins,
     "login": _login,
+    "privacy": _privacy,
+    "interstitials": _interstitials,
+    "chooser": _chooser,
+    "german": _german,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""
