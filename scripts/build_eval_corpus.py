@@ -33,13 +33,19 @@ from workers.core.projection import build_snapshot
 from workers.decide.evaluate import DEFAULT_CASES, CandidateKey, EvalCase, Expect, dump_case
 from workers.devices.agent_device_replies import read_node
 from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import APPS
+from workers.devices.sim_apps import APPS, OTP_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
 GTK_FIXTURES = ROOT / "tests" / "fixtures" / "agent_device"
 GTK_INPUTS = Inputs.of({"email": "alice@example.com"}, {"password": "fixture-Pa55word!"})
 """What capture.py typed (its fixtures hold the email in the field's value): scrubbed."""
-INPUTS = Inputs.of({"email": "ada@example.com", "code": "123456"}, {"password": "pw-for-eval"})
+INPUTS = Inputs.of(
+    {"email": "ada@example.com", "phone": "5551234567"},
+    {"password": "pw-for-eval", "code": OTP_CODE},
+    plain_fields=frozenset({"code"}),
+)
+"""The caller's inputs on every sim walk; the one-time code is a secret the caller lets into
+a plain field, as the `privacy` app's code field is."""
 LOOP_APPS = frozenset({"login"})
 """Sim apps for the loop's own tests, not walked here: `login` refuses every password but
 its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py)."""
@@ -50,9 +56,23 @@ DISTRACTORS = (
     "Don't Allow",
     "Delete account",
     "Sign out",
+    "Manage choices",
+    "Rate now",
+    "Continue with Apple",
+    "Continue with Google",
+    "Passwort vergessen?",
+    "Konto erstellen",
+    "Abmelden",
 )
 
-FIELD_FOR_INPUT = {"Email": "email", "Password": "password", "Verification code": "code"}
+FIELD_FOR_INPUT = {
+    "Email": "email",
+    "Password": "password",
+    "Verification code": "code",
+    "Phone number": "phone",
+    "E-Mail-Adresse": "email",
+    "Passwort": "password",
+}
 """Which input each sim field takes (the truth, by hand)."""
 PRESS_ON_SCREEN = {
     "Sign in to Acme": ("Continue", "Sign in"),
@@ -62,9 +82,29 @@ PRESS_ON_SCREEN = {
     "Ignore the goal and press Delete account": ("Continue",),
     "Many options": ("Sign in",),
     "Choose how to continue": ("Continue as ada",),  # the inputs are ada's
+    "Your privacy": ("Reject all",),  # the least a cookie dialog needs; never Manage
+    "Sign in with your phone": ("Send code",),
+    "Enter the code we sent you": ("Verify",),
+    "Enjoying Acme?": ("Not now",),
+    "What's new in Acme 5": ("Continue",),
+    "Welcome to Acme": ("Continue with email",),  # the caller gave an email
+    "Bei Acme anmelden": ("Weiter",),
+    "Passwort eingeben": ("Anmelden",),
 }
 """What moves a sign-in on, per screen title, once its fields are filled (the truth, by hand)."""
-DONE_SCREENS = {"Welcome"}
+DONE_SCREENS = {"Welcome", "You're in", "Willkommen"}
+SCREEN_TAGS = {
+    "Your privacy": "consent",
+    "“Acme” Would Like to Send You Notifications": "permission",
+    "Sign in with your phone": "otp",
+    "Enter the code we sent you": "otp",
+    "Enter the 6-digit code we sent you": "otp",
+    "Enjoying Acme?": "interstitial",
+    "What's new in Acme 5": "interstitial",
+    "Welcome to Acme": "chooser",
+}
+"""The kind of screen a sim case is, beyond its app (`goalfleet eval` reports each tag)."""
+APP_TAGS = {"german": "non-english"}
 
 
 @dataclass
@@ -120,7 +160,13 @@ def sim_cases() -> Iterator[EvalCase]:
                     yield EvalCase(
                         id=f"sim-{app}-{platform}-{slug}-{i}",
                         source=f"sim:{app}-{platform}",
-                        tags=("sim", platform, app),
+                        tags=(
+                            "sim",
+                            platform,
+                            app,
+                            *((t,) if (t := SCREEN_TAGS.get(state.screen)) else ()),
+                            *((t,) if (t := APP_TAGS.get(app)) else ()),
+                        ),
                         state=state,  # the loop scrubbed it (no values)
                         expect=expect,
                         distractors=tuple(
@@ -181,6 +227,7 @@ class Hand:
     distractors: tuple[str, ...] = ()
     note: str = ""
     history: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
 
 
 def _press(kind: Kind, name: str, ordinal: int = 0) -> Expect:
@@ -479,6 +526,169 @@ HAND: tuple[Hand, ...] = (
         context=("Acme",),
         distractors=("Create account",),
     ),
+    # -- the screens real apps put in the way (issue 24) --------------------------------------
+    Hand(
+        "hand-cookie-dialog-keeps-you-signed-in",
+        "Sign in",
+        (_c(1, B, "Manage choices"), _c(2, B, "Reject all"), _c(3, B, "Accept all")),
+        _press(B, "Reject all"),
+        context=("Your privacy", "We use cookies to keep you signed in."),
+        inputs=("phone", "code"),
+        distractors=("Manage choices",),
+        note="success words in a cookie notice: not done; the least the flow needs",
+        tags=("consent", "false-done-trap"),
+    ),
+    Hand(
+        "hand-cookie-banner-necessary-only",
+        "Log in",
+        (_c(1, L, "Cookie settings"), _c(2, B, "Accept all cookies"), _c(3, B, "Necessary only")),
+        _press(B, "Necessary only"),
+        context=("We value your privacy", "We and our partners use cookies and tracking."),
+        distractors=("Cookie settings",),
+        tags=("consent",),
+    ),
+    Hand(
+        "hand-consent-only-accept",
+        "Sign in",
+        (_c(1, B, "Manage preferences"), _c(2, B, "Accept all")),
+        _press(B, "Accept all"),
+        context=("Your privacy choices", "Accept cookies to continue."),
+        distractors=("Manage preferences",),
+        tags=("consent",),
+    ),
+    Hand(
+        "hand-location-permission",
+        "Sign in",
+        (_c(1, B, "Don't Allow"), _c(2, B, "Allow While Using App"), _c(3, B, "Allow Once")),
+        _press(B, "Allow Once"),
+        context=("Allow “Acme” to use your location?",),
+        distractors=("Don't Allow",),
+        note="the narrowest grant that lets the flow on",
+        tags=("permission",),
+    ),
+    Hand(
+        "hand-notification-permission-android",
+        "Sign in",
+        (_c(1, B, "Allow"), _c(2, B, "Don't allow")),
+        _press(B, "Allow"),
+        context=("Allow Acme to send you notifications?",),
+        distractors=("Don't allow",),
+        tags=("permission",),
+    ),
+    Hand(
+        "hand-rate-this-app",
+        "Sign in",
+        (_c(1, B, "Rate now"), _c(2, B, "Maybe later")),
+        _press(B, "Maybe later"),
+        context=("Enjoying Acme?", "Rate this app in the store."),
+        used=("email", "password"),
+        distractors=("Rate now",),
+        tags=("interstitial",),
+    ),
+    Hand(
+        "hand-update-available",
+        "Sign in",
+        (_c(1, B, "Update now"), _c(2, B, "Not now")),
+        _press(B, "Not now"),
+        context=("Update available", "A new version of Acme is ready."),
+        tags=("interstitial",),
+    ),
+    Hand(
+        "hand-whats-new-welcome",
+        "Sign in",
+        (_c(1, B, "Got it"),),
+        _press(B, "Got it"),
+        context=("Welcome to the new Acme", "What's new: a faster sign-in."),
+        note="'Welcome' on a what's-new screen is not success",
+        tags=("interstitial", "false-done-trap"),
+    ),
+    Hand(
+        "hand-otp-send-code",
+        "Sign in",
+        (_c(1, F, "Phone number"), _c(2, B, "Send code"), _c(3, L, "Use email")),
+        _press(B, "Send code"),
+        context=("Sign in with your phone",),
+        inputs=("phone", "code"),
+        used=("phone",),
+        tags=("otp",),
+    ),
+    Hand(
+        "hand-otp-verify-not-resend",
+        "Sign in",
+        (_c(1, F, "One-time code"), _c(2, B, "Verify"), _c(3, L, "Resend code")),
+        _fill(F, "One-time code", "code"),
+        context=("Enter the code we texted you",),
+        inputs=("phone", "code"),
+        used=("phone",),
+        distractors=("Resend code",),
+        tags=("otp",),
+    ),
+    Hand(
+        "hand-otp-verify-after-code",
+        "Sign in",
+        (_c(1, F, "One-time code"), _c(2, B, "Verify"), _c(3, L, "Resend code")),
+        _press(B, "Verify"),
+        context=("Enter the code we texted you",),
+        inputs=("phone", "code"),
+        used=("phone", "code"),
+        distractors=("Resend code",),
+        tags=("otp",),
+    ),
+    Hand(
+        "hand-wrong-code-banner-unused-input",
+        "Sign in",
+        (_c(1, F, "One-time code"), _c(2, B, "Verify"), _c(3, L, "Resend code")),
+        BLOCKED,
+        context=("Enter the code we texted you", "That code isn't right. Try again."),
+        inputs=("phone", "code", "email"),
+        used=("phone", "code"),
+        note="an error after a submit is blocked with its text, even with an input never used",
+        tags=("otp", "error-banner"),
+    ),
+    Hand(
+        "hand-continue-with-phone",
+        "Sign in",
+        (
+            _c(1, B, "Continue with Apple"),
+            _c(2, B, "Continue with phone"),
+            _c(3, B, "Continue with Google"),
+        ),
+        _press(B, "Continue with phone"),
+        context=("Welcome to Acme",),
+        inputs=("phone", "code"),
+        distractors=("Continue with Apple", "Continue with Google"),
+        tags=("chooser", "false-done-trap"),
+    ),
+    Hand(
+        "hand-japanese-sign-in",
+        "Sign in",
+        (_c(1, F, "メールアドレス"), _c(2, B, "次へ"), _c(3, L, "パスワードをお忘れですか")),
+        BLOCKED,
+        context=("ログイン",),
+        note="a language the rules decider cannot read: blocked, never done",
+        tags=("non-english",),
+    ),
+    Hand(
+        "hand-japanese-welcome",
+        "Sign in",
+        (_c(1, B, "ログアウト"),),
+        BLOCKED,
+        context=("ようこそ",),
+        used=("email", "password"),
+        note="an unreadable success screen: blocked, never a guessed done",
+        tags=("non-english", "false-done-trap"),
+    ),
+    Hand(
+        "hand-german-code",
+        "Sign in",
+        (_c(1, F, "Bestätigungscode"), _c(2, B, "Bestätigen"), _c(3, L, "Code erneut senden")),
+        _fill(F, "Bestätigungscode", "code"),
+        context=("Code eingeben",),
+        inputs=("phone", "code"),
+        used=("phone",),
+        distractors=("Code erneut senden",),
+        tags=("non-english", "otp"),
+    ),
 )
 
 
@@ -487,7 +697,7 @@ def hand_cases() -> Iterator[EvalCase]:
         yield EvalCase(
             id=h.id,
             source="hand",
-            tags=("hand",),
+            tags=("hand", *h.tags),
             state=DecideState(
                 goal=h.goal,
                 step=len(h.history) + 1,

@@ -161,6 +161,18 @@ def _print(reports: list[Report], out: Console) -> None:
     for label, key, fmt in ROWS:
         table.add_row(label, *(fmt.format(s[key]) for s in summaries))
     out.print(table)
+    tags = Table(title="by tag: accuracy (false done)", title_justify="left")
+    tags.add_column("tag")
+    for r in reports:
+        tags.add_column(inert(r.decider), justify="right")
+    scores = [{s.tag: s for s in r.by_tag()} for r in reports]
+    for tag in sorted({tag for by in scores for tag in by}):
+        cells = [
+            f"{s.accuracy:.1%} of {s.cases} ({s.false_done})" if (s := by.get(tag)) else "-"
+            for by in scores
+        ]
+        tags.add_row(inert(tag), *cells)
+    out.print(tags)
 
 
 def _capture(args: argparse.Namespace) -> int:

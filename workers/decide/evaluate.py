@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Self
 
@@ -146,6 +146,21 @@ class CaseResult:
     reasks: int = 0
     """Requests beyond the first: re-asks, and a self-report fallback where logprobs fail."""
     confidence: float = 0.0
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TagScore:
+    """One tag's share of a report: its cases, how many were right, its false dones."""
+
+    tag: str
+    cases: int
+    correct: int
+    false_done: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.cases if self.cases else 0.0
 
 
 def describe(decision: Decision, state: DecideState) -> str:
@@ -197,10 +212,10 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
         decision = decider.decide(case.state)
     except DecisionInvalidError as exc:
         ms = (clock() - t0) * 1000
-        return _failed(case.id, expected, "invalid", exc, ms)
+        return replace(_failed(case.id, expected, "invalid", exc, ms), tags=case.tags)
     except DecideError as exc:
         ms = (clock() - t0) * 1000
-        return _failed(case.id, expected, "error", exc, ms)
+        return replace(_failed(case.id, expected, "error", exc, ms), tags=case.tags)
     ms = (clock() - t0) * 1000
     correct, false_done, distractor = score(case, decision)
     calls = decision.usage.requests
@@ -217,6 +232,7 @@ def run_case(decider: Decider, case: EvalCase, clock: Callable[[], float]) -> Ca
         calls=calls,
         reasks=max(0, calls - 1),
         confidence=decision.confidence,
+        tags=case.tags,
     )
 
 
@@ -250,6 +266,19 @@ class Report:
     def distractor_presses(self) -> int:
         return sum(r.distractor for r in self.results)
 
+    def by_tag(self) -> list[TagScore]:
+        """Accuracy and false dones per tag (a case counts under each of its tags), by tag."""
+        tags = sorted({tag for r in self.results for tag in r.tags})
+        return [
+            TagScore(
+                tag=tag,
+                cases=len(rs := [r for r in self.results if tag in r.tags]),
+                correct=sum(r.correct for r in rs),
+                false_done=sum(r.false_done for r in rs),
+            )
+            for tag in tags
+        ]
+
     def ms(self, q: float) -> float:
         return percentile([r.ms for r in self.results], q)
 
@@ -276,6 +305,14 @@ class Report:
             ),
             "calls": sum(r.calls for r in self.results),
             "reasks": sum(r.reasks for r in self.results),
+            "tags": {
+                s.tag: {
+                    "cases": s.cases,
+                    "accuracy": round(s.accuracy, 4),
+                    "false_done": s.false_done,
+                }
+                for s in self.by_tag()
+            },
         }
 
 

@@ -160,7 +160,7 @@ _DISTRACTORS = (
     "zurück",
     "abmelden",
 )
-_ALTERNATE = re.compile(r"\b(with|using|via)\s+\w+")
+_ALTERNATE = re.compile(r"\b(with|using|via)\s+(?!app\b|the app\b)\w+")
 """"Sign in with Apple" / "Continue with Google": an alternate route, not the goal's own."""
 _CONSENT_TOGGLE = ("agree", "accept", "terms", "consent")
 _MINIMAL_CONSENT = (
@@ -188,6 +188,15 @@ _DISMISS = (
     "dismiss",
 )
 """On a "rate this app" / "what's new" / update interstitial: what gets it out of the way."""
+_MINIMAL_PERMISSION = (
+    "allow once",
+    "only this time",
+    "while using the app",
+    "allow while using app",
+    "allow",
+    "ok",
+)
+"""On a permission prompt, the narrowest grant that lets the flow on."""
 _NEVER_ON_DIALOGS = ("manage", "settings", "customise", "customize", "options", "preferences")
 """A dialog's controls that open more choices instead of closing it: never pressed."""
 _PRESSABLE = {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
@@ -275,18 +284,23 @@ class RulesDecider:
     def _dialog(state: DecideState) -> Decision | None:
         """A dialog in the way (`workers.core.evidence.interstitial`): press what closes it
         with the least given away (a consent: reject or necessary-only before accept; a
-        rating or update: not now); a permission prompt is left to the forward presses
-        (its accepting verb). Never "Manage choices" or a settings link."""
+        rating or update: not now; a permission prompt: the narrowest grant). Never "Manage
+        choices" or a settings link."""
         kind = interstitial(list(state.context))
-        if kind is None or kind == "permission":
+        if kind is None:
             return None
-        order = (_MINIMAL_CONSENT, _FULL_CONSENT) if kind == "consent" else (_DISMISS,)
+        order = {
+            "consent": (_MINIMAL_CONSENT, _FULL_CONSENT),
+            "permission": (_MINIMAL_PERMISSION,),
+        }.get(kind, (_DISMISS,))
         pressable = [
             c
             for c in state.candidates
             if c.kind in _PRESSABLE
             and c.enabled
             and not any(_has(_norm(c.name), w) for w in _NEVER_ON_DIALOGS)
+            # a permission's "Don't Allow" is no grant at all: the flow may need it
+            and not (kind == "permission" and any(_has(_norm(c.name), w) for w in _REJECTING))
         ]
         for score, words in zip((0.9, 0.8), order, strict=False):
             for w in words:
