@@ -109,6 +109,43 @@ def test_rules_decider_gate() -> None:
     assert report.false_done == 0
 
 
+NEW_TAGS = (
+    "consent",
+    "permission",
+    "interstitial",
+    "otp",
+    "error-banner",
+    "chooser",
+    "non-english",
+)
+"""The screens real apps put before sign-in (issue 24), each a tag of the corpus."""
+
+
+def test_rules_decider_gate_per_tag() -> None:
+    """0 false done under every tag; ≥ 90 % in each tag of the screens apps put in the way,
+    every one of which the corpus holds."""
+    by_tag = {s.tag: s for s in evaluate(RulesDecider(), load_cases(), name="rules").by_tag()}
+    assert {t: s.false_done for t, s in by_tag.items() if s.false_done} == {}
+    assert set(NEW_TAGS) <= by_tag.keys()
+    for tag in NEW_TAGS:
+        assert by_tag[tag].accuracy >= 0.90, (tag, by_tag[tag])
+
+
+def test_a_false_done_is_counted_under_its_tags() -> None:
+    """The per-tag count can fail: a decider that says done everywhere has false dones in
+    every tag whose cases are not done."""
+
+    class Done:
+        def decide(self, state: DecideState) -> Decision:
+            return Decision(done=True, confidence=1.0)
+
+    cases = load_cases()
+    by_tag = {s.tag: s for s in evaluate(Done(), cases, name="done").by_tag()}
+    for tag in NEW_TAGS:
+        not_done = [c for c in cases if tag in c.tags and not c.expect.done]
+        assert by_tag[tag].false_done == len(not_done) > 0, tag
+
+
 @pytest.mark.parametrize("goal", ["Delete account", "xyzzy", "Buy the premium plan"])
 def test_rules_decider_blocks_a_goal_it_does_not_understand(goal: str) -> None:
     """Any goal outside the sign-in family is blocked at once, saying what it understands."""
