@@ -20,11 +20,14 @@ from scheduler.api.app import create_app
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
+from workers.devices.sim_apps import OTP_CODE
 from workers.fleet.connections import redis_client
 from workers.settings import Settings
 
 TOKEN = "fleet-test-token"
 SECRET_VALUE = "s3cret-Value-9481"
+BAD_OTP = "135790"
+"""A one-time code the privacy sim app refuses."""
 SIGN_IN = {
     "goal": "Sign in",
     "inputs": {"email": "ada@example.com"},
@@ -80,7 +83,11 @@ def fleet(
 ) -> Iterator[LocalFleet]:
     logs = tmp_path_factory.mktemp("worker-logs")
     workers = [replace(w, session_log=session_logs / f"{w.device}.log") for w in WORKERS]
-    env = {"GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE}
+    env = {
+        "GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE,
+        "GOALFLEET_SECRET_FLEET_OTP": OTP_CODE,  # the privacy app's one-time code
+        "GOALFLEET_SECRET_FLEET_BAD_OTP": BAD_OTP,
+    }
     with LocalFleet(settings, log_dir=logs, extra_env=env) as f:
         yield f.start_all(workers, timeout_s=90)
 

@@ -141,3 +141,38 @@ def test_bad_settings_are_one_line_naming_the_variable(
     code, _, err = run_cli(capsys, "--device", "sim:signin-ios", "--goal", "Sign in")
     assert code == 2
     assert "GOALFLEET_MODEL_TIMEOUT_S" in err
+
+
+def test_privacy_dialog_then_phone_code_runs_to_done_with_a_plain_field_secret(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outside report's app: a cookie dialog first, then phone and a one-time code given
+    as a secret the caller lets into a plain field. Done on evidence; the code is printed
+    nowhere."""
+    from workers.devices.sim_apps import OTP_CODE  # noqa: PLC0415 - the sim app's truth
+
+    monkeypatch.setenv("PRIVACY_OTP", OTP_CODE)
+    flags = ["--device", "sim:privacy-android", "--goal", "Sign in", "--input", "phone=5551234567"]
+    code, out, err = run_cli(
+        capsys, *flags, "--secret", "code=env:PRIVACY_OTP", "--plain-field", "code",
+        "--done-when", "You're in", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["status"] == "done"
+    assert result["steps"][0]["screen"] == "Your privacy"
+    assert OTP_CODE not in out + err
+    assert "5551234567" not in json.dumps(result["steps"])
+
+    code, out, err = run_cli(capsys, *flags, "--secret", "code=env:PRIVACY_OTP", "--json")
+    assert code == 1  # without consent the code is never typed into a plain field
+    assert json.loads(out)["status"] == "escalated"
+
+
+def test_plain_field_names_a_secret_or_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(
+        capsys, "--device", "sim:privacy-ios", "--goal", "Sign in", "--plain-field", "code"
+    )
+    assert code == 2
+    assert "--plain-field code: no --secret of that name" in err
+    assert len(err.strip().splitlines()) <= 2
