@@ -9,6 +9,7 @@ root, so they never sit in a settings object that might be printed.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -23,6 +24,23 @@ from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 API_PROCESSES_MAX = 64
 """The most processes `goalfleet api --processes` (or `GOALFLEET_API_PROCESSES`) may ask for."""
+
+
+HTTP_SCHEMES = ("http", "https")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def checked_url(value: str, schemes: tuple[str, ...]) -> str:
+    """`value` when it is a URL of one of `schemes` with a host (a `unix://` one with a
+    path); else ValueError saying what to give, e.g. for `127.0.0.1:8797`."""
+    parsed = urllib.parse.urlsplit(value.strip())
+    example = "http://127.0.0.1:8787" if schemes == HTTP_SCHEMES else "redis://127.0.0.1:6379/0"
+    if parsed.scheme not in schemes:
+        wanted = " or ".join(f"{s}://" for s in schemes)
+        raise ValueError(f"{value!r} is not a {wanted} URL; give one like {example}")
+    if not (parsed.path if parsed.scheme == "unix" else parsed.hostname):
+        raise ValueError(f"{value!r} names no host; give one like {example}")
+    return value.strip()
 
 
 class Settings(BaseSettings):
@@ -144,6 +162,21 @@ class Settings(BaseSettings):
     """Characters of one label's value in a selector."""
     api_max_batch_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
     """A batch's `count` x its request's size in bytes (the work one submit asks for)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        return checked_url(v, REDIS_SCHEMES)
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        return checked_url(v, HTTP_SCHEMES)
+
+    @field_validator("model_base_url")
+    @classmethod
+    def _model_base_url(cls, v: str | None) -> str | None:
+        return None if v is None else checked_url(v, HTTP_SCHEMES)
 
     @field_validator("model_mode")
     @classmethod

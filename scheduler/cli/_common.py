@@ -36,7 +36,7 @@ from scheduler.errors import UnavailableError
 from scheduler.service.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
-from workers.settings import Settings
+from workers.settings import HTTP_SCHEMES, Settings, checked_url
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -119,9 +119,13 @@ def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if token is None and settings.api_tokens:
         token = settings.named_tokens()[0][1]
-    return FleetClient(
-        args.api or settings.api_url, token=token, connect_wait_s=settings.api_wait_s
-    )
+    api = settings.api_url
+    if args.api is not None:
+        try:
+            api = checked_url(args.api, HTTP_SCHEMES)
+        except ValueError as exc:
+            raise ConfigError(f"--api: {exc}") from None
+    return FleetClient(api, token=token, connect_wait_s=settings.api_wait_s)
 
 
 def version() -> str:

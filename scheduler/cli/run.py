@@ -32,7 +32,7 @@ from workers.devices.sim import SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.settings import Settings
+from workers.settings import REDIS_SCHEMES, Settings, checked_url
 from workers.telemetry.logs import SECRETS, configure_logging
 
 
@@ -107,10 +107,10 @@ def _check(args: argparse.Namespace) -> None:
 def _memory(args: argparse.Namespace, settings: Settings) -> RedisMemory | None:
     if args.memory is None:
         return None
-    if not args.memory.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(
-            f"--memory {args.memory!r}: give a Redis URL, e.g. redis://127.0.0.1:6379/0"
-        )
+    try:
+        checked_url(args.memory, REDIS_SCHEMES)
+    except ValueError as exc:
+        raise ConfigError(f"--memory: {exc}") from None
     client = redis_client(args.memory, timeout_s=2.0)
     try:
         client.ping()

@@ -51,6 +51,16 @@ CASES: dict[str, tuple[list[str], int, str]] = {
     "devices-no-api": (["devices"], 3, "cannot reach the goalfleet API"),
     "questions-no-api": (["questions"], 3, "cannot reach the goalfleet API"),
     "memory-no-api": (["memory", "list"], 3, "cannot reach the goalfleet API"),
+    "devices-api-without-scheme": (
+        ["devices", "--api", "127.0.0.1:8797"],
+        2,
+        "--api: '127.0.0.1:8797' is not a http:// or https:// URL; give one like http://",
+    ),
+    "run-memory-not-a-url": (
+        ["run", "--device", "sim:signin-ios", *SIGN_IN, "--memory", "localhost:6379"],
+        2,
+        "--memory: 'localhost:6379' is not a redis://",
+    ),
     "eval-bad-decider": (["eval", "--decider", "magic"], 2, "unknown decider"),
     "demo-bad-runs": (["demo", "--runs", "0"], 2, "--runs must be between"),
     "worker-bad-id": (["worker", "--device", "no spaces", "--platform", "ios"], 2, "--device"),
@@ -219,3 +229,26 @@ def test_ctrl_c_during_run_exits_130_without_a_traceback() -> None:
     assert "Traceback" not in err, err
     assert err.strip().splitlines() == ["goalfleet run: interrupted"]
     assert proc.returncode == 130
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "part"),
+    [
+        ("GOALFLEET_REDIS_URL", "localhost:6379", "is not a redis:// or rediss:// or unix:// URL"),
+        ("GOALFLEET_API_URL", "127.0.0.1:8787", "is not a http:// or https:// URL"),
+        ("GOALFLEET_API_URL", "http://", "names no host"),
+        ("GOALFLEET_MODEL_BASE_URL", "localhost:8080/v1", "is not a http:// or https:// URL"),
+    ],
+)
+def test_every_url_setting_is_checked_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, part: str
+) -> None:
+    from scheduler.cli._common import load_settings  # noqa: PLC0415 - after the env is set
+    from workers.core.errors import ConfigError  # noqa: PLC0415
+
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert str(err.value).startswith(f"{env}: {value!r} ")
+    assert part in str(err.value)
+    assert "\n" not in str(err.value)
