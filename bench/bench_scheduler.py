@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import redis
 
 from bench._fleet import machine, median, pct
-from scheduler.cli.scheduler import overdue_after_s
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
 from scheduler.service.fleet import Fleet
+from scheduler.service.graph import overdue_after_s
 from scheduler.service.requests import BatchSubmit, RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore

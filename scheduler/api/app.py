@@ -36,20 +36,16 @@ from scheduler.api.limits import Limits
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
-from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.errors import AuthError, InvalidRequestError
-from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome, Fleet
+from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
+from scheduler.service.graph import build
 from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
 from scheduler.service.run_ids import RunIds
-from scheduler.service.schedules import Schedule, Schedules
-from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
-from scheduler.store.runs import FleetStore
+from scheduler.service.schedules import Schedule
+from scheduler.store.enqueue import Enqueuer
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
-from workers.fleet.connections import redis_client
-from workers.fleet.keys import Keys
 from workers.fleet.outages import is_outage
-from workers.fleet.state.questions import QuestionStore
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -147,25 +143,11 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 ) -> FastAPI:
     """The API's composition root (`uvicorn --factory scheduler.api.app:create_app`)."""
     settings = settings or Settings()
-    client = client or redis_client(settings.redis_url, timeout_s=2.0)
-    keys = Keys(settings.key_prefix)
-    if enqueuer is None:
-        from workers.fleet.celery_app import make_celery  # noqa: PLC0415 - only when not injected
-
-        celery = make_celery(settings)
-        enqueuer = CeleryEnqueuer(celery)
-        beats = beats or CeleryBeats(celery)
-    store = FleetStore(client, keys, retention_s=settings.retention_s)
-    dispatcher = Dispatcher(store, enqueuer, view_max_age_s=settings.device_view_max_age_s)
-    fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
-    schedules = Schedules(client, keys)
-    questions = QuestionStore(
-        client,
-        keys,
-        retention_s=settings.retention_s,
-        memory_ttl_s=settings.memory_ttl_s,
-        dangerous=tuple(settings.dangerous_controls),
-    )
+    graph = build(settings, client=client, enqueuer=enqueuer)
+    client, keys, store, fleet = graph.client, graph.keys, graph.store, graph.fleet
+    schedules, questions = graph.schedules, graph.questions
+    if graph.celery is not None:
+        beats = beats or CeleryBeats(graph.celery)
     run_ids = RunIds(client, keys)
     """A run id in a path may be a unique prefix (6+ characters) of one."""
     tokens = Tokens(settings.named_tokens())

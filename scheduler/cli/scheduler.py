@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import threading
 from typing import Any
 
@@ -17,6 +16,7 @@ from scheduler.cli._common import (
     start_line,
     with_settings,
 )
+from scheduler.service.graph import run_scheduler
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 
@@ -25,65 +25,6 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p = sub.add_parser("scheduler", help="run the dispatcher and recurring schedules")
     add_log_args(p)
     p.set_defaults(func=main)
-
-
-def overdue_after_s(settings: Settings) -> float:
-    """How long a run may stay `running` before the sweep ends it `errored`.
-
-    Past the hard time limit (the pool child is killed and its message requeued: the next
-    delivery claims the run with attempt + 1) and past the visibility timeout plus one restore
-    sweep (the whole worker died: its unacked message comes back and a restarted worker claims
-    it with attempt + 1), plus two leases for that restart. Ending it any earlier would pre-empt
-    that redelivery."""
-    from workers.fleet.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
-
-    vt = settings.visibility_timeout_s
-    return max(settings.time_limit_s, vt + restore_interval_s(vt)) + 2 * settings.lease_s
-
-
-def run_scheduler(settings: Settings, stop: threading.Event) -> None:
-    """Dispatch and fire schedules until `stop` is set (the demo runs this in a thread)."""
-    from scheduler.dispatch.dispatcher import Dispatcher  # noqa: PLC0415 - heavy imports kept lazy
-    from scheduler.service.fleet import Fleet  # noqa: PLC0415
-    from scheduler.service.schedules import Schedules  # noqa: PLC0415
-    from scheduler.store.enqueue import CeleryEnqueuer  # noqa: PLC0415
-    from scheduler.store.runs import FleetStore  # noqa: PLC0415
-    from workers.fleet.celery_app import make_celery  # noqa: PLC0415
-    from workers.fleet.connections import redis_client  # noqa: PLC0415
-    from workers.fleet.keys import Keys  # noqa: PLC0415
-    from workers.fleet.state.questions import QuestionStore  # noqa: PLC0415
-    from workers.fleet.timings import publish_at_start  # noqa: PLC0415
-
-    publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
-    client = redis_client(settings.redis_url)
-    keys = Keys(settings.key_prefix)
-    store = FleetStore(client, keys, retention_s=settings.retention_s)
-    dispatcher = Dispatcher(
-        store,
-        CeleryEnqueuer(make_celery(settings)),
-        overdue_after_s=overdue_after_s(settings),
-        orphan_after_s=settings.orphan_after_s,
-        unplaceable_after_s=settings.unplaceable_after_s,
-        view_max_age_s=settings.device_view_max_age_s,
-    )
-    fleet = Fleet(store, dispatcher, max_pending=settings.max_pending)
-    schedules = Schedules(client, keys)
-    questions = QuestionStore(
-        client,
-        keys,
-        retention_s=settings.retention_s,
-        memory_ttl_s=settings.memory_ttl_s,
-        dangerous=tuple(settings.dangerous_controls),
-    )
-
-    def tick() -> None:
-        schedules.tick(fleet)
-        questions.expire()  # unanswered past their deadline: escalated, as without a person
-
-    try:
-        dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
-    finally:
-        client.close()
 
 
 @with_settings("scheduler")

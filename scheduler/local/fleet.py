@@ -18,9 +18,9 @@ from typing import Self
 import uvicorn
 
 from scheduler.api.app import create_app
-from scheduler.cli.scheduler import run_scheduler
 from scheduler.client.api_client import FleetClient
 from scheduler.local.redis import free_port
+from scheduler.service.graph import run_scheduler
 from workers.core.errors import ConfigError
 from workers.fleet.timings import publish_at_start
 from workers.processes import Child, Stoppable, spawn, stop_all

@@ -24,10 +24,10 @@ from chaoskit import (
     report_path,
 )
 
-from scheduler.cli.scheduler import overdue_after_s
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
+from scheduler.service.graph import overdue_after_s
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 

@@ -1,0 +1,110 @@
+"""The scheduler side's object graph, built once from `Settings`: what the API
+(`scheduler.api.app.create_app`) and the scheduler loop (`goalfleet scheduler`, and the local
+fleet's thread) share: the store, the dispatcher, the fleet service, schedules and questions.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.service.fleet import Fleet
+from scheduler.service.schedules import Schedules
+from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
+from scheduler.store.runs import FleetStore
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.state.questions import QuestionStore
+from workers.settings import Settings
+
+
+def overdue_after_s(settings: Settings) -> float:
+    """How long a run may stay `running` before the sweep ends it `errored`.
+
+    Past the hard time limit (the pool child is killed and its message requeued: the next
+    delivery claims the run with attempt + 1) and past the visibility timeout plus one restore
+    sweep (the whole worker died: its unacked message comes back and a restarted worker claims
+    it with attempt + 1), plus two leases for that restart. Ending it any earlier would pre-empt
+    that redelivery."""
+    from workers.fleet.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
+
+    vt = settings.visibility_timeout_s
+    return max(settings.time_limit_s, vt + restore_interval_s(vt)) + 2 * settings.lease_s
+
+
+@dataclass(frozen=True)
+class Graph:
+    client: redis.Redis
+    keys: Keys
+    store: FleetStore
+    dispatcher: Dispatcher
+    fleet: Fleet
+    schedules: Schedules
+    questions: QuestionStore
+    celery: Any | None
+    """The Celery app behind the enqueuer, when `build` made one (None: one was given)."""
+
+
+def build(
+    settings: Settings,
+    *,
+    client: redis.Redis | None = None,
+    enqueuer: Enqueuer | None = None,
+) -> Graph:
+    """The graph over `client` (default: a new one on `settings.redis_url`) and `enqueuer`
+    (default: Celery's, on the same Redis)."""
+    client = client or redis_client(settings.redis_url, timeout_s=2.0)
+    keys = Keys(settings.key_prefix)
+    celery = None
+    if enqueuer is None:
+        from workers.fleet.celery_app import make_celery  # noqa: PLC0415 - only when not given
+
+        celery = make_celery(settings)
+        enqueuer = CeleryEnqueuer(celery)
+    store = FleetStore(client, keys, retention_s=settings.retention_s)
+    dispatcher = Dispatcher(
+        store,
+        enqueuer,
+        overdue_after_s=overdue_after_s(settings),
+        orphan_after_s=settings.orphan_after_s,
+        unplaceable_after_s=settings.unplaceable_after_s,
+        view_max_age_s=settings.device_view_max_age_s,
+    )
+    return Graph(
+        client=client,
+        keys=keys,
+        store=store,
+        dispatcher=dispatcher,
+        fleet=Fleet(store, dispatcher, max_pending=settings.max_pending),
+        schedules=Schedules(client, keys),
+        questions=QuestionStore(
+            client,
+            keys,
+            retention_s=settings.retention_s,
+            memory_ttl_s=settings.memory_ttl_s,
+            dangerous=tuple(settings.dangerous_controls),
+        ),
+        celery=celery,
+    )
+
+
+def run_scheduler(settings: Settings, stop: threading.Event) -> None:
+    """Dispatch, fire schedules and expire questions until `stop` is set."""
+    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - Celery loads lazily
+
+    publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
+    graph = build(settings, client=redis_client(settings.redis_url))
+
+    def tick() -> None:
+        graph.schedules.tick(graph.fleet)
+        graph.questions.expire()  # unanswered past their deadline: escalated, as without a person
+
+    try:
+        graph.dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
+    finally:
+        graph.client.close()
