@@ -19,9 +19,10 @@ from scheduler.dispatch.placement import Placement, class_of
 from scheduler.dispatch.routing import IdleByClass
 from scheduler.store.enqueue import Enqueuer
 from scheduler.store.runs import FleetStore
+from workers.core.backoff import Backoff
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
-from workers.fleet.outages import Backoff, describe, is_outage
+from workers.fleet.outages import describe, is_outage
 from workers.fleet.state.queue import Message
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")

@@ -14,8 +14,9 @@ from kombu.exceptions import OperationalError
 from structlog.testing import capture_logs
 
 from scheduler.local.redis import LocalRedis
+from workers.core.backoff import Backoff
 from workers.fleet.connections import redis_client
-from workers.fleet.outages import Backoff, is_outage, requeue_delay_s
+from workers.fleet.outages import is_outage, requeue_delay_s
 
 
 @pytest.mark.parametrize(
@@ -118,3 +119,15 @@ def test_a_bad_command_is_raised_at_once_not_retried(redis_binary: str) -> None:
             client.hset("k", "f", "v")
         assert time.monotonic() - started < 1.0
         client.close()
+
+
+def test_one_backoff_for_every_retry_exact_or_jittered() -> None:
+    """The one formula: jitter 0 gives exactly d (a device's own command retries), a jitter
+    j draws from [d * (1 - j), d] (heartbeats: j = 0.2)."""
+    assert [Backoff(base_s=0.05, cap_s=1.0, jitter=0).delay(n) for n in range(6)] == [
+        0.05, 0.1, 0.2, 0.4, 0.8, 1.0,
+    ]  # fmt: skip
+    rng = random.Random(3)
+    waits = [Backoff(base_s=0.5, cap_s=1.5, jitter=0.2).delay(1, rng) for _ in range(200)]
+    assert min(waits) >= 0.8
+    assert max(waits) <= 1.0

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core import evidence
+from workers.core.backoff import Backoff
 from workers.core.chain import Tier, ask
 from workers.core.errors import (
     DeviceError,
@@ -50,8 +51,8 @@ from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, tot
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""
-BACKOFF_BASE_S = 0.05
-BACKOFF_MAX_S = 1.0
+TRANSIENT_BACKOFF = Backoff(base_s=0.05, cap_s=1.0, jitter=0)
+"""A device command's retry after a transient error: one device's own, so no jitter."""
 _SOURCES: dict[str, MemorySource] = {"rules": "rules", "scripted": "scripted", "human": "human"}
 """Who a remembered decision came from, by its `decided_by` (any other: a model)."""
 
@@ -97,7 +98,7 @@ class _Run:
             except TransientDeviceError:
                 if attempt == TRANSIENT_RETRIES:
                     raise
-                self.sleep(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt))
+                self.sleep(TRANSIENT_BACKOFF.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- one step: snapshot → decide → judge → act ------------------------------------------

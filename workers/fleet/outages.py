@@ -10,11 +10,9 @@ keep state, retry; never crash, never deregister.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis.exceptions as rex
@@ -22,6 +20,8 @@ import structlog
 from kombu.exceptions import OperationalError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from workers.core.backoff import Backoff
 
 T = TypeVar("T")
 
@@ -60,20 +60,6 @@ def is_outage(exc: BaseException) -> bool:
 def describe(exc: BaseException) -> str:
     """`Type: message`, one line, short: what an outage log line says about its cause."""
     return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with jitter: wait n (from 0) is drawn from [d/2, d], where
-    d = min(cap_s, base_s * 2**n). Bounded by `cap_s`; the jitter keeps a fleet of workers
-    from retrying in step."""
-
-    base_s: float = 0.1
-    cap_s: float = 2.0
-
-    def delay(self, n: int, rng: random.Random | None = None) -> float:
-        d = min(self.cap_s, self.base_s * 2.0 ** min(n, 30))
-        return d / 2 + (rng or random).uniform(0.0, d / 2)
 
 
 class OutageLog:

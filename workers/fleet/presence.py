@@ -20,13 +20,13 @@ Each beat ends one of four ways:
 from __future__ import annotations
 
 import contextlib
-import random
 import threading
 import time
 from collections.abc import Callable
 
 import structlog
 
+from workers.core.backoff import Backoff
 from workers.core.errors import GoalfleetError
 from workers.core.ports import DevicePort
 from workers.fleet.fence import Fence
@@ -193,9 +193,8 @@ class Presence:
         base = self.settings.heartbeat_interval_s
         if not self._outage_beats:
             return base
-        backoff = base * 2.0 ** min(self._outage_beats - 1, MAX_BACKOFF_DOUBLINGS)
-        capped = min(backoff, max(base, self.settings.lease_s / 4))
-        return capped * random.uniform(0.8, 1.2)
+        cap = min(base * 2.0**MAX_BACKOFF_DOUBLINGS, max(base, self.settings.lease_s / 4))
+        return Backoff(base_s=base, cap_s=cap, jitter=0.2).delay(self._outage_beats - 1)
 
     def _maybe_probe(self) -> None:
         if self.probe is not None and self.registry.quarantined(self.spec.info.id):

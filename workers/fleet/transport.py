@@ -31,7 +31,8 @@ import structlog
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
-from workers.fleet.outages import Backoff, describe, is_outage
+from workers.core.backoff import Backoff
+from workers.fleet.outages import describe, is_outage
 
 log = structlog.stdlib.get_logger("goalfleet.worker")
 
