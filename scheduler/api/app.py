@@ -22,15 +22,12 @@ import redis
 import structlog
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
-from starlette.datastructures import Headers
 
 from scheduler.api import errors as api_errors
 from scheduler.api.edge import Edge, Tokens, open_paths
-from scheduler.api.fast_submit import FastSubmit
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
 from scheduler.api.limits import Limits
 from scheduler.api.memory import add_memory_routes
@@ -93,22 +90,6 @@ class _Submit:
         )
 
 
-GUARDED_IDEMPOTENT: dict[str, object] = {
-    "security": [{"HTTPBearer": []}],
-    "parameters": [
-        {
-            "name": "idempotency-key",
-            "in": "header",
-            "required": False,
-            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Idempotency-Key"},
-        }
-    ],
-}
-"""The OpenAPI of a route that reads the bearer guard and the `Idempotency-Key` header itself:
-what `Depends(auth)` and `Depends(_submit)` would document (`tests/security/test_api_fuzz.py`
-holds the two equal)."""
-
-
 async def _submit(idempotency_key: Annotated[str | None, Header()] = None) -> _Submit:
     """The submits' dependency. Async, as `auth` and the submit routes are, because FastAPI
     runs every sync dependency and a sync route's response validation in the thread pool, one
@@ -123,14 +104,20 @@ class Submits:
     same through anyio's capacity limiter and cancel scopes, at several times the CPU."""
 
     def __init__(self, threads: int = 16) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="submit")
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
+        if self._pool is None:  # started with the first submit, again after a shutdown
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="submit")
         ctx = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn, *args)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        """At the app's shutdown (an app served again, as a test client does, starts anew)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
@@ -222,21 +209,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
         )
 
-    @app.post(
-        "/v1/runs", status_code=201, response_model=RunRecord, openapi_extra=GUARDED_IDEMPOTENT
-    )
-    async def submit_run(sub: RunSubmit, request: Request) -> Response:
-        # The hot path. Served by `FastSubmit` when the request is an ordinary one; here
-        # otherwise (this route answers every request that route does not take).
-        return await one_run(sub, request.headers)
-
-    async def one_run(sub: RunSubmit, headers: Headers) -> Response:
-        """The guard and the `Idempotency-Key` read from the headers, not through FastAPI's
-        dependencies (solving `auth`, its bearer scheme and the header cost a third of the
-        route's CPU a submit); `GUARDED_IDEMPOTENT` documents both as they would."""
-        if tokens.who(headers.get("authorization")) is None:  # the edge refused it too
-            raise AuthError("missing or wrong bearer token")
-        submit = _Submit(headers.get("idempotency-key"))
+    @app.post("/v1/runs", dependencies=guarded, status_code=201, response_model=RunRecord)
+    async def submit_run(sub: RunSubmit, submit: Annotated[_Submit, Depends(_submit)]) -> Response:
         return await submits.run(run_submitted, sub, submit)  # Redis calls block
 
     @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
@@ -287,11 +261,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     def remove_schedule(schedule_id: str) -> Response:
         schedules.remove(schedule_id)
         return Response(status_code=204)
-
-    declared = next(
-        r for r in app.router.routes if isinstance(r, APIRoute) and r.endpoint is submit_run
-    )
-    app.router.routes.insert(0, FastSubmit(declared, one_run).route())
 
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
     add_question_routes(
