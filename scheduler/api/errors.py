@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scheduler.api.edge import ErrorBody
 from scheduler.errors import AuthError, FleetError, InvalidRequestError, Problem
-from workers.fleet.outages import OUTAGE_ERRORS, is_outage
+from workers.fleet.outages import OUTAGE_ERRORS, is_outage, outage_reply
 
 log = structlog.stdlib.get_logger("goalfleet.api")
 
@@ -53,11 +53,15 @@ _HTTP_FIXES = {
     405: "use one of the methods in the Allow header",
 }
 
-_WHAT = (
-    (redis.exceptions.OutOfMemoryError, "is full (maxmemory reached)"),
-    (redis.exceptions.ReadOnlyError, "is read-only (a replica)"),
-    (redis.exceptions.BusyLoadingError, "is loading its data set"),
-)
+_WHAT = {
+    "OOM": "is full (maxmemory reached)",
+    "READONLY": "is read-only (a replica)",
+    "LOADING": "is loading its data set",
+    "MASTERDOWN": "is a replica cut off from its master",
+    "UNBLOCKED": "is changing its role (a failover)",
+}
+"""What a 503 says of Redis, by the code of its refusal (`outage_reply`): from a command, a
+script or a transaction alike."""
 
 
 def problems_from(exc: RequestValidationError) -> list[Problem]:
@@ -100,7 +104,7 @@ def error(status: int, code: str, message: str, fix: str = "", problems: Any = (
 
 def unavailable(exc: BaseException) -> JSONResponse:
     """The 503 for an outage: what is wrong with Redis, and when to retry."""
-    what = next((w for cls, w in _WHAT if _caused_by(exc, cls)), "is not reachable")
+    what = _WHAT.get(outage_reply(exc) or "", "is not reachable")
     resp = error(
         503,
         "REDIS_UNAVAILABLE",
@@ -110,19 +114,6 @@ def unavailable(exc: BaseException) -> JSONResponse:
     )
     resp.headers["Retry-After"] = str(RETRY_AFTER_S)
     return resp
-
-
-def _caused_by(exc: BaseException, cls: type[BaseException]) -> bool:
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, cls) or (
-            cls is redis.exceptions.OutOfMemoryError and str(cur).upper().startswith("OOM ")
-        ):
-            return True
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return False
 
 
 async def _invalid(_: Request, exc: Exception) -> JSONResponse:

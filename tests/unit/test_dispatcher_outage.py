@@ -10,12 +10,16 @@ from collections.abc import Callable
 
 import pytest
 import redis
+from storekit import register
 from structlog.testing import capture_logs
 
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis, free_port
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
+from workers.core.model import RunStatus
+from workers.core.records import RunRecord
+from workers.core.request import GoalRunRequest
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 
@@ -83,3 +87,47 @@ def test_an_outage_is_two_lines_not_a_traceback_a_pass(redis_binary: str, troubl
     assert "dispatch_pass_failed" not in events
     assert events.index("redis_unavailable") < events.index("redis_available_again")
     assert len(passes) > ok_after  # dispatching again at the pass interval
+
+
+def test_a_reservation_refused_inside_its_script_is_an_outage(each_redis_binary: str) -> None:
+    """A pass's first write is the reserve script; a full Redis refuses it inside the script
+    (on Redis 6.2 a plain `Error running script ... -OOM` error, not redis-py's
+    OutOfMemoryError). The pass is an outage like any other: one warning, no traceback; once
+    memory frees the run is reserved and sent, once."""
+    with LocalRedis(binary=each_redis_binary) as server:
+        client = redis_client(server.url, timeout_s=0.5)
+        keys = Keys("outage")
+        store = FleetStore(client, keys, retention_s=60)
+        register(store, "d1")
+        run = RunRecord(id="r1", request=GoalRunRequest(goal="Sign in"), submitted_at=time.time())
+        store.create([run])
+        enqueuer = RecordingEnqueuer()
+        dispatcher = Dispatcher(store, enqueuer, orphan_after_s=60)
+        admin = redis.Redis.from_url(server.url)
+        admin.config_set("maxmemory", 1)  # full before the first pass: nothing is reserved
+        stop = threading.Event()
+        with capture_logs() as logs:
+            loop = threading.Thread(
+                target=dispatcher.loop, args=(stop,), kwargs={"interval_s": 0.05}
+            )
+            loop.start()
+            time.sleep(1.0)
+            refused_sent = list(enqueuer.sent)
+            admin.config_set("maxmemory", 0)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not enqueuer.sent:
+                time.sleep(0.05)
+            stop.set()
+            loop.join(timeout=10)
+        admin.close()
+        record = store.load("r1")
+        client.close()
+    events = [e["event"] for e in logs]
+    assert refused_sent == []
+    assert "dispatch_pass_failed" not in events, logs
+    assert events.count("redis_unavailable") == 1, logs
+    warned = next(e["error"] for e in logs if e["event"] == "redis_unavailable")
+    assert "script" in warned, warned  # refused inside the reserve script
+    assert enqueuer.sent == [("r1", "d1")]
+    assert record is not None
+    assert (record.status, record.device) == (RunStatus.QUEUED, "d1")  # reserved

