@@ -30,6 +30,7 @@ from scheduler.api import errors as api_errors
 from scheduler.api.edge import Edge, Tokens, open_paths
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
 from scheduler.api.limits import Limits
+from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
@@ -136,6 +137,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     if graph.celery is not None:
         beats = beats or CeleryBeats(graph.celery)
     run_ids = RunIds(client, keys)
+    batch_ids = RunIds(client, keys, kind="batch")
     """A run id in a path may be a unique prefix (6+ characters) of one."""
     tokens = Tokens(settings.named_tokens())
     limits = Limits.of(settings)
@@ -238,11 +240,11 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.get("/v1/batches/{batch_id}", dependencies=guarded, response_model=BatchRecord)
     def get_batch(batch_id: str) -> BatchRecord:
-        return fleet.batch(batch_id)
+        return fleet.batch(batch_ids.resolve(batch_id))
 
     @app.get("/v1/batches/{batch_id}/runs", dependencies=guarded, response_model=list[RunRecord])
     def get_batch_runs(batch_id: str) -> list[RunRecord]:
-        return store.load_many(list(fleet.batch(batch_id).runs))
+        return store.load_many(list(fleet.batch(batch_ids.resolve(batch_id)).runs))
 
     @app.get("/v1/devices", dependencies=guarded, response_model=list[DeviceState])
     def devices() -> list[DeviceState]:
@@ -262,6 +264,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         schedules.remove(schedule_id)
         return Response(status_code=204)
 
+    add_list_routes(app, fleet, batch_ids, guarded=guarded)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
     add_question_routes(
         app, questions, fleet, auth=auth, registry=metrics_registry, resolve=run_ids.resolve

@@ -28,6 +28,7 @@ def commands() -> list[ModuleType]:
     from scheduler.cli import memory as memory_command  # noqa: PLC0415
     from scheduler.cli import questions as questions_command  # noqa: PLC0415
     from scheduler.cli import run as run_command  # noqa: PLC0415
+    from scheduler.cli import runs as runs_command  # noqa: PLC0415
     from scheduler.cli import scheduler as scheduler_command  # noqa: PLC0415
     from scheduler.cli import status as status_command  # noqa: PLC0415
     from scheduler.cli import steps as steps_command  # noqa: PLC0415
@@ -40,6 +41,7 @@ def commands() -> list[ModuleType]:
         demo_command,
         submit_command,
         status_command,
+        runs_command,
         watch_command,
         steps_command,
         cancel_command,

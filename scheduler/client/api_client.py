@@ -150,6 +150,13 @@ class FleetClient:
             self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": str(after)})
         )
 
+    def runs(self, **filters: str | float | None) -> tuple[list[RunRecord], str | None]:
+        """One page of `GET /v1/runs` (filters as its query; None ones are left out): the
+        runs and the next page's cursor (None: the last page)."""
+        params = {k: str(v) for k, v in filters.items() if v is not None}
+        page = self._call("GET", "/v1/runs", params=params)
+        return _RUNS.validate_python(page["runs"]), page["next"]
+
     def cancel(self, run_id: str) -> RunRecord:
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
 

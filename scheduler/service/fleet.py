@@ -24,6 +24,7 @@ from scheduler.errors import (
     TooManyPendingError,
 )
 from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.store.listing import RunPage, RunQuery
 from scheduler.store.runs import FleetStore
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
@@ -262,6 +263,10 @@ class Fleet:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} (unknown, or past its retention)")
         return run
+
+    def runs(self, query: RunQuery) -> RunPage:
+        """A page of runs, newest first (`scheduler.store.listing`)."""
+        return self.store.listing.page(query)
 
     def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
         self.run(run_id)

@@ -1,5 +1,5 @@
-"""Run ids as people type them: the tables show 8 characters, and any unique prefix of 6 or
-more names its run, as in git.
+"""Run and batch ids as people type them: the tables show 8 characters, and any unique prefix
+of 6 or more names its run (or batch), as in git.
 
 The API resolves a prefix (so every client, not just the CLI, gets it) with one SCAN over
 `{p}:run:<prefix>*`. That walks the keyspace once per short id; a whole id is looked up
@@ -26,9 +26,11 @@ _SHOWN = 10
 
 
 class RunIds:
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, *, kind: str = "run") -> None:
+        """`kind`: "run" (`{p}:run:<id>`) or "batch" (`{p}:batch:<id>`)."""
         self.r = client
         self.k = keys
+        self.kind = kind
 
     def resolve(self, given: str) -> str:
         """The whole id of the one run whose id starts with `given`. Anything that is not a
@@ -37,20 +39,25 @@ class RunIds:
         prefix = given.lower()
         if not _PREFIX.fullmatch(prefix):
             return given
-        head = self.k.run("")
+        head = self.k.run("") if self.kind == "run" else self.k.batch("")
         found: list[str] = sorted(
             {
                 key.removeprefix(head)
                 for key in self.r.scan_iter(match=f"{head}{prefix}*", count=1000)
-                if ":" not in key.removeprefix(head)  # not the `:steps` hash
+                if ":" not in key.removeprefix(head)  # not the `:steps` hash, the `:runs` list
             }
         )
         if not found:
-            raise NotFoundError(f"no run id starts with {given!r} (unknown, or past its retention)")
+            raise NotFoundError(
+                f"no {self.kind} id starts with {given!r} (unknown, or past its retention)"
+            )
         if len(found) > 1:
             shown = ", ".join(found[:_SHOWN]) + (" …" if len(found) > _SHOWN else "")
             raise AmbiguousIdError(
-                f"run id {given!r} is ambiguous: {len(found)} runs start with it: {shown}",
+                f"{self.kind} id {given!r} is ambiguous: {len(found)} {self.kind}es start with "
+                f"it: {shown}"
+                if self.kind == "batch"
+                else f"run id {given!r} is ambiguous: {len(found)} runs start with it: {shown}",
                 hint="give more characters",
             )
         return found[0]

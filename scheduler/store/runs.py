@@ -12,6 +12,7 @@ from typing import cast
 
 import redis
 
+from scheduler.store.listing import RunList
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
@@ -28,6 +29,8 @@ class FleetStore(RunQueue):
         """Device registration and state: the one owner of those keys."""
         self.runs = RunStore(client, keys)
         """The worker's side of runs (load, finish), for the sweeps' and reads' use."""
+        self.listing = RunList(client, keys, self.load_many)
+        """The run list (`GET /v1/runs`)."""
 
     def ping(self) -> None:
         self.r.ping()

@@ -11,7 +11,8 @@ Redis is read back and the machine's invariants checked:
 - a quarantined device is never reserved;
 - a run's attempts never decrease (but for a person's answer, which queues the run afresh:
   `lua/requeue.lua`);
-- nothing (an index, a device, a question) refers to a run that does not exist.
+- nothing (an index, a device, a question) refers to a run that does not exist;
+- every run is in the run list, and a run that ended is in the index of its end status only.
 """
 
 from __future__ import annotations
@@ -369,6 +370,14 @@ class FleetMachine(RuleBasedStateMachine):
             attempt = int(run.get("attempt") or 0)
             assert attempt >= self.attempts.get(run_id, 0), f"{run_id}'s attempts decreased"
             self.attempts[run_id] = attempt
+
+        listed = self._index(self.k.runs)
+        assert listed == runs.keys(), "the run list is every run"
+        by_end = {s.value: self._index(self.k.ended(s)) for s in RunStatus if s.terminal}
+        for run_id, run in runs.items():
+            ended = {status for status, ids in by_end.items() if run_id in ids}
+            terminal = RunStatus(run["status"]).terminal
+            assert ended == ({run["status"]} if terminal else set()), (run_id, ended)
 
         for name, index in (("pending", pending), ("reserved", reserved)):
             assert index <= runs.keys(), f"{name} names runs that do not exist"

@@ -2,6 +2,9 @@
 
 {p}:run:{id}            hash   one run record (see `workers.core.records.RunRecord`)
 {p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
+{p}:runs                zset   every run, by submit time (the run list; an entry of a run past
+                               its retention is dropped when a read meets it)
+{p}:runs:{status}       zset   the runs that ended with `status`, by submit time
 {p}:devices             set    ids of registered devices
 {p}:device:{id}         hash   capabilities, current run, failure counters, quarantine
 {p}:device:{id}:lease   string the worker's heartbeat lease (expires when it dies)
@@ -59,6 +62,14 @@ class Keys:
 
     def steps(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:steps"
+
+    @property
+    def runs(self) -> str:
+        return f"{self.prefix}:runs"
+
+    def ended(self, status: str) -> str:
+        """The index of runs that ended `status` (written by `lua/lib/run_ended.lua`)."""
+        return f"{self.prefix}:runs:{status}"
 
     def run_and_steps(self, run_id: str) -> list[str]:
         """The run's record and its step rows: the first two KEYS of every script that claims,

@@ -99,6 +99,7 @@ class RunQueue(RedisStore):
                     fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
                 p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
                 p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
+                p.zadd(self.k.runs, {run.id: run.submitted_at})
             if batch is not None:
                 p.hset(
                     self.k.batch(batch.id),
@@ -153,6 +154,7 @@ class RunQueue(RedisStore):
                     self.k.reserved,
                     self.k.wake,
                     message.key if message is not None else self.k.queue("-"),
+                    self.k.runs,
                 ],
                 args=[
                     run.id,

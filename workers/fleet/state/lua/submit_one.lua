@@ -1,6 +1,6 @@
 --! uses places
 -- new -> pending, or new -> reserved with its message pushed.
--- KEYS: run, pending, idem, device, lease, reserved, wake, the device's queue
+-- KEYS: run, pending, idem, device, lease, reserved, wake, the device's queue, the run list
 -- ARGV: run_id, pending score, max pending (0: no limit), idem value ('': no key), idem ttl
 --       (0: none), device to try ('': none), now, the run's broker message ('': none), then the run's
 --       hash as field/value pairs
@@ -23,6 +23,7 @@ if ARGV[4] ~= '' then
   end
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 9))
+redis.call('ZADD', KEYS[9], redis.call('HGET', KEYS[1], 'submitted_at'), ARGV[1])
 if ARGV[6] ~= '' and device_free(KEYS[4], KEYS[5]) then
   reserve(KEYS[1], KEYS[4], KEYS[6], ARGV[1], ARGV[6], ARGV[7])
   if ARGV[8] ~= '' then redis.call('LPUSH', KEYS[8], ARGV[8]) end

@@ -1,7 +1,14 @@
 -- Every script that ends a run calls it (finish, cancel, expire, a question's end): the run
--- counts once in its batch (`batch` '' when it has none), and the run and its step rows are
--- kept `keep` seconds (0: for good).
+-- counts once in its batch (`batch` '' when it has none), joins the index of its end status
+-- (`{p}:runs:<status>`, by submit time: the run list's filter), and the run and its step rows
+-- are kept `keep` seconds (0: for good). The index's name is the run key's prefix (one Redis,
+-- no cluster: the fleet's keys all live on one node).
 local function run_ended(run, steps, batch, status, keep)
+  local prefix, id = string.match(run, '^(.*):run:([^:]+)$')
+  local submitted = redis.call('HGET', run, 'submitted_at')
+  if prefix and submitted and submitted ~= '' then
+    redis.call('ZADD', prefix .. ':runs:' .. status, submitted, id)
+  end
   if batch ~= '' and redis.call('EXISTS', batch) == 1 then
     redis.call('HINCRBY', batch, 'n:' .. status, 1)
     redis.call('HINCRBY', batch, 'finished', 1)
