@@ -9,8 +9,9 @@ page (`MAX_SCAN`): a page may hold fewer runs than asked for, and its cursor goe
 the scan stopped. An entry whose run is past its retention (its record expired) is dropped from
 the index when a page meets it.
 
-The cursor is the last entry's `id@score`: the next page reads from that score down, skipping
-the entries of that score already shown (Redis orders equal scores by id).
+The cursor is the last entry's `id@score`: the next page starts just past that entry's rank
+(`ZREVRANK`; runs of one batch share a submit time, and equal scores keep their order), or,
+if that run has gone meanwhile, below its score.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from workers.fleet.keys import Keys
 
 MAX_LIMIT = 200
 """The most runs a page holds."""
-MAX_SCAN = 5000
+MAX_SCAN = 1000
 """The most index entries one page reads (a filter that matches little pages on, by cursor)."""
-_CHUNK = 250
+_CHUNK = 500
 _ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_ANSWER})
+_FIELDS = ("status", "device", "batch", "schedule")
+"""What a page reads of each run it scans; only the runs that pass are loaded whole."""
 
 
 @dataclass(frozen=True)
@@ -47,14 +50,25 @@ class RunQuery:
     limit: int = 50
     cursor: str | None = None
 
-    def keeps(self, run: RunRecord) -> bool:
-        return (
-            (self.status is None or run.status is self.status)
-            and (self.device is None or run.device == self.device)
-            and (self.batch is None or run.batch == self.batch)
-            and (self.schedule is None or run.schedule == self.schedule)
-            and (self.goal is None or self.goal.casefold() in run.request.goal.casefold())
+    @property
+    def filters(self) -> bool:
+        """Whether anything but the index and the time window narrows the list."""
+        return any(v is not None for v in (self.device, self.batch, self.schedule, self.goal)) or (
+            self.status in _ACTIVE
         )
+
+    def keeps(self, fields: list[str | None]) -> bool:
+        """Whether a run whose `_FIELDS` read so passes every filter but the goal's."""
+        status, device, batch, schedule = fields
+        return (
+            (self.status is None or status == self.status.value)
+            and (self.device is None or device == self.device)
+            and (self.batch is None or batch == self.batch)
+            and (self.schedule is None or schedule == self.schedule)
+        )
+
+    def keeps_goal(self, run: RunRecord) -> bool:
+        return self.goal is None or self.goal.casefold() in run.request.goal.casefold()
 
 
 @dataclass(frozen=True)
@@ -79,43 +93,70 @@ class RunList:
     def page(self, q: RunQuery) -> RunPage:
         ended = q.status is not None and q.status not in _ACTIVE
         index = self.k.ended(q.status.value) if q.status is not None and ended else self.k.runs
-        top, bottom = (q.until, False), q.since
-        after = _cursor(q.cursor)
-        if after is not None and (top[0] is None or after[1] < top[0]):
-            top = (after[1], True)  # at the cursor's score, inclusive: ties are skipped below
-        high = "+inf" if top[0] is None else (repr(top[0]) if top[1] else f"({top[0]!r}")
-        low = "-inf" if bottom is None else repr(bottom)
+        high = "+inf" if q.until is None else f"({q.until!r}"
+        low = "-inf" if q.since is None else repr(q.since)
+        high, offset = self._start(index, high, _cursor(q.cursor))
         found: list[RunRecord] = []
-        offset = scanned = 0
+        scanned = 0
         last: tuple[str, float] | None = None
         while len(found) < q.limit and scanned < MAX_SCAN:
+            want = q.limit - len(found)
             chunk = cast(
                 "list[tuple[str, float]]",
                 self.r.zrevrangebyscore(
-                    index, high, low, start=offset, num=_CHUNK, withscores=True
+                    index, high, low, start=offset, num=_CHUNK if q.filters else want,
+                    withscores=True,
                 ),
-            )
+            )  # fmt: skip
             if not chunk:
                 return RunPage(found, None)
             offset += len(chunk)
             scanned += len(chunk)
-            if after is not None:  # equal scores come in descending id order: skip those shown
-                chunk = [(i, s) for i, s in chunk if not (s == after[1] and i >= after[0])]
-            records = {r.id: r for r in self.load([i for i, _ in chunk])}
-            gone = [i for i, _ in chunk if i not in records]
+            kept, gone, last_seen = self._sift(q, chunk, want)
             if gone:  # past their retention: the index forgets them
                 self.r.zrem(index, *gone)
                 offset -= len(gone)
-            for rid, score in chunk:
-                run = records.get(rid)
-                if run is None:
-                    continue
-                last = (rid, score)
-                if q.keeps(run):
-                    found.append(run)
-                    if len(found) == q.limit:
-                        break
+            found += kept
+            last = last_seen or last
         return RunPage(found, None if last is None else f"{last[0]}@{last[1]!r}")
+
+    def _start(self, index: str, high: str, after: tuple[str, float] | None) -> tuple[str, int]:
+        """The window's top and the offset in it where the page starts: just past the cursor's
+        entry (its rank, less the entries above the window: equal scores keep their order),
+        or, when that run has gone meanwhile, below its score."""
+        if after is None:
+            return high, 0
+        rank = cast("int | None", self.r.zrevrank(index, after[0]))
+        if rank is None:
+            return f"({after[1]!r}", 0
+        above = 0 if high == "+inf" else int(self.r.zcount(index, high.replace("(", "", 1), "+inf"))
+        return high, max(0, rank + 1 - above)
+
+    def _sift(
+        self, q: RunQuery, chunk: list[tuple[str, float]], want: int
+    ) -> tuple[list[RunRecord], list[str], tuple[str, float] | None]:
+        """Up to `want` runs of `chunk` that pass `q`, the ids whose records are gone, and the
+        last entry read (where the next page goes on)."""
+        with self.r.pipeline(transaction=False) as p:
+            for rid, _ in chunk:
+                p.hmget(self.k.run(rid), _FIELDS)
+            fields = cast("list[list[str | None]]", p.execute())
+        gone = {rid for (rid, _), f in zip(chunk, fields, strict=True) if f[0] is None}
+        passing = [rid for (rid, _), f in zip(chunk, fields, strict=True) if f[0] and q.keeps(f)]
+        # without a goal filter every one passing is kept: load no more than the page takes
+        records = {r.id: r for r in self.load(passing if q.goal else passing[:want])}
+        kept: list[RunRecord] = []
+        last: tuple[str, float] | None = None
+        for rid, score in chunk:
+            if rid in gone:
+                continue
+            last = (rid, score)
+            run = records.get(rid)
+            if run is not None and q.keeps_goal(run):
+                kept.append(run)
+                if len(kept) == want:
+                    break
+        return kept, sorted(gone), last
 
 
 def _cursor(cursor: str | None) -> tuple[str, float] | None:
