@@ -16,7 +16,7 @@ from typing import Literal
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.projection import build_snapshot
 from workers.devices.sim import SimDevice
-from workers.devices.sim_apps import WAIT_SCREEN
+from workers.devices.sim_screens import WAIT_SCREEN
 
 Shown = tuple[tuple[str, str, str, str, bool | None], ...]
 

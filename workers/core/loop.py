@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from workers.core import evidence
 from workers.core.backoff import Backoff
 from workers.core.chain import Tier, ask
 from workers.core.errors import (
@@ -48,6 +47,7 @@ from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.repeats import Repeats
 from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, totals
+from workers.core.verdicts import Judge
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""
@@ -70,7 +70,7 @@ class _Run:
     inputs: Inputs
     params: RunParams
     should_cancel: CancelCheck | None
-    guards: Guards
+    judge: Judge
     repeats: Repeats
     sleep: Callable[[float], None]
     clock: Callable[[], float]
@@ -141,18 +141,19 @@ class _Run:
 
     def _decide_and_act(self, row: Row, snap: Snapshot, state: DecideState) -> Step:
         row.seen = state
+        arrival = self._arrival(snap, state)
         asked = ask(
             self.tiers,
             state,
             snap,
             row=row,
             clock=self.clock,
-            escalation=lambda d, s: self._escalation(d, s, state),
+            escalation=lambda d, s: self.judge.escalation(d, s, state, arrival=arrival),
         )
         if isinstance(asked, tuple):
             return asked
         decision = asked
-        verdict = self._judge(decision, snap, state, checked=True)  # the chain ran the guards
+        verdict = self.judge.verdict(decision, snap, state, checked=True)  # the chain checked
         if verdict is not None:
             stepped = verdict(row)
             if stepped[0].outcome is Outcome.DONE:
@@ -189,14 +190,15 @@ class _Run:
         if entry is None or decision is None or self.repeats.refusal(decision, snap):
             row.memory = MemoryNote(entry=key, outcome="miss")  # a repeat: the decider decides
             return None
-        if decision.done and (refused := self._done_refused(snap, state)) is not None:
+        arrival = self._arrival(snap, state)
+        if decision.done and (refused := self.judge.done_refused(snap, state, arrival=arrival)):
             why = f"its done is not corroborated: {refused}"
             memory.invalidate(key, why)
             row.memory = MemoryNote(entry=key, outcome="invalidated", source=entry.source, why=why)
             return None
         row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
         row.seen, row.decision = state, decision
-        verdict = self._judge(decision, snap, state)  # every guard applies to a remembered answer
+        verdict = self.judge.verdict(decision, snap, state, arrival=arrival)  # every guard too
         if verdict is not None:
             return verdict(row)
         target = snap.candidate(decision.target)
@@ -245,53 +247,9 @@ class _Run:
             )
         )
 
-    def _done_refused(self, snap: Snapshot, state: DecideState) -> str | None:
-        """Why a done claim on `snap` is not evidence (`workers.core.evidence`), scrubbed of
-        every input value (it may quote a control's name as the screen shows it)."""
-        arrival = state.step == 1 or (bool(snap.fingerprint) and snap.fingerprint == self.arrival)
-        refused = evidence.refusal(snap, state, arrival=arrival)
-        return None if refused is None else self.inputs.scrub(refused)
-
-    def _escalation(
-        self, d: Decision, snap: Snapshot, state: DecideState
-    ) -> tuple[str | None, str | None]:
-        """Why this answer must go up the chain (and the guard's problem, for the row), or
-        (None, None). Blocked is an answer; done is one only on evidence."""
-        if d.done:
-            refused = self._done_refused(snap, state)
-            return (None, None) if refused is None else (f"done refused: {refused}", refused)
-        if d.blocked:
-            return None, None
-        if d.confidence < self.params.min_confidence:
-            low = (
-                f"confidence {d.confidence:.2f} is below min_confidence "
-                f"{self.params.min_confidence:.2f}"
-            )
-            return low, None
-        problem = self.guards.unsafe(d, snap)
-        if not problem:
-            return None, None
-        problem = self.inputs.scrub(problem)  # it quotes a control's name as the screen shows it
-        return problem, problem
-
-    def _judge(
-        self, d: Decision, snap: Snapshot, state: DecideState, *, checked: bool = False
-    ) -> Callable[[Row], Step] | None:
-        """The step's end when the decision says so or cannot be acted on safely, else None.
-        `checked`: the escalation causes (confidence, guards) were already checked."""
-        if d.done:
-            reason = d.reason or "the decider reports the goal reached"
-            return lambda row: (row.finish(Outcome.DONE), End(RunStatus.DONE, reason))
-        if d.blocked:
-            reason = d.reason or "the decider reports it cannot progress"
-            return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
-        why, problem = (None, None) if checked else self._escalation(d, snap, state)
-        if why is not None:
-            return lambda row: (
-                row.finish(Outcome.ESCALATED, error=problem),
-                End(RunStatus.ESCALATED, why),
-            )
-        return None
+    def _arrival(self, snap: Snapshot, state: DecideState) -> bool:
+        """Whether `snap` is the screen the run started on (`workers.core.evidence`)."""
+        return state.step == 1 or (bool(snap.fingerprint) and snap.fingerprint == self.arrival)
 
     def _act(self, row: Row, snap: Snapshot, d: Decision, target: Candidate) -> Step:
         pinned = snap.pin(target.ref)
@@ -412,6 +370,7 @@ def run_goal(
     next decider of `escalate_to`; only after the last one does the run end `escalated`.
     With `memory`, a screen decided before in a `done` run is decided from it (verified by
     the settle diff), and this run's decisions are remembered if it ends `done`."""
+    given = inputs or Inputs()
     return _Run(
         device=device,
         goal=goal,
@@ -419,11 +378,11 @@ def run_goal(
             Tier(decider_name or (memory.decider if memory else "decider"), decider),
             *escalate_to,
         ),
-        inputs=inputs or Inputs(),
+        inputs=given,
         params=params,
         should_cancel=should_cancel,
-        guards=Guards(inputs or Inputs(), word_pattern(dangerous)),
-        repeats=Repeats(inputs or Inputs()),
+        judge=Judge(params, Guards(given, word_pattern(dangerous)), given),
+        repeats=Repeats(given),
         sleep=sleep,
         clock=clock,
         memory=memory,

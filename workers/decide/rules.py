@@ -45,161 +45,28 @@ from dataclasses import dataclass
 
 from workers.core.evidence import interstitial
 from workers.core.model import Candidate, DecideState, Decision, Kind
-
-SUCCESS_WORDS = (
-    "welcome",
-    "signed in",
-    "logged in",
-    "you're in",
-    "you are in",
-    "success",
-    "willkommen",
-    "angemeldet",
+from workers.decide.vocabulary import (
+    ACCEPTING,
+    ALTERNATE,
+    AMBIGUOUS,
+    CONSENT_TOGGLE,
+    DISMISS,
+    DISTRACTORS,
+    ERROR_WORDS,
+    FIELD_SYNONYMS,
+    FORWARD,
+    FULL_CONSENT,
+    GOAL_PHRASES,
+    MINIMAL_CONSENT,
+    MINIMAL_PERMISSION,
+    NEVER_ON_DIALOGS,
+    PASSWORD_LIKE,
+    PRESSABLE,
+    REJECTING,
+    SIGN_IN_GOALS,
+    SUCCESS_WORDS,
+    UNDERSTOOD,
 )
-AMBIGUOUS = 0.4
-"""The confidence of a press between equally matching controls: below the default
-`min_confidence`, so the step escalates (to the next decider, then a person)."""
-SIGN_IN_GOALS = ("sign in", "log in", "login", "signin", "sign on", "log on", "continue as")
-"""The goals this decider understands: the sign-in family."""
-UNDERSTOOD = '"Sign in", "Log in", "Continue as <name>", "Sign in with <method>"'
-ERROR_WORDS = (
-    "wrong",
-    "incorrect",
-    "invalid",
-    "try again",
-    "too many attempts",
-    "locked",
-    "failed",
-    "not recognised",
-    "not recognized",
-    "doesn't match",
-    "does not match",
-)
-
-_FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "email": (
-        "email",
-        "e-mail",
-        "mail",
-        "username",
-        "user name",
-        "login",
-        "apple id",
-        "e-mail-adresse",
-    ),
-    "username": ("username", "user name", "user id", "login", "email", "account"),
-    "user": ("username", "user name", "user", "login", "email"),
-    "login": ("login", "username", "email"),
-    "phone": ("phone", "mobile", "telephone", "cell"),
-    "code": (
-        "code",
-        "otp",
-        "one-time",
-        "verification",
-        "passcode",
-        "digit",
-        "pin",
-        "bestätigungscode",
-    ),
-    "otp": ("code", "otp", "one-time", "verification", "passcode", "digit"),
-    "password": ("password", "passphrase", "pass word", "pwd", "passwort", "kennwort"),
-    "pin": ("pin", "passcode"),
-    "name": ("full name", "name"),
-}
-_PASSWORD_LIKE = ("password", "passphrase", "passwd", "pwd", "pass", "pin", "passcode", "secret")
-
-_GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
-    ("sign in", "log in", "login", "signin", "sign on", "log on", "anmelden", "einloggen"),
-    ("sign up", "register", "create account", "create an account", "join"),
-    ("verify", "confirm", "submit code"),
-    ("continue", "next", "proceed"),
-    ("submit", "send"),
-    ("allow", "accept", "agree", "ok", "okay"),
-)
-_FORWARD = (
-    "continue",
-    "next",
-    "submit",
-    "verify",
-    "confirm",
-    "sign in",
-    "log in",
-    "go",
-    "send code",
-    "get code",
-    "send me a code",
-    "text me a code",
-    "weiter",
-    "fortfahren",
-    "bestätigen",
-    "code senden",
-)
-_ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
-_REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
-_DISTRACTORS = (
-    "forgot",
-    "reset",
-    "create account",
-    "create an account",
-    "sign up",
-    "register",
-    "resend",
-    "cancel",
-    "back",
-    "help",
-    "privacy",
-    "terms",
-    "sign out",
-    "log out",
-    "delete",
-    "skip",
-    "vergessen",
-    "konto erstellen",
-    "registrieren",
-    "abbrechen",
-    "zurück",
-    "abmelden",
-)
-_ALTERNATE = re.compile(r"\b(with|using|via)\s+(?!app\b|the app\b)\w+")
-""""Sign in with Apple" / "Continue with Google": an alternate route, not the goal's own."""
-_CONSENT_TOGGLE = ("agree", "accept", "terms", "consent")
-_MINIMAL_CONSENT = (
-    "reject all",
-    "necessary only",
-    "only necessary",
-    "essential only",
-    "only essential",
-    "accept necessary",
-    "use necessary cookies only",
-    "reject",
-    "decline",
-)
-"""On a consent / cookie / privacy dialog, the least the flow needs: pressed first."""
-_FULL_CONSENT = ("accept all", "allow all", "accept", "agree", "i agree", "ok", "got it")
-_DISMISS = (
-    "not now",
-    "maybe later",
-    "later",
-    "remind me later",
-    "no thanks",
-    "skip",
-    "close",
-    "continue",
-    "dismiss",
-)
-"""On a "rate this app" / "what's new" / update interstitial: what gets it out of the way."""
-_MINIMAL_PERMISSION = (
-    "allow once",
-    "only this time",
-    "while using the app",
-    "allow while using app",
-    "allow",
-    "ok",
-)
-"""On a permission prompt, the narrowest grant that lets the flow on."""
-_NEVER_ON_DIALOGS = ("manage", "settings", "customise", "customize", "options", "preferences")
-"""A dialog's controls that open more choices instead of closing it: never pressed."""
-_PRESSABLE = {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
 
 
 def _norm(text: str) -> str:
@@ -290,17 +157,17 @@ class RulesDecider:
         if kind is None:
             return None
         order = {
-            "consent": (_MINIMAL_CONSENT, _FULL_CONSENT),
-            "permission": (_MINIMAL_PERMISSION,),
-        }.get(kind, (_DISMISS,))
+            "consent": (MINIMAL_CONSENT, FULL_CONSENT),
+            "permission": (MINIMAL_PERMISSION,),
+        }.get(kind, (DISMISS,))
         pressable = [
             c
             for c in state.candidates
-            if c.kind in _PRESSABLE
+            if c.kind in PRESSABLE
             and c.enabled
-            and not any(_has(_norm(c.name), w) for w in _NEVER_ON_DIALOGS)
+            and not any(_has(_norm(c.name), w) for w in NEVER_ON_DIALOGS)
             # a permission's "Don't Allow" is no grant at all: the flow may need it
-            and not (kind == "permission" and any(_has(_norm(c.name), w) for w in _REJECTING))
+            and not (kind == "permission" and any(_has(_norm(c.name), w) for w in REJECTING))
         ]
         for score, words in zip((0.9, 0.8), order, strict=False):
             for w in words:
@@ -357,10 +224,10 @@ class RulesDecider:
         spaced = _norm(key.replace("_", " "))
         if name and (_has(name, spaced) or _has(name.replace(" ", ""), key)):
             return 0.95, f"field named like input {input_name!r}"
-        for syn in _FIELD_SYNONYMS.get(key, ()):
+        for syn in FIELD_SYNONYMS.get(key, ()):
             if _has(name, syn):
                 return 0.9, f"{syn!r} is a synonym of {input_name!r}"
-        if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in _PASSWORD_LIKE):
+        if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in PASSWORD_LIKE):
             return 0.85, f"secure field takes the password-like input {input_name!r}"
         return 0.0, ""
 
@@ -372,7 +239,7 @@ class RulesDecider:
                 continue
             for input_name in untyped:
                 if c.kind is Kind.SECURE_TEXT_FIELD and not any(
-                    p in input_name.casefold() for p in (*_PASSWORD_LIKE, "code", "otp")
+                    p in input_name.casefold() for p in (*PASSWORD_LIKE, "code", "otp")
                 ):
                     continue  # never type an email into a password field
                 score, why = self._field_score(c, input_name)
@@ -397,7 +264,7 @@ class RulesDecider:
             name = _norm(c.name)
             off = c.value.strip().casefold() in {"", "0", "false", "off", "unchecked"}
             pressed_before = any(f"pressed {c.name}" in h for h in state.history)
-            if off and not pressed_before and any(_has(name, w) for w in _CONSENT_TOGGLE):
+            if off and not pressed_before and any(_has(name, w) for w in CONSENT_TOGGLE):
                 return Decision(target=c.ref, confidence=0.7, reason=f"switch on {c.name!r}")
         return None
 
@@ -406,7 +273,7 @@ class RulesDecider:
     @staticmethod
     def _goal_phrases(goal: str) -> list[str]:
         phrases = [goal] if goal else []
-        for group in _GOAL_PHRASES:
+        for group in GOAL_PHRASES:
             if any(_has(goal, p) for p in group):
                 phrases.extend(group)
         return phrases
@@ -415,7 +282,7 @@ class RulesDecider:
         phrases = self._goal_phrases(goal)
         scored: list[_Scored] = []
         for c in state.candidates:
-            if c.kind not in _PRESSABLE:
+            if c.kind not in PRESSABLE:
                 continue
             s = self._press_score(_norm(c.name), goal, phrases, state.input_names)
             if s is not None:
@@ -434,8 +301,8 @@ class RulesDecider:
         tiers: tuple[tuple[float, Iterable[str], bool, str], ...] = (
             (0.95, phrases, True, "goal: {} means the goal"),
             (0.85, phrases, False, "goal: contains {}"),
-            (0.8, _FORWARD, False, "forward verb {}"),
-            (0.75, _ACCEPTING, False, "accepting verb {}"),
+            (0.8, FORWARD, False, "forward verb {}"),
+            (0.75, ACCEPTING, False, "accepting verb {}"),
         )
         for score, words, exact, why in tiers:
             for w in words:
@@ -447,10 +314,10 @@ class RulesDecider:
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
-    if any(_has(name, r) for r in _REJECTING) and not any(_has(goal, r) for r in _REJECTING):
+    if any(_has(name, r) for r in REJECTING) and not any(_has(goal, r) for r in REJECTING):
         return True
-    alternate = _ALTERNATE.search(name)
+    alternate = ALTERNATE.search(name)
     method = alternate.group(0).split()[-1] if alternate else ""
     if alternate and not _has(goal, alternate.group(0)) and method not in inputs:
         return True  # "Continue with email" is the way when the caller gave an email
-    return any(_has(name, d) and not _has(goal, d) for d in _DISTRACTORS)
+    return any(_has(name, d) and not _has(goal, d) for d in DISTRACTORS)

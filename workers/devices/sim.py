@@ -30,15 +30,7 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
 from workers.core.projection import build_snapshot
-from workers.devices.sim_apps import (
-    TEXT_KINDS,
-    WAIT_SCREEN,
-    App,
-    Element,
-    Screen,
-    make_app,
-    valid,
-)
+from workers.devices.sim_apps import make_app
 from workers.devices.sim_options import (
     DEFAULT_SIM,
     NO_FAULTS,
@@ -47,6 +39,7 @@ from workers.devices.sim_options import (
     Latencies,
     SimOptions,
 )
+from workers.devices.sim_screens import TEXT_KINDS, WAIT_SCREEN, App, Element, Screen, valid
 
 __all__ = [
     "DEFAULT_SIM",
