@@ -13,13 +13,17 @@ import threading
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
+from workers.core.errors import ConfigError
+from workers.core.model import InputValue, Platform
 from workers.devices.agent_device_secrets import (
     PLACEHOLDER_PREFIX,
     SecretChannel,
     channel_dir,
     install_shim,
     mark_daemon,
+    typed_value,
 )
 
 SECRET = "s3cret 'with' $pace\\s; `and` \"quotes\""
@@ -143,3 +147,28 @@ def test_the_channel_belongs_to_the_daemon_started_with_the_shim(state):
     real = state_dir.parent / "real bin"
     install_shim(state_dir, str(real))  # a new daemon is being started: unmarked again
     assert SecretChannel.of_daemon(state_dir, 4242) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "platform"),
+    [
+        (InputValue(name="email", value=SecretStr("a@b.c")), Platform.LINUX),
+        (InputValue(name="password", value=SecretStr(""), sensitive=True), Platform.LINUX),
+        (InputValue(name="password", value=SecretStr(SECRET), sensitive=True), Platform.ANDROID),
+    ],
+)
+def test_what_is_sent_as_is(value: InputValue, platform: Platform):
+    """A plain value, an empty secret (a fill that clears the field types nothing), and a
+    secret off the Linux desktop go as they are, with or without a channel."""
+    with typed_value(value, platform, None) as sent:
+        assert sent == value.reveal()
+
+
+def test_a_linux_secret_without_a_channel_is_refused():
+    value = InputValue(name="password", value=SecretStr(SECRET), sensitive=True)
+    with (
+        pytest.raises(ConfigError, match="no secret channel") as info,
+        typed_value(value, Platform.LINUX, None),
+    ):
+        pass
+    assert SECRET not in str(info.value)

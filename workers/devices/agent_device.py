@@ -9,12 +9,9 @@ What it does at this edge:
 - checks the daemon's version (and, over HTTP, `rpcProtocolVersion`) at connect;
 - snapshots with `snapshotInteractiveOnly`; an empty tree on success is `EmptySnapshotError`;
 - presses/fills only pinned refs (`@e5~s652468`) with `settle`, and reads the settle diff;
-- sends a sensitive value with `recordAs` (recording armed at open), so agent-device keeps the
-  literal out of its response, state and scripts. On the Linux desktop the value is not sent at
-  all: agent-device would type it as `xdotool type -- <value>`, on a command line every local
-  user can read, so the fill carries a placeholder and the value goes over a FIFO to the xdotool
-  that types it (`agent_device_secrets`); a secret fill on a Linux daemon without that channel
-  is refused. On iOS and Android the literal is sent once, over loopback, in the fill request;
+- fills a secret with `recordAs` (recording armed at open: no literal in agent-device's replies,
+  state, scripts); on Linux as a placeholder, its value over a FIFO to xdotool, never on a command
+  line (`agent_device_secrets.typed_value`); elsewhere the literal goes once, over loopback;
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
 - maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
@@ -57,7 +54,7 @@ from workers.devices.agent_device_replies import (
     refs_generation,
     settle_result,
 )
-from workers.devices.agent_device_secrets import SecretChannel
+from workers.devices.agent_device_secrets import SecretChannel, typed_value
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
@@ -118,9 +115,7 @@ class AgentDeviceDevice:
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
-        the armed recording is published on close; needed for sensitive fills.
-        `secret_channel`: how the Linux daemon's xdotool gets a secret; needed for sensitive
-        fills on Linux."""
+        the armed recording is published on close; needed for sensitive fills."""
         self._transport = transport
         self._token = token
         self._platform = platform
@@ -182,9 +177,7 @@ class AgentDeviceDevice:
             record_script=record,
             settle_quiet_ms=settle_quiet_ms,
             action_timeout_ms=action_timeout_ms,
-            secret_channel=(
-                SecretChannel.of_daemon(state_dir, info.pid) if platform is Platform.LINUX else None
-            ),
+            secret_channel=SecretChannel.of_daemon(state_dir, info.pid),
         )
         try:
             dev.open()
@@ -252,9 +245,8 @@ class AgentDeviceDevice:
             flags["recordAs"] = record_name(value.name)
             if literal:
                 self._secrets.add(literal)
-            if literal and self._platform is Platform.LINUX:
-                return self._fill_through_channel(pinned_ref, value, literal, flags)
-        return self._settled("fill", pinned_ref, [pinned_ref, literal], flags, literal=literal)
+        with typed_value(value, self._platform, self._secret_channel) as sent:
+            return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
 
     def close(self) -> None:
         try:
@@ -272,23 +264,6 @@ class AgentDeviceDevice:
                 self._record_script.unlink(missing_ok=True)
 
     # -- internals --------------------------------------------------------------------------
-
-    def _fill_through_channel(
-        self, pinned_ref: str, value: InputValue, literal: str, flags: dict[str, Any]
-    ) -> ActionResult:
-        """A secret fill on the Linux desktop: a placeholder to the daemon, the value over the
-        FIFO its xdotool shim reads (`agent_device_secrets`)."""
-        if self._secret_channel is None:
-            raise ConfigError(
-                f"input {value.name!r} is sensitive and this Linux daemon has no secret channel: "
-                "agent-device would type it on xdotool's command line",
-                hint="let goalfleet start the daemon (goalfleet run --device agent-device:linux, "
-                "or goalfleet worker), which types secrets from a pipe",
-            )
-        with self._secret_channel.handing(literal) as placeholder:
-            return self._settled(
-                "fill", pinned_ref, [pinned_ref, placeholder], flags, literal=literal
-            )
 
     def _close_session(self) -> None:
         try:

@@ -37,12 +37,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.core.errors import ConfigError
+from workers.core.model import InputValue, Platform
+
 __all__ = [
     "PLACEHOLDER_PREFIX",
     "SecretChannel",
     "channel_dir",
     "install_shim",
     "mark_daemon",
+    "typed_value",
 ]
 
 PLACEHOLDER_PREFIX = "goalfleet-secret:"
@@ -155,6 +159,29 @@ class SecretChannel:
             yield f"{PLACEHOLDER_PREFIX}{nonce}"
         finally:
             _finish(fifo, writer)
+
+
+@contextlib.contextmanager
+def typed_value(
+    value: InputValue, platform: Platform, channel: SecretChannel | None
+) -> Iterator[str]:
+    """What a fill sends the daemon for `value`: the literal, except for a (non-empty) secret
+    on the Linux desktop, where it is a placeholder while the value waits in `channel`'s FIFO.
+    A Linux daemon without a channel (one goalfleet did not start) would put the secret on
+    xdotool's command line: refused."""
+    literal = value.reveal()
+    if not (value.sensitive and literal and platform is Platform.LINUX):
+        yield literal
+        return
+    if channel is None:
+        raise ConfigError(
+            f"input {value.name!r} is sensitive and this Linux daemon has no secret channel: "
+            "agent-device would type it on xdotool's command line",
+            hint="let goalfleet start the daemon (goalfleet run --device agent-device:linux, "
+            "or goalfleet worker), which types secrets from a pipe",
+        )
+    with channel.handing(literal) as placeholder:
+        yield placeholder
 
 
 class _Writer(threading.Thread):
