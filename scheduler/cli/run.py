@@ -28,6 +28,7 @@ from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
+from workers.devices.probe import probe_device
 from workers.devices.sim import SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
@@ -136,6 +137,7 @@ def main(args: argparse.Namespace) -> int:
         logging.getLogger("instructor").setLevel(logging.CRITICAL)
         decider = make_decider(args.decider, settings.model_settings())
         memory = _memory(args, settings)
+        probe_device(args.device, os.environ)  # what this host lacks, in our words (exit 3)
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
         return report(exc, "run")

@@ -31,6 +31,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.devices.sim import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
+from workers.fleet.setup_check import check_worker_setup
 from workers.fleet.timings import publish_at_start
 from workers.settings import Settings
 from workers.telemetry.metrics import ensure_multiproc_env
@@ -76,6 +77,23 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         default="",
         metavar="JSON",
         help='sim: fault injection, e.g. {"disconnect_after": 0} or {"transient_rate": 0.1}',
+    )
+    p.add_argument(
+        "--decider",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a decider runs here will ask for, e.g. openai/gpt-4o-mini: built at start, so a "
+        "missing model key stops the worker, not its runs (repeatable; GOALFLEET_ESCALATE_TO's "
+        "are always checked)",
+    )
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a secret this worker holds: GOALFLEET_SECRET_<NAME> must be set at start "
+        "(repeatable)",
     )
     add_log_args(p)
     p.add_argument(
@@ -184,6 +202,11 @@ def _reexec_with_metrics_dir(args: argparse.Namespace) -> None:
 @with_settings("worker")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     spec = spec_from(args)
+    # the device's tools and the device itself, the deciders, the secrets: one line and exit 3
+    # before anything is registered or written to Redis
+    check_worker_setup(
+        spec.device_spec, settings, os.environ, deciders=args.decider, secrets=args.secret
+    )
     check_redis(settings.redis_url)
     # other timings than the fleet's: one line, exit 2, before anything starts
     publish_at_start(settings, role="worker", who=spec.name)

@@ -41,6 +41,7 @@ from workers.devices.agent_device import (
     record_name,
 )
 from workers.devices.agent_device_daemon import DaemonInfo
+from workers.devices.agent_device_secrets import PLACEHOLDER_PREFIX, SecretChannel
 from workers.devices.agent_device_wire import HttpTransport, SocketTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
@@ -83,15 +84,20 @@ class ScriptedDaemon:
 
 
 def device(
-    *replies: dict[str, Any], record: bool = True, clock: Callable[[], float] = time.perf_counter
+    *replies: dict[str, Any],
+    record: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+    platform: Platform = Platform.LINUX,
+    channel: SecretChannel | None = None,
 ) -> tuple[AgentDeviceDevice, ScriptedDaemon]:
     wire = ScriptedDaemon([OK_OPEN, *replies])
     dev = AgentDeviceDevice(
         wire.transport,
         token="tok-123",
-        platform=Platform.LINUX,
+        platform=platform,
         record_script=Path("/tmp/gf/scripts/goalfleet.ad") if record else None,  # noqa: S108
         clock=clock,
+        secret_channel=channel,
     )
     dev.open()
     return dev, wire
@@ -227,15 +233,42 @@ def test_plain_fill_drops_the_echoed_text_and_logs_no_value():
     assert "alice@example.com" not in repr(logs)
 
 
-def test_sensitive_fill_uses_record_as_and_leaks_nowhere():
-    """A secret goes with recordAs=PASSWORD; it is in no log line or result."""
-    dev, wire = device(fx("fill_password_record_as"))
+def test_sensitive_fill_uses_record_as_and_leaks_nowhere(tmp_path):
+    """On Linux a secret goes as a placeholder with recordAs=PASSWORD, its value over the FIFO
+    (nobody reads it here: it is dropped, the FIFO removed); it is in no request, log line or
+    result."""
+    dev, wire = device(fx("fill_password_record_as"), channel=SecretChannel(tmp_path))
     with capture_logs() as logs:
         result = dev.fill("@e5~s1", secret_input())
+    ref, placeholder = wire.requests[1]["positionals"]
+    assert ref == "@e5~s1"
+    assert placeholder.startswith(PLACEHOLDER_PREFIX)
     assert wire.requests[1]["flags"]["recordAs"] == "PASSWORD"
+    assert SECRET not in json.dumps(wire.requests)
     assert SECRET not in repr(result)
     assert SECRET not in repr(logs)
     assert logs[-1]["target"] == "@e5~s1"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sensitive_fill_on_linux_without_a_channel_is_refused_before_the_wire():
+    """A Linux daemon goalfleet did not start with its xdotool shim would put the value on
+    xdotool's command line: refused, naming what to do instead."""
+    dev, wire = device()
+    with pytest.raises(ConfigError, match="secret channel") as info:
+        dev.fill("@e5~s1", secret_input())
+    assert "goalfleet" in info.value.hint
+    assert SECRET not in str(info.value)
+    assert len(wire.requests) == 1
+
+
+def test_sensitive_fill_off_linux_sends_the_literal_with_record_as():
+    """iOS and Android daemons type over their own runner / adb: the literal goes over
+    loopback once, with recordAs."""
+    dev, wire = device(fx("fill_password_record_as"), platform=Platform.IOS)
+    dev.fill("@e5~s1", secret_input())
+    assert wire.requests[1]["positionals"] == ["@e5~s1", SECRET]
+    assert wire.requests[1]["flags"]["recordAs"] == "PASSWORD"
 
 
 def test_sensitive_fill_without_recording_is_refused_before_the_wire():
@@ -257,7 +290,7 @@ def test_failed_fill_scrubs_the_value_from_the_error():
             "hint": SECRET,
         },
     }
-    dev, _ = device(reply)
+    dev, _ = device(reply, platform=Platform.IOS)
     with capture_logs() as logs, pytest.raises(FatalDeviceError) as info:
         dev.fill("@e5~s1", secret_input())
     assert SECRET not in str(info.value)
@@ -265,13 +298,13 @@ def test_failed_fill_scrubs_the_value_from_the_error():
     assert SECRET not in repr(logs)
 
 
-def test_typed_secret_is_masked_in_later_snapshots():
+def test_typed_secret_is_masked_in_later_snapshots(tmp_path):
     """A secret typed into a plain field shows up as that field's label; it is masked."""
     snap = fx("snapshot_filled")
     for node in snap["data"]["nodes"]:
         if node.get("label") == "alice@example.com":
             node["label"] = SECRET
-    dev, _ = device(fx("fill_password_record_as"), snap)
+    dev, _ = device(fx("fill_password_record_as"), snap, channel=SecretChannel(tmp_path))
     dev.fill("@e5~s1", secret_input())
     shot = dev.snapshot()
     assert SECRET not in shot.model_dump_json()

@@ -32,12 +32,12 @@ CASES: dict[str, tuple[list[str], int, str]] = {
     "run-ios-on-linux": (
         ["run", "--device", "ios:00000000-0000-0000-0000-000000000000", *SIGN_IN],
         3,
-        "goalfleet run: ",
+        "iOS simulators and devices are driven through Xcode, on a macOS host",
     ),
     "run-android-without-adb": (
         ["run", "--device", "android:emulator-5554", *SIGN_IN],
         3,
-        "goalfleet run: ",
+        "goalfleet run: android:emulator-5554: adb ",
     ),
     "run-bad-spec": (["run", "--device", "usb:1", *SIGN_IN], 2, "not a device spec"),
     "submit-bad-input": (["submit", *SIGN_IN[:2], "--input", "email"], 2, "NAME=VALUE"),
@@ -68,6 +68,36 @@ CASES: dict[str, tuple[list[str], int, str]] = {
         ["worker", "--device", "ios-1", "--platform", "ios"],
         3,
         "cannot reach Redis at redis://127.0.0.1:1/0",
+    ),
+    # set-up checked before Redis is even asked (tests/unit/test_worker_setup.py: nothing
+    # is written to it)
+    "worker-ios-on-linux": (
+        ["worker", "--device", "ios-1", "--platform", "ios", "--backend", "agent-device"],
+        3,
+        "goalfleet worker: ios:ios-1: iOS simulators and devices are driven through Xcode",
+    ),
+    "worker-android-without-adb": (
+        [
+            *("worker", "--device", "emulator-5554", "--platform", "android"),
+            *("--backend", "agent-device"),
+        ],
+        3,
+        "goalfleet worker: android:emulator-5554: adb ",
+    ),
+    "worker-secret-not-held": (
+        ["worker", "--device", "ios-1", "--platform", "ios", "--secret", "GF_CASE_UNSET"],
+        3,
+        "GOALFLEET_SECRET_GF_CASE_UNSET is not set in its environment (export",
+    ),
+    "worker-secret-value": (
+        ["worker", "--device", "ios-1", "--platform", "ios", "--secret", "pw=hunter2"],
+        2,
+        "never the value",
+    ),
+    "worker-bad-decider": (
+        ["worker", "--device", "ios-1", "--platform", "ios", "--decider", "magic"],
+        2,
+        "--decider: decider 'magic' is not a decider",
     ),
     "scheduler-no-redis": (["scheduler"], 3, "cannot reach Redis at redis://127.0.0.1:1/0"),
     "run-bad-decider": (

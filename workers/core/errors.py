@@ -2,6 +2,8 @@
 
     GoalfleetError
     ├── ConfigError                 bad settings or bad caller input, found before anything runs
+    ├── SetupError                  this host lacks what a device or a worker needs (a tool, the
+    │                               device, a model key, a secret): found at start, exit 3
     ├── DeviceError                 what the device side reports (translated at the adapter edge)
     │   ├── StaleRefError           the pinned ref is stale: re-snapshot and decide again
     │   ├── TransientDeviceError    worth a bounded retry (device busy, timeout, dropped connection)
@@ -81,6 +83,11 @@ class GoalfleetError(Exception):
 
 
 class ConfigError(GoalfleetError, code="CONFIG"): ...
+
+
+class SetupError(GoalfleetError, code="SETUP"):
+    """What is missing on this host, and (its hint) the fix, in goalfleet's own terms: a worker
+    refuses to start with it, before it registers."""
 
 
 class DeviceError(GoalfleetError, code="DEVICE"):

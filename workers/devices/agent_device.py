@@ -9,10 +9,9 @@ What it does at this edge:
 - checks the daemon's version (and, over HTTP, `rpcProtocolVersion`) at connect;
 - snapshots with `snapshotInteractiveOnly`; an empty tree on success is `EmptySnapshotError`;
 - presses/fills only pinned refs (`@e5~s652468`) with `settle`, and reads the settle diff;
-- sends a sensitive value with `recordAs` (recording armed at open), so agent-device keeps the
-  literal out of its response, state and scripts; the literal is still sent once, over loopback,
-  in the fill request, because agent-device types what it is given (`AD_VAR_<NAME>` is read only
-  when a recorded script is replayed, never by a live fill);
+- fills a secret with `recordAs` (recording armed at open: no literal in agent-device's replies,
+  state, scripts); on Linux as a placeholder, its value over a FIFO to xdotool, never on a command
+  line (`agent_device_secrets.typed_value`); elsewhere the literal goes once, over loopback;
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
 - maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
@@ -55,6 +54,7 @@ from workers.devices.agent_device_replies import (
     refs_generation,
     settle_result,
 )
+from workers.devices.agent_device_secrets import SecretChannel, typed_value
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
@@ -111,6 +111,7 @@ class AgentDeviceDevice:
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         clock: Callable[[], float] = time.perf_counter,
         on_close: Callable[[], None] | None = None,
+        secret_channel: SecretChannel | None = None,
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
@@ -126,6 +127,7 @@ class AgentDeviceDevice:
         self.action_timeout_ms = action_timeout_ms
         self._clock = clock
         self._on_close = on_close
+        self._secret_channel = secret_channel
         self._secrets: set[str] = set()
         self._opened = False
         self.last_daemon_ms: float | None = None
@@ -175,6 +177,7 @@ class AgentDeviceDevice:
             record_script=record,
             settle_quiet_ms=settle_quiet_ms,
             action_timeout_ms=action_timeout_ms,
+            secret_channel=SecretChannel.of_daemon(state_dir, info.pid),
         )
         try:
             dev.open()
@@ -242,7 +245,8 @@ class AgentDeviceDevice:
             flags["recordAs"] = record_name(value.name)
             if literal:
                 self._secrets.add(literal)
-        return self._settled("fill", pinned_ref, [pinned_ref, literal], flags, literal=literal)
+        with typed_value(value, self._platform, self._secret_channel) as sent:
+            return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
 
     def close(self) -> None:
         try:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
 from workers.devices.agent_device_owner import Owner, clear_owner, write_owner
+from workers.devices.agent_device_secrets import install_shim, mark_daemon
 from workers.processes import Child, Stoppable, pid_alive, spawn
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
@@ -146,6 +147,9 @@ def start_daemon(
     `claims_dir`: where it records device claims; give each Linux-desktop daemon its own
     (e.g. `state_dir / "claims"`). None keeps agent-device's host-wide default, which is right
     for real simulators/emulators shared by several daemons on one host.
+
+    A Linux-desktop daemon (`DISPLAY` in `env`) gets goalfleet's xdotool shim first on its PATH,
+    so a secret is typed from a FIFO, never from a command line (`agent_device_secrets`).
     """
     entry = package_dir / DAEMON_ENTRY
     if not entry.is_file():
@@ -163,15 +167,7 @@ def start_daemon(
                 hint="one daemon per state dir: reuse it or stop it first",
             )
         stale.unlink()
-    full_env = dict(env)
-    full_env["AGENT_DEVICE_STATE_DIR"] = str(state_dir)
-    full_env["AGENT_DEVICE_DAEMON_SERVER_MODE"] = server_mode
-    full_env["AGENT_DEVICE_NO_UPDATE_NOTIFIER"] = "1"
-    if claims_dir is not None:
-        claims_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        full_env["AGENT_DEVICE_CLAIMS_DIR"] = str(claims_dir)
-    if idle_timeout_ms is not None:
-        full_env["AGENT_DEVICE_DAEMON_IDLE_TIMEOUT_MS"] = str(idle_timeout_ms)
+    full_env, shimmed = _daemon_env(state_dir, env, server_mode, claims_dir, idle_timeout_ms)
     log_path = state_dir / "daemon.stdout.log"
     try:
         child = spawn([node, str(entry)], env=full_env, log=log_path, name="agent-device")
@@ -189,6 +185,8 @@ def start_daemon(
         info = read_daemon_info(state_dir)
         if info is not None and info.pid == child.pid:
             write_owner(state_dir, Owner.this_process(child.pid, env))
+            if shimmed:
+                mark_daemon(state_dir, child.pid)
             return DaemonProcess(child=child, state_dir=state_dir, info=info)
         time.sleep(0.02)
     child.stop()
@@ -197,3 +195,27 @@ def start_daemon(
         code="DAEMON_START",
         hint=f"see {log_path}",
     )
+
+
+def _daemon_env(
+    state_dir: Path,
+    env: dict[str, str],
+    server_mode: ServerMode,
+    claims_dir: Path | None,
+    idle_timeout_ms: int | None,
+) -> tuple[dict[str, str], bool]:
+    """`env` with the daemon's AGENT_DEVICE_* settings, and for a Linux-desktop daemon the
+    xdotool shim's dir first on PATH; and whether the shim is there."""
+    full_env = dict(env)
+    full_env["AGENT_DEVICE_STATE_DIR"] = str(state_dir)
+    full_env["AGENT_DEVICE_DAEMON_SERVER_MODE"] = server_mode
+    full_env["AGENT_DEVICE_NO_UPDATE_NOTIFIER"] = "1"
+    if claims_dir is not None:
+        claims_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        full_env["AGENT_DEVICE_CLAIMS_DIR"] = str(claims_dir)
+    if idle_timeout_ms is not None:
+        full_env["AGENT_DEVICE_DAEMON_IDLE_TIMEOUT_MS"] = str(idle_timeout_ms)
+    shim_dir = install_shim(state_dir, full_env.get("PATH", "")) if "DISPLAY" in env else None
+    if shim_dir is not None:
+        full_env["PATH"] = os.pathsep.join([str(shim_dir), full_env["PATH"]])
+    return full_env, shim_dir is not None
