@@ -65,7 +65,8 @@ def main() -> None:
             store.reserve(rid, d)
             claim = store.runs.claim(rid, d, f"w@{d}", cap=3)
             record = store.load(rid)
-            assert record is not None and claim.token
+            if record is None or not claim.token:
+                raise SystemExit(f"run {rid} could not be claimed")
             store.runs.finish(
                 record,
                 claim.token,
