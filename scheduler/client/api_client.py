@@ -150,6 +150,13 @@ class FleetClient:
             self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": str(after)})
         )
 
+    def screenshot(self, run_id: str, index: int) -> bytes:
+        """Step `index`'s picture (PNG bytes); `ApiError` 404 when it has none."""
+        status, data = self._send("GET", f"/v1/runs/{run_id}/steps/{index}/screenshot")
+        if status >= 400:  # noqa: PLR2004 - HTTP error statuses
+            raise ApiError(status, json.loads(data))
+        return data
+
     def cancel(self, run_id: str) -> RunRecord:
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
 
