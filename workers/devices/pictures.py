@@ -26,7 +26,7 @@ COLOURS = 64
 """Palette size of a stored picture: UI screens need few colours; a palette PNG is ~4x smaller."""
 DOWNSCALE = 0.8
 """Each try that does not fit the byte cap shrinks the picture to this share."""
-MAX_TRIES = 6
+MAX_TRIES = 8
 
 Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 
@@ -121,7 +121,7 @@ class PillowPictures:
             if len(data) <= max_bytes:
                 return data
             size = (max(1, int(img.width * DOWNSCALE)), max(1, int(img.height * DOWNSCALE)))
-            img = img.resize(size, Image.Resampling.LANCZOS)
+            img = img.resize(size, Image.Resampling.BOX)  # box: fewer new colours than lanczos
         return None
 
 
