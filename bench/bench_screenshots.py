@@ -35,7 +35,9 @@ from workers.fleet.artifacts import FileArtifacts
 from workers.stats import median, percentile
 
 FLOWS = {
-    "privacy": Inputs.of({"phone": "5551234567"}, {"code": OTP_CODE}, plain_fields=frozenset({"code"})),
+    "privacy": Inputs.of(
+        {"phone": "5551234567"}, {"code": OTP_CODE}, plain_fields=frozenset({"code"})
+    ),
     "signin": Inputs.of({"email": "ada@example.com"}, {"password": "pw-of-ada-1"}),
 }
 
@@ -47,7 +49,9 @@ class Timed:
     inner: PillowPictures = field(default_factory=PillowPictures)
     ms: list[float] = field(default_factory=list)
 
-    def finish(self, shot: Screenshot, *, mask: tuple[Rect, ...], mark: Rect | None, max_bytes: int) -> bytes | None:
+    def finish(
+        self, shot: Screenshot, *, mask: tuple[Rect, ...], mark: Rect | None, max_bytes: int
+    ) -> bytes | None:
         t0 = time.perf_counter()
         try:
             return self.inner.finish(shot, mask=mask, mark=mark, max_bytes=max_bytes)
@@ -89,11 +93,14 @@ def flow(app: str, runs: int, root: Path) -> dict[str, float]:
             camera=camera,
             sleep=lambda _: None,
         )
-        assert result.status is RunStatus.DONE, result.reason
+        if result.status is not RunStatus.DONE:
+            raise SystemExit(f"sim:{app}-ios ended {result.status}: {result.reason}")
         steps += len(result.steps)
         snap_ms += [r.snapshot_ms for r in result.steps]
         shot_ms += [r.screenshot_ms for r in result.steps]
-        per_run.append(sum(len(store.get(r.screenshot) or b"") for r in result.steps if r.screenshot))
+        per_run.append(
+            sum(len(store.get(r.screenshot) or b"") for r in result.steps if r.screenshot)
+        )
     wall = time.perf_counter() - started
     files = list(root.rglob("*.png"))
     return {
@@ -114,7 +121,9 @@ def flow(app: str, runs: int, root: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="20 runs of each flow")
     args = ap.parse_args()
@@ -127,7 +136,10 @@ def main() -> None:
     print("| measure | " + " | ".join(f"sim:{a}-ios" for a in results) + " |")
     print("| --- | " + " | ".join("---:" for _ in results) + " |")
     for k in keys:
-        cells = [f"{r[k]:,.3f}" if isinstance(r[k], float) and r[k] < 100 else f"{r[k]:,.0f}" for r in results.values()]
+        cells = [
+            f"{r[k]:,.3f}" if isinstance(r[k], float) and r[k] < 100 else f"{r[k]:,.0f}"
+            for r in results.values()
+        ]
         print(f"| {k} | " + " | ".join(cells) + " |")
 
 
