@@ -9,7 +9,9 @@ root, so they never sit in a settings object that might be printed.
 from __future__ import annotations
 
 import re
+import tempfile
 import urllib.parse
+from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -18,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from workers.core.guards import DEFAULT_DANGEROUS
 from workers.core.records import MAX_LABEL_CHARS, MAX_LABELS
 from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
+from workers.core.shots import ShotMode
 from workers.decide.factory import ModelSettings, check_mode
 from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
 
@@ -96,6 +99,17 @@ class Settings(BaseSettings):
     """How long a finished run, its steps and its batch stay in Redis (0: forever)."""
     result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
     """Celery's own result entries (used only for redelivery de-duplication)."""
+
+    screenshots: ShotMode = "on"
+    """A picture of every step (`on`), none (`off`), or only of the steps that did not move
+    the run forward (`failure-only`). Cheap on the sim (a few ms a step, docs/benchmarks.md)."""
+    artifact_dir: Path = Path(tempfile.gettempdir()) / "goalfleet-artifacts"
+    """Where step pictures are stored, one file per distinct picture (sha256-named): give the
+    API and every worker host the same directory (a shared mount)."""
+    screenshot_max_bytes: Annotated[int, Field(ge=1000)] = 150_000
+    """The most bytes one stored picture may take (downscaled until it fits)."""
+    screenshot_run_budget_bytes: Annotated[int, Field(ge=0)] = 1_500_000
+    """The most bytes of pictures one run may store; later steps say the budget is spent."""
 
     memory: bool = True
     """The fleet-wide switch of the decision memory (`GOALFLEET_MEMORY=false` turns it off;

@@ -20,7 +20,7 @@ from typing import Annotated, TypeVar
 
 import redis
 import structlog
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -34,7 +34,7 @@ from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
-from scheduler.errors import AuthError, InvalidRequestError
+from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
 from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
@@ -43,6 +43,7 @@ from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.fleet.artifacts import artifacts
 from workers.fleet.outages import is_outage
 from workers.settings import Settings
 
@@ -138,6 +139,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         beats = beats or CeleryBeats(graph.celery)
     run_ids = RunIds(client, keys)
     batch_ids = RunIds(client, keys, kind="batch")
+    pictures = artifacts(settings)
     """A run id in a path may be a unique prefix (6+ characters) of one."""
     tokens = Tokens(settings.named_tokens())
     limits = Limits.of(settings)
@@ -228,6 +230,30 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     @app.get("/v1/runs/{run_id}/steps", dependencies=guarded, response_model=list[StepRow])
     def get_steps(run_id: str, after: Annotated[int, Query(ge=0, le=10_000)] = 0) -> list[StepRow]:
         return fleet.steps(run_ids.resolve(run_id), after=after)
+
+    @app.get(
+        "/v1/runs/{run_id}/steps/{index}/screenshot",
+        dependencies=guarded,
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}}, "description": "the step's picture"}},
+    )
+    def get_screenshot(run_id: str, index: Annotated[int, Path(ge=1, le=10_000)]) -> Response:
+        """The picture of step `index`: the screen its decider saw, secrets masked, the acted
+        element outlined (PNG). 404 with the row's note when the step has none."""
+        run_id = run_ids.resolve(run_id)
+        row = next((r for r in fleet.steps(run_id, after=index - 1) if r.index == index), None)
+        if row is None:
+            raise NotFoundError(f"run {run_id!r} has no step {index} (yet)")
+        if row.screenshot is None:
+            why = row.screenshot_note or "the run took no screenshots"
+            raise NotFoundError(f"step {index} of run {run_id!r} has no screenshot: {why}")
+        data = pictures.get(row.screenshot)
+        if data is None:
+            raise NotFoundError(
+                f"the picture of step {index} is not in {settings.artifact_dir} "
+                "(give the API the workers' GOALFLEET_ARTIFACT_DIR)"
+            )
+        return Response(data, media_type="image/png", headers={"Cache-Control": "private"})
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=guarded, response_model=CancelAnswer)
     def cancel(run_id: str) -> CancelAnswer:

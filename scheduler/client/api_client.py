@@ -157,6 +157,13 @@ class FleetClient:
         page = self._call("GET", "/v1/runs", params=params)
         return _RUNS.validate_python(page["runs"]), page["next"]
 
+    def screenshot(self, run_id: str, index: int) -> bytes:
+        """Step `index`'s picture (PNG bytes); `ApiError` 404 when it has none."""
+        status, data = self._send("GET", f"/v1/runs/{run_id}/steps/{index}/screenshot")
+        if status >= 400:  # noqa: PLR2004 - HTTP error statuses
+            raise ApiError(status, json.loads(data))
+        return data
+
     def cancel(self, run_id: str) -> RunRecord:
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
 

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_idle_pick",
         "bench.bench_submit_cpu",
         "bench.bench_api_rate",
+        "bench.bench_screenshots",
     ],
 )
 def test_benchmark_runs_in_quick_mode(module: str) -> None:

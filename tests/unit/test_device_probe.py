@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from workers.core.errors import SetupError
+from workers.devices.agent_device_daemon import DAEMON_ENTRY
 from workers.devices.probe import probe_device
 
 IOS = "ios:00000000-0000-0000-0000-000000000000"
@@ -117,7 +118,10 @@ def test_android_adb_under_android_home_and_a_ready_device(tmp_path: Path, bin_d
     sdk = tmp_path / "sdk"
     sdk.mkdir()
     tool(sdk / "platform-tools", "adb", "echo device")
-    probe_device(ANDROID, env_of(tmp_path, bin_dir, ANDROID_HOME=str(sdk)))
+    package = tmp_path / "agent-device"  # installed, as `make agent-device` leaves it
+    (package / DAEMON_ENTRY).parent.mkdir(parents=True)
+    (package / DAEMON_ENTRY).write_text("")
+    probe_device(ANDROID, env_of(tmp_path, bin_dir, ANDROID_HOME=str(sdk)), package_dir=package)
 
 
 @pytest.mark.parametrize("missing", ["DISPLAY", "DBUS_SESSION_BUS_ADDRESS"])

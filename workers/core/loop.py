@@ -47,6 +47,7 @@ from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.repeats import Repeats
 from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, totals
+from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
 
 MAX_STALE_IN_A_ROW = 3
@@ -75,6 +76,8 @@ class _Run:
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     memory: DecisionMemory | None = None
+    shots: ShotSession | None = None
+    """The run's step pictures (`workers.core.shots`); None: the run takes none."""
     learned: dict[str, Remembered] = field(default_factory=dict)
     """Decisions of this run worth remembering, by key: the last one made on a screen (the one
     that finally left it) wins. Written only if the run ends `done`."""
@@ -131,6 +134,8 @@ class _Run:
         except DeviceError as exc:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
         row.snap = snap
+        if self.shots is not None:
+            self.shots.capture(snap)  # the screen the decider is about to see
         if self.arrival is None:
             self.arrival = snap.fingerprint
         ended = self.repeats.seen(snap)
@@ -255,6 +260,8 @@ class _Run:
         pinned = snap.pin(target.ref)
         value = self.inputs.get(d.input) if target.kind.fillable else None
         if value is not None:
+            if value.sensitive and self.shots is not None:
+                self.shots.filled_secret(snap, target.ref)
             row.action = Action(
                 kind=ActionKind.FILL,
                 ref=target.ref,
@@ -318,6 +325,8 @@ class _Run:
                 break
             row, ended = self.step(index)
             row = self.inputs.scrub_row(row)
+            if self.shots is not None:  # after the scrub: an artifact id is not text
+                row = self.shots.keep(row)
             steps.append(row)
             if on_step is not None:
                 on_step(row)
@@ -360,6 +369,7 @@ def run_goal(
     should_cancel: CancelCheck | None = None,
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
     memory: DecisionMemory | None = None,
+    camera: Camera | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunResult:
@@ -369,7 +379,9 @@ def run_goal(
     On an escalation cause (low confidence, no valid answer, a guard) the same step asks the
     next decider of `escalate_to`; only after the last one does the run end `escalated`.
     With `memory`, a screen decided before in a `done` run is decided from it (verified by
-    the settle diff), and this run's decisions are remembered if it ends `done`."""
+    the settle diff), and this run's decisions are remembered if it ends `done`.
+    With `camera`, each step keeps a picture of the screen the decider saw, secrets masked,
+    the acted element marked (`workers.core.shots`); its artifact id is in the row."""
     given = inputs or Inputs()
     return _Run(
         device=device,
@@ -386,4 +398,5 @@ def run_goal(
         sleep=sleep,
         clock=clock,
         memory=memory,
+        shots=None if camera is None else camera.session(device, inputs or Inputs(), clock),
     ).run(on_step)

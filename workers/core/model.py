@@ -360,6 +360,12 @@ class StepRow(_Frozen):
     seen: DecideState | None = None
     """What the decider was asked (scrubbed: no typed or secret value); None when no decider
     was asked (done_when, a failed snapshot)."""
+    screenshot: str | None = None
+    """The artifact id (sha256 hex) of the step's picture: the screen the decider saw, secrets
+    masked, the acted element marked (`workers.core.shots`)."""
+    screenshot_note: str = ""
+    """Why the step has no picture ("" when it has one or none was asked for)."""
+    screenshot_ms: float = 0.0
 
 
 class ErrorInfo(_Frozen):

@@ -30,6 +30,8 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
 from workers.core.projection import build_snapshot
+from workers.core.shots import Screenshot
+from workers.devices.pictures import Widget, draw_screen
 from workers.devices.sim_apps import make_app
 from workers.devices.sim_options import (
     DEFAULT_SIM,
@@ -133,6 +135,18 @@ class SimDevice:
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
         with self._acting("fill"):
             return self._fill(pinned_ref, value)
+
+    def screenshot(self) -> Screenshot:
+        """The current screen drawn as a person would see it (`ScreenshotPort`): a plain
+        field shows what was typed into it (a one-time code too: the pixels are the app's),
+        a secure field dots. Not a command: fault injection and the command count ignore it;
+        the refs are the last snapshot's (the sim numbers them by position)."""
+        widgets = []
+        for el, node in self._render():
+            value = self.values.get(el.id, "")
+            shown = "•" * len(value) if el.kind == "secure" else value
+            widgets.append(Widget(node.ref, el.kind, el.label, shown, node.enabled is not False))
+        return draw_screen(widgets)
 
     def close(self) -> None:
         if not self.closed:

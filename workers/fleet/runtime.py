@@ -15,7 +15,9 @@ from workers.core.errors import ConfigError
 from workers.core.ports import Decider, DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SecretResolver
+from workers.core.shots import Camera
 from workers.devices.sim import DEFAULT_SIM, SimOptions
+from workers.fleet.artifacts import make_camera
 from workers.fleet.connections import redis_client
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys, worker_name
@@ -54,6 +56,8 @@ class WorkerRuntime:
     make_decider: DeciderMaker
     secrets: SecretResolver
     observers: tuple[RunObserver, ...] = field(default=())
+    camera: Camera | None = None
+    """Step pictures (`workers.fleet.artifacts.make_camera`); None: the runs take none."""
     fence: Fence | None = None
     """The worker's device lease as the run task sees it (made by `start_worker` before the
     pool forks): checked before every device action and by every claim, step write and
@@ -106,6 +110,7 @@ def build_runtime(
         secrets=secrets,
         observers=observers,
         fence=fence,
+        camera=make_camera(settings),
     )
 
 

@@ -255,6 +255,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             ),
             on_step=on_step,
             should_cancel=should_cancel,
+            camera=rt.camera,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
     except LeaseLostError:
