@@ -8,8 +8,8 @@ device, and a bare Celery worker made from the same settings and flags serving a
 
 Paths, interleaved sample by sample so machine noise hits each alike:
 
-- **client**: `scheduler.client.api_client.FleetClient.submit_run` (one kept-alive `http.client`
-  connection, `scheduler.client.keepalive`) → API.
+- **client**: `scheduler.client.api_client.FleetClient.submit_run` (one kept-alive connection
+  of its `httpx.Client`) → API.
 - **http, new connection**: a fresh `http.client` connection per submit, as `curl` does.
 - **in-process Fleet.submit_run**: the API's own submit code called directly, no HTTP: what
   the HTTP layer costs, by difference.

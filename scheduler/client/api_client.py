@@ -1,26 +1,40 @@
-"""A Python client for the queue API. Errors come back as `ApiError` with the API's own
-message and fix; a dead API is `ApiUnreachableError`.
+"""A Python client for the queue API, on `httpx.Client`. Errors come back as `ApiError` with
+the API's own message and fix; a dead API is `ApiUnreachableError`.
 
     with FleetClient("http://127.0.0.1:8787", token="...") as fleet:
         run = fleet.submit_run({"goal": "Sign in", "selector": {"platform": "ios"}})
         for row in fleet.follow(run.id):
             print(row.index, row.outcome)
 
-Kept-alive connections (`scheduler.client.keepalive`, the standard library's `http.client`); threads
-may share a client.
+Connections are httpx's pool: kept between calls, one per thread calling at the same moment
+(threads may share a client), and a connection the server closed while it sat idle is
+noticed before reuse and replaced. `transport` is the seam: tests pass
+`httpx.MockTransport(handler)`.
+
+What a caller can rely on:
+
+- No connection could be made (refused, unknown host, connect timeout): nothing was sent, so
+  the call is retried with backoff for up to `connect_wait_s`, then `ApiUnreachableError`.
+- The connection dropped after the request began to go out: an idempotent request (GET,
+  HEAD, OPTIONS, PUT, DELETE) is sent once more, on a new connection; any other (a POST: a
+  submit, a cancel, an answer) is `ApiUnreachableError` at once, never sent twice. No answer
+  within `timeout_s` is `ApiUnreachableError` at once, whatever the method.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
+import httpx
 from pydantic import TypeAdapter
 
-from scheduler.client.keepalive import KeepAlive, LostError, NotConnectedError
+from workers.core.backoff import Backoff
 from workers.core.errors import GoalfleetError
 from workers.core.memory import Remembered
 from workers.core.model import StepRow
@@ -31,6 +45,16 @@ _DEVICES = TypeAdapter(list[DeviceState])
 _MEMORY = TypeAdapter(list[Remembered])
 _QUESTIONS = TypeAdapter(list[Question])
 _RUNS = TypeAdapter(list[RunRecord])
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""Methods whose repeat has the effect of one request (RFC 9110 §9.2.2)."""
+_NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout)
+"""No connection was made: nothing was sent."""
+_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""The connection closed under a request that had begun to go out."""
+CONNECT_BACKOFF = Backoff(base_s=0.1, cap_s=1.0, jitter=0)
+"""The pause between refused connections while `connect_wait_s` lasts: one caller's own
+wait, so no jitter."""
 
 
 class ApiError(GoalfleetError):
@@ -57,13 +81,34 @@ class FleetClient:
         token: str | None = None,
         timeout_s: float = 10.0,
         connect_wait_s: float = 0.0,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """`connect_wait_s`: how long a call keeps retrying (with backoff) while the API
         refuses connections — an API still starting up; 0 fails at once. Only a connection
-        that was never made is retried, so a POST is never sent twice."""
+        that was never made is retried, so a POST is never sent twice. `timeout_s` bounds
+        the connect and each read and write. `transport`: httpx's (default: its pooled
+        HTTP/1.1 transport); tests pass `httpx.MockTransport`."""
+        parts = urlsplit(base_url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"{base_url!r}: give an http:// or https:// URL with a host")
+        self.base_url = base_url.rstrip("/")
         self.connect_wait_s = connect_wait_s
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = KeepAlive(base_url, headers=headers, timeout_s=timeout_s)
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        # As the standard library's client did: no proxy or netrc from the environment, and
+        # https verified against the system's CA store (httpx's default: certifi's bundle).
+        # An http base URL never makes a TLS connection: its context loads no CA (~35 ms).
+        https = parts.scheme == "https"
+        tls = ssl.create_default_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self.http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            trust_env=False,
+            verify=tls,
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -87,32 +132,45 @@ class FleetClient:
         body: object = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, bytes]:
-        raw = json.dumps(body).encode() if body is not None else None
+    ) -> httpx.Response:
+        sent = dict(headers or {})
+        raw = None
+        if body is not None:
+            raw = json.dumps(body).encode()
+            sent["Content-Type"] = "application/json"
         deadline = time.monotonic() + self.connect_wait_s
-        pause = 0.1
+        refused = 0
+        resent = False
         while True:
             try:
-                return self.http.request(method, path, body=raw, params=params, headers=headers)
-            except NotConnectedError as exc:
+                return self.http.request(method, path, content=raw, params=params, headers=sent)
+            except _NOT_CONNECTED as exc:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._unreachable(exc) from None
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, 1.0)
-            except LostError as exc:
-                raise self._unreachable(exc) from None
+                time.sleep(min(CONNECT_BACKOFF.delay(refused), left))
+                refused += 1
+            except _DROPPED as exc:
+                if method in IDEMPOTENT and not resent:
+                    resent = True  # once, on a new connection (httpx dropped the closed one)
+                    continue
+                raise self._unreachable(exc, f"{method} {path}") from None
+            except httpx.TransportError as exc:  # a timeout, or the transport's own failure
+                raise self._unreachable(exc, f"{method} {path}") from None
 
-    def _unreachable(self, exc: OSError) -> ApiUnreachableError:
+    def _unreachable(self, exc: httpx.TransportError, sent: str = "") -> ApiUnreachableError:
         waited = f" (waited {self.connect_wait_s:g} s)" if self.connect_wait_s else ""
+        lost = f"{sent}: " if sent else ""
+        cause = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
         return ApiUnreachableError(
-            f"cannot reach the goalfleet API at {self.http.base_url}{waited}: {exc}",
+            f"cannot reach the goalfleet API at {self.base_url}{waited}: {lost}{cause}",
             hint="start it with `goalfleet api`, or set GOALFLEET_API_URL (or --api) to where "
             "it listens",
         )
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON
-        status, data = self._send(method, path, **kw)
+        resp = self._send(method, path, **kw)
+        status, data = resp.status_code, resp.content
         if status >= 400:  # noqa: PLR2004 - HTTP error statuses
             try:
                 body = json.loads(data)
@@ -127,7 +185,7 @@ class FleetClient:
 
     def health(self) -> dict[str, Any]:
         """/health's answer, up (200) or down (503) alike."""
-        out: dict[str, Any] = json.loads(self._send("GET", "/health")[1])
+        out: dict[str, Any] = json.loads(self._send("GET", "/health").content)
         return out
 
     def submit_run(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> RunRecord:

@@ -1,7 +1,8 @@
 """The one retry delay of the fleet: exponential, capped, with jitter. Every call the fleet
 retries waits by it: a device command's transient error (the loop), a heartbeat during an
 outage (presence), a Redis command during one (`workers.fleet.outages.WaitOutOutages`), the
-broker's delivery and the dispatcher's loop."""
+broker's delivery, the dispatcher's loop and the Python client's wait for an API still
+starting (`scheduler.client.api_client`)."""
 
 from __future__ import annotations
 
