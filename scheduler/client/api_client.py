@@ -217,10 +217,10 @@ class FleetClient:
 
     def screenshot(self, run_id: str, index: int) -> bytes:
         """Step `index`'s picture (PNG bytes); `ApiError` 404 when it has none."""
-        status, data = self._send("GET", f"/v1/runs/{run_id}/steps/{index}/screenshot")
-        if status >= 400:  # noqa: PLR2004 - HTTP error statuses
-            raise ApiError(status, json.loads(data))
-        return data
+        resp = self._send("GET", f"/v1/runs/{run_id}/steps/{index}/screenshot")
+        if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
+            raise ApiError(resp.status_code, resp.json())
+        return resp.content
 
     def cancel(self, run_id: str) -> RunRecord:
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
