@@ -111,8 +111,8 @@ def test_every_route_but_health_needs_the_token(api: Api) -> None:
 
 
 def test_the_run_submit_documents_its_guard_and_key_as_the_batch_submit(api: Api) -> None:
-    """POST /v1/runs and POST /v1/batches take the bearer guard and `Idempotency-Key` from the
-    same two dependencies: their OpenAPI says so alike."""
+    """POST /v1/runs reads its bearer guard and `Idempotency-Key` itself (the hot path); its
+    OpenAPI says what FastAPI derives for POST /v1/batches from the same two dependencies."""
     paths = api.app.openapi()["paths"]
     run, batch = paths["/v1/runs"]["post"], paths["/v1/batches"]["post"]
     assert run["security"] == batch["security"] == [{"HTTPBearer": []}]
