@@ -193,14 +193,19 @@ def _merge_report(numbers: dict[str, object]) -> None:
 def test_tool_missing_quarantines_and_keeps_runs_pending(
     tool_fleet: LocalFleet, tmp_path: Path
 ) -> None:
-    """A real agent-device worker for an Android device on a host without adb (its PATH has
-    none, wherever adb is installed): every run ends errored TOOL_MISSING (a fatal error, not
-    retried), the third quarantines the device, its probe keeps failing so the quarantine
-    holds, and a new run for it stays pending."""
+    """A real agent-device worker for an Android device whose adb goes missing after the worker
+    started (a worker without adb at all refuses to start: `workers.devices.probe`): every
+    run ends errored TOOL_MISSING (a fatal error, not retried), the third quarantines the
+    device, its probe keeps failing so the quarantine holds, and a new run for it stays
+    pending."""
     env = {k: v for k, v in tool_fleet.env.items() if not k.startswith(ANDROID_SDK_VARS)}
-    env["PATH"] = _path_without("adb", env.get("PATH", ""), tmp_path / "path")
+    fake = tmp_path / "adb-at-start"
+    fake.mkdir()
+    adb = fake / "adb"
+    adb.write_text("#!/bin/sh\necho device\n")  # enough for the start-up probe's get-state
+    adb.chmod(0o755)
+    env["PATH"] = f"{fake}:" + _path_without("adb", env.get("PATH", ""), tmp_path / "path")
     env["HOME"] = str(tmp_path / "home")  # a daemon state dir of its own, not another test's
-    assert shutil.which("adb", path=env["PATH"]) is None
     argv = [
         sys.executable, "-m", "scheduler", "worker",
         "--device", "nodroid-1", "--backend", "agent-device", "--platform", "android",
@@ -209,6 +214,8 @@ def test_tool_missing_quarantines_and_keeps_runs_pending(
     log = tool_fleet.log_dir / "worker-nodroid-1.log"
     tool_fleet.workers["nodroid-1"] = spawn(argv, env=env, log=log)  # stopped with it
     tool_fleet.wait_devices(["nodroid-1"], timeout_s=90)
+    adb.unlink()  # the tool goes missing on a running worker
+    assert shutil.which("adb", path=env["PATH"]) is None
     c = tool_fleet.client()
     for _ in range(3):
         r = _run(c, "nodroid-1")
