@@ -157,6 +157,12 @@ def calls(m: Made) -> list[Call]:
         Call(("GET", "/v1/batches/{batch_id}"), f"/v1/batches/{m.batch}", full=200),
         Call(("GET", "/v1/batches/{batch_id}/runs"), f"/v1/batches/{m.batch}/runs", full=200),
         Call(("GET", "/v1/devices"), "/v1/devices", full=200),
+        Call(("GET", "/v1/runs"), "/v1/runs?limit=5", full=200),
+        Call(
+            ("GET", "/v1/runs/{run_id}/steps/{index}/screenshot"),
+            f"/v1/runs/{m.running}/steps/1/screenshot",
+            full=404,  # no picture of that step (it names why): a read, not a write
+        ),
         Call(("GET", "/v1/schedules"), "/v1/schedules", full=200),
         Call(("GET", "/v1/questions"), "/v1/questions", full=200),
         Call(("GET", "/v1/memory"), "/v1/memory", full=200),
