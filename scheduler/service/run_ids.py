@@ -53,11 +53,10 @@ class RunIds:
             )
         if len(found) > 1:
             shown = ", ".join(found[:_SHOWN]) + (" …" if len(found) > _SHOWN else "")
+            many = {"run": "runs", "batch": "batches"}[self.kind]
             raise AmbiguousIdError(
-                f"{self.kind} id {given!r} is ambiguous: {len(found)} {self.kind}es start with "
-                f"it: {shown}"
-                if self.kind == "batch"
-                else f"run id {given!r} is ambiguous: {len(found)} runs start with it: {shown}",
+                f"{self.kind} id {given!r} is ambiguous: {len(found)} {many} start with it: "
+                f"{shown}",
                 hint="give more characters",
             )
         return found[0]

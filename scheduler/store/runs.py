@@ -18,7 +18,6 @@ from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
 from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.state.queue import RunQueue
-from workers.fleet.state.runs import RunStore
 from workers.fleet.state.states import Failure
 
 
@@ -27,8 +26,6 @@ class FleetStore(RunQueue):
         super().__init__(client, keys, retention_s=retention_s)
         self.registry = DeviceRegistry(client, keys)
         """Device registration and state: the one owner of those keys."""
-        self.runs = RunStore(client, keys)
-        """The worker's side of runs (load, finish), for the sweeps' and reads' use."""
         self.listing = RunList(client, keys, self.load_many)
         """The run list (`GET /v1/runs`)."""
 

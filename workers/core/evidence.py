@@ -109,8 +109,9 @@ def norm(text: str) -> str:
 
 
 def has(text: str, phrase: str) -> bool:
-    """`phrase` in `text` as whole words (both normalised by the caller)."""
-    return re.search(rf"(?<![\w]){re.escape(phrase)}(?![\w])", text) is not None
+    """`phrase` in `text` as whole words, an underscore a word break as a space is (both
+    normalised by the caller: `norm`)."""
+    return re.search(rf"(?<![^\W_]){re.escape(phrase)}(?![^\W_])", text) is not None
 
 
 def interstitial(texts: tuple[str, ...] | list[str]) -> str | None:

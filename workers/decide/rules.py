@@ -39,11 +39,10 @@ reading comprehension; "success" is a word list, not an understanding of the scr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workers.core.evidence import interstitial
+from workers.core.evidence import has, interstitial, norm
 from workers.core.model import Candidate, DecideState, Decision, Kind
 from workers.decide.vocabulary import (
     ACCEPTING,
@@ -69,14 +68,6 @@ from workers.decide.vocabulary import (
 )
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^\w'@ -]", " ", text.casefold().replace("\u2019", "'")).split())
-
-
-def _has(text: str, phrase: str) -> bool:
-    return re.search(rf"(?<![^\W_]){re.escape(phrase)}(?![^\W_])", text) is not None
-
-
 @dataclass(frozen=True)
 class _Scored:
     candidate: Candidate
@@ -89,8 +80,8 @@ class RulesDecider:
     what it cannot do."""
 
     def decide(self, state: DecideState) -> Decision:
-        goal = _norm(state.goal)
-        if not any(_has(goal, g) for g in SIGN_IN_GOALS):
+        goal = norm(state.goal)
+        if not any(has(goal, g) for g in SIGN_IN_GOALS):
             return Decision(
                 blocked=True,
                 confidence=1.0,
@@ -165,14 +156,14 @@ class RulesDecider:
             for c in state.candidates
             if c.kind in PRESSABLE
             and c.enabled
-            and not any(_has(_norm(c.name), w) for w in NEVER_ON_DIALOGS)
+            and not any(has(norm(c.name), w) for w in NEVER_ON_DIALOGS)
             # a permission's "Don't Allow" is no grant at all: the flow may need it
-            and not (kind == "permission" and any(_has(_norm(c.name), w) for w in REJECTING))
+            and not (kind == "permission" and any(has(norm(c.name), w) for w in REJECTING))
         ]
         for score, words in zip((0.9, 0.8), order, strict=False):
             for w in words:
                 for c in pressable:
-                    if _has(_norm(c.name), w):
+                    if has(norm(c.name), w):
                         return Decision(
                             target=c.ref,
                             confidence=score,
@@ -187,7 +178,7 @@ class RulesDecider:
         if not state.used_inputs or can_fill:
             return None
         for text in state.context:
-            if any(_has(_norm(text), w) for w in ERROR_WORDS):
+            if any(has(norm(text), w) for w in ERROR_WORDS):
                 return Decision(
                     blocked=True,
                     confidence=0.9,
@@ -211,7 +202,7 @@ class RulesDecider:
         if can_fill or presses:
             return None  # "Welcome back" above a form, "Welcome to Acme" above a chooser
         for word in SUCCESS_WORDS:
-            if any(_has(_norm(t), word) for t in state.context):
+            if any(has(norm(t), word) for t in state.context):
                 return Decision(done=True, confidence=0.8, reason=f"success text {word!r} visible")
         return None
 
@@ -219,13 +210,13 @@ class RulesDecider:
 
     @staticmethod
     def _field_score(c: Candidate, input_name: str) -> tuple[float, str]:
-        name = _norm(c.name)
+        name = norm(c.name)
         key = input_name.casefold()
-        spaced = _norm(key.replace("_", " "))
-        if name and (_has(name, spaced) or _has(name.replace(" ", ""), key)):
+        spaced = norm(key.replace("_", " "))
+        if name and (has(name, spaced) or has(name.replace(" ", ""), key)):
             return 0.95, f"field named like input {input_name!r}"
         for syn in FIELD_SYNONYMS.get(key, ()):
-            if _has(name, syn):
+            if has(name, syn):
                 return 0.9, f"{syn!r} is a synonym of {input_name!r}"
         if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in PASSWORD_LIKE):
             return 0.85, f"secure field takes the password-like input {input_name!r}"
@@ -261,10 +252,10 @@ class RulesDecider:
         for c in state.candidates:
             if not c.kind.stateful:
                 continue
-            name = _norm(c.name)
+            name = norm(c.name)
             off = c.value.strip().casefold() in {"", "0", "false", "off", "unchecked"}
             pressed_before = any(f"pressed {c.name}" in h for h in state.history)
-            if off and not pressed_before and any(_has(name, w) for w in CONSENT_TOGGLE):
+            if off and not pressed_before and any(has(name, w) for w in CONSENT_TOGGLE):
                 return Decision(target=c.ref, confidence=0.7, reason=f"switch on {c.name!r}")
         return None
 
@@ -274,7 +265,7 @@ class RulesDecider:
     def _goal_phrases(goal: str) -> list[str]:
         phrases = [goal] if goal else []
         for group in GOAL_PHRASES:
-            if any(_has(goal, p) for p in group):
+            if any(has(goal, p) for p in group):
                 phrases.extend(group)
         return phrases
 
@@ -284,7 +275,7 @@ class RulesDecider:
         for c in state.candidates:
             if c.kind not in PRESSABLE:
                 continue
-            s = self._press_score(_norm(c.name), goal, phrases, state.input_names)
+            s = self._press_score(norm(c.name), goal, phrases, state.input_names)
             if s is not None:
                 scored.append(_Scored(c, *s))
         scored.sort(key=lambda s: -s.score)  # stable: ties keep screen order
@@ -306,7 +297,7 @@ class RulesDecider:
         )
         for score, words, exact, why in tiers:
             for w in words:
-                if (name == w) if exact else _has(name, w):
+                if (name == w) if exact else has(name, w):
                     return score, why.format(repr(w))
         return None
 
@@ -314,10 +305,10 @@ class RulesDecider:
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
-    if any(_has(name, r) for r in REJECTING) and not any(_has(goal, r) for r in REJECTING):
+    if any(has(name, r) for r in REJECTING) and not any(has(goal, r) for r in REJECTING):
         return True
     alternate = ALTERNATE.search(name)
     method = alternate.group(0).split()[-1] if alternate else ""
-    if alternate and not _has(goal, alternate.group(0)) and method not in inputs:
+    if alternate and not has(goal, alternate.group(0)) and method not in inputs:
         return True  # "Continue with email" is the way when the caller gave an email
-    return any(_has(name, d) and not _has(goal, d) for d in DISTRACTORS)
+    return any(has(name, d) and not has(goal, d) for d in DISTRACTORS)

@@ -21,7 +21,7 @@ from redis.client import Pipeline
 from workers.core.model import RunResult, RunStatus
 from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
-from workers.fleet.state.runs import pending_score
+from workers.fleet.state.runs import RunStore, pending_score
 from workers.fleet.state.scripts import RedisStore, Script
 
 
@@ -66,6 +66,8 @@ class RunQueue(RedisStore):
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         super().__init__(client, keys)
         self.retention_s = retention_s
+        self.runs = RunStore(client, keys)
+        """The worker's side of runs: their loads (and, for the sweeps, `finish`)."""
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -252,7 +254,7 @@ class RunQueue(RedisStore):
         """`cancelled` (it was queued), `requested` (running: the worker stops between steps),
         `terminal:<status>`, or `missing`."""
         for _ in range(20):
-            run = self._load(run_id)
+            run = self.runs.load(run_id)
             if run is None:
                 return "missing"
             result = RunResult(
@@ -291,7 +293,7 @@ class RunQueue(RedisStore):
     def expire_unplaceable(self, run_id: str, *, after_s: float) -> bool:
         """End a pending, unreserved run `unplaceable` (the caller found that no registered
         device matches it); False if it was placed, cancelled or ended meanwhile."""
-        run = self._load(run_id)
+        run = self.runs.load(run_id)
         if run is None:
             return False
         reason = f"no registered device can take it (waited {after_s:g} s)"
@@ -314,9 +316,3 @@ class RunQueue(RedisStore):
                 ],
             )
         )
-
-    def _load(self, run_id: str) -> RunRecord | None:
-        raw = cast("dict[str, str]", self.r.hgetall(self.k.run(run_id)))
-        if batch_id := RunRecord.request_on_batch(raw):
-            raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
-        return RunRecord.from_hash(raw) if raw else None
