@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -63,6 +64,24 @@ def test_prefixes_name_runs_in_status_steps_watch_cancel(
     code, _, err = goalfleet(cli_env, "cancel", done_run[:8])
     assert code == 2
     assert f"run {done_run} already ended (done)" in err  # found, not "no run"
+
+
+def test_steps_saves_the_picture_of_every_step_a_fleet_run_took(
+    cli_env: dict[str, str], done_run: str, tmp_path: Path
+) -> None:
+    """The sim worker's pictures, through the fleet's wrappers (fence, logs, metrics), the
+    shared artifact directory and the screenshot route, saved by `goalfleet steps`."""
+    shots = tmp_path / "shots"
+    code, out, err = goalfleet(
+        cli_env, "steps", done_run[:8], "--json", "--screenshots", str(shots)
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    assert all(r["screenshot"] for r in rows), [r["screenshot_note"] for r in rows]
+    saved = sorted(p.name for p in shots.iterdir())
+    assert saved == [f"step-{r['index']:03d}.png" for r in rows]
+    assert all((shots / n).read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for n in saved)
+    assert f"saved {len(rows)} screenshot(s)" in err
 
 
 def test_an_ambiguous_prefix_lists_the_matches(
