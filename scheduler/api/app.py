@@ -29,7 +29,8 @@ from pydantic import BaseModel
 from starlette.datastructures import Headers
 
 from scheduler.api import errors as api_errors
-from scheduler.api.edge import Edge, Tokens, open_paths
+from scheduler.api.docs import add_offline_docs
+from scheduler.api.edge import CONSOLE_PREFIX, Edge, Tokens, open_paths
 from scheduler.api.fast_submit import FastSubmit
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
 from scheduler.api.limits import Limits
@@ -37,6 +38,8 @@ from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
+from scheduler.console.pages import ConsoleDeps, add_console_routes
+from scheduler.console.session import Sessions
 from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
@@ -47,6 +50,7 @@ from scheduler.store.enqueue import Enqueuer
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.fleet.artifacts import artifacts
+from workers.fleet.memory_store import RedisMemory
 from workers.fleet.outages import is_outage
 from workers.settings import Settings
 
@@ -186,7 +190,9 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         version="0.1.0",
         description="Goal runs on a fleet of devices: submit, route, watch, cancel.",
         redirect_slashes=False,
+        docs_url=None,  # served offline by `add_offline_docs`
     )
+    add_offline_docs(app)
     app.state.fleet = fleet
     submits = Submits()
     app.router.on_shutdown.append(submits.close)
@@ -195,6 +201,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         tokens=tokens,
         max_body_bytes=settings.api_max_body_bytes,
         open_paths=open_paths(app),
+        open_prefixes=CONSOLE_PREFIX,
         routes=app.router.routes,
     )
     app.state.metrics = instrument_api(app, metrics_registry, store)  # outermost: counts all
@@ -329,7 +336,24 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     add_list_routes(app, fleet, batch_ids, guarded=guarded)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
-    add_question_routes(
+    answer = add_question_routes(
         app, questions, fleet, auth=auth, registry=metrics_registry, resolve=run_ids.resolve
+    )
+    add_console_routes(
+        app,
+        ConsoleDeps(
+            fleet=fleet,
+            questions=questions,
+            memory=RedisMemory(client, keys, decider="", ttl_s=settings.memory_ttl_s),
+            pictures=pictures,
+            client=client,
+            keys=keys,
+            lease_s=settings.lease_s,
+            sessions=Sessions(settings.named_tokens()),
+            who=lambda token: tokens.who(f"Bearer {token}"),
+            resolve=run_ids.resolve,
+            answer=answer,
+            may=lambda _name, _act: True,
+        ),
     )
     return app

@@ -21,6 +21,7 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from scheduler.api.docs import asset_paths
 from scheduler.errors import AuthError
 
 
@@ -76,6 +77,10 @@ def _too_large(cap: int) -> ErrorBody:
     )
 
 
+CONSOLE_PREFIX = ("/ui/",)
+"""The console's own paths: its routes check their session cookie themselves."""
+
+
 class Edge:
     """Refuses unauthenticated requests and oversized bodies before the body is read."""
 
@@ -86,12 +91,16 @@ class Edge:
         tokens: Tokens,
         max_body_bytes: int,
         open_paths: Iterable[str],
+        open_prefixes: tuple[str, ...] = (),
         routes: Sequence[BaseRoute] = (),
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.cap = max_body_bytes
         self.open_paths = frozenset(open_paths)
+        self.open_prefixes = open_prefixes
+        """Paths under these are let through without a bearer token: the console's, which
+        checks its own session cookie on every route (`scheduler.console.pages`)."""
         self.routes = routes
         """The app's routes (the live list), to label a refused request with its route."""
 
@@ -100,8 +109,11 @@ class Edge:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if scope["path"] not in self.open_paths and not self.tokens.who(
-            headers.get("authorization")
+        path = scope["path"]
+        if (
+            path not in self.open_paths
+            and not path.startswith(self.open_prefixes)
+            and not self.tokens.who(headers.get("authorization"))
         ):
             self._label(scope)
             await _answer(send, 401, _unauthorized(), {"www-authenticate": "Bearer"})
@@ -160,7 +172,8 @@ class _Capped:
 
 
 def open_paths(app: Any) -> set[str]:  # noqa: ANN401 - a FastAPI app (no import cycle here)
-    """The paths served without a token: /health and the OpenAPI docs."""
-    paths = {"/health", app.openapi_url, app.docs_url, app.redoc_url}
+    """The paths served without a token: /health, the OpenAPI docs and their assets, and the
+    console's entry (`/ui`; the paths under it are `CONSOLE_PREFIX`)."""
+    paths = {"/health", app.openapi_url, "/docs", app.redoc_url, "/ui", *asset_paths()}
     paths.add(app.swagger_ui_oauth2_redirect_url)
     return {p for p in paths if p}

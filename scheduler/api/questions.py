@@ -55,8 +55,9 @@ def add_question_routes(
     auth: Callable[..., Awaitable[str]],
     registry: CollectorRegistry,
     resolve: Callable[[str], str] = str,
-) -> None:
-    """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id."""
+) -> Callable[[str, Answer, str], RunRecord]:
+    """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id.
+    Returns the answering code itself, `(run id, answer, who) -> the run`."""
     answers = Counter(
         "goalfleet_answers",
         "Questions answered by a person, by answer kind (target, done, blocked).",
@@ -75,12 +76,9 @@ def add_question_routes(
     def list_questions() -> list[Question]:
         return questions.open()
 
-    @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
-    def answer(
-        run_id: str,
-        body: Answer,
-        who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
-    ) -> RunRecord:
+    def answer_question(run_id: str, body: Answer, who: str) -> RunRecord:
+        """Answer the question of `run_id` (a unique prefix will do) as `who`: the route's
+        code, and the console's (`scheduler.console.pages`)."""
         run_id = resolve(run_id)
         question = questions.get(run_id)
         try:
@@ -94,3 +92,13 @@ def add_question_routes(
         if question is not None:
             time_to_answer.observe(max(0.0, time.time() - question.asked_at))
         return fleet.run(run_id)
+
+    @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
+    def answer(
+        run_id: str,
+        body: Answer,
+        who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
+    ) -> RunRecord:
+        return answer_question(run_id, body, who)
+
+    return answer_question

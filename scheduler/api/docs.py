@@ -1,0 +1,50 @@
+"""`/docs` offline: Swagger UI from the `swagger-ui-bundle` package (its assets ship in the
+wheel) instead of FastAPI's default, which loads them from a CDN and is blank on a machine with
+no internet. Open without a token, as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import swagger_ui_bundle
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, Response
+
+ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+    "favicon-32x32.png": "image/png",
+}
+PREFIX = "/docs-assets/"
+
+
+def asset_paths() -> set[str]:
+    """The paths served without a token besides /docs itself."""
+    return {PREFIX + name for name in ASSETS}
+
+
+def add_offline_docs(app: FastAPI) -> None:
+    """`app` must be created with `docs_url=None`; this adds `/docs` and its assets."""
+    root = Path(swagger_ui_bundle.swagger_ui_path)
+    openapi_url = app.openapi_url or "/openapi.json"
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title=f"{app.title} API",
+            swagger_js_url=PREFIX + "swagger-ui-bundle.js",
+            swagger_css_url=PREFIX + "swagger-ui.css",
+            swagger_favicon_url=PREFIX + "favicon-32x32.png",
+        )
+
+    @app.get(PREFIX + "{name}", include_in_schema=False)
+    def asset(name: str) -> Response:
+        if name not in ASSETS:
+            return Response(status_code=404)
+        return Response(
+            (root / name).read_bytes(),
+            media_type=ASSETS[name],
+            headers={"Cache-Control": "max-age=86400"},
+        )

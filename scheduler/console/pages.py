@@ -1,0 +1,345 @@
+"""The console's routes under `/ui`, server-rendered (Jinja2, every string escaped), served by
+`goalfleet api` in the same process as the API:
+
+    GET  /ui/login, POST /ui/login, POST /ui/logout     sign in with a named token
+    GET  /ui/fleet              every device, its state, run, step and lease age (live)
+    GET  /ui/runs               the runs list, with the filters of GET /v1/runs
+    GET  /ui/runs/{id}          a run: status, reason, each step with its picture (live)
+    GET  /ui/questions          waiting questions, oldest first
+    GET  /ui/questions/{id}     a question: its picture, goal, history, each decider's answer;
+    POST /ui/questions/{id}/answer   a candidate, done or blocked, as POST /v1/runs/{id}/answer
+    GET  /ui/memory, POST /ui/memory/{key}/forget      the decision memory
+
+Live parts poll a fragment route once a second (`static/console.js`) instead of server-sent
+events: a page holds no connection open (nothing for `--processes N` or a proxy to pin), a
+fragment is the same template the page renders, and a second of delay is nothing next to a
+step's. Every response carries a Content-Security-Policy without inline script or style;
+forms carry the session's CSRF token, and the cookie is SameSite=Strict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import redis
+from fastapi import FastAPI, Form, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from scheduler.console.session import COOKIE, TTL_S, Session, Sessions
+from scheduler.console.views import ago, device_row, step_view
+from scheduler.errors import FleetError, ForbiddenError
+from scheduler.service.fleet import Fleet
+from scheduler.store.listing import RunQuery
+from workers.core.memory import Remembered
+from workers.core.model import RunStatus
+from workers.core.records import Answer, RunRecord
+from workers.fleet.artifacts import FileArtifacts
+from workers.fleet.keys import Keys
+from workers.fleet.memory_store import RedisMemory
+from workers.fleet.state.questions import QuestionStore
+
+HERE = FsPath(__file__).parent
+STATIC = {
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+ARTIFACT = r"^[0-9a-f]{64}$"
+MAX_DEVICES = 500
+"""The fleet page shows this many devices at most (the first by id)."""
+
+
+@dataclass(frozen=True)
+class ConsoleDeps:
+    fleet: Fleet
+    questions: QuestionStore
+    memory: RedisMemory
+    pictures: FileArtifacts
+    client: redis.Redis
+    keys: Keys
+    lease_s: float
+    sessions: Sessions
+    who: Callable[[str], str | None]
+    """The name of a token, or None (the API's own token check)."""
+    resolve: Callable[[str], str]
+    """A run id or unique prefix → the run id (404 otherwise)."""
+    answer: Callable[[str, Answer, str], RunRecord]
+    """`POST /v1/runs/{id}/answer`'s own code: (run id, answer, who) → the run."""
+    may: Callable[[str, str], bool]
+    """Whether the token name may do an act ("answer", "forget")."""
+
+
+class CsrfError(FleetError, code="CSRF", status=403):
+    """A console form whose CSRF token is not its session's (another site's form)."""
+
+
+class SignIn(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The request has no valid session: the page sends the person to sign in."""
+
+
+def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, PLR0915 - the routes
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.globals["ago"] = ago
+
+    def page(name: str, session: Session | None, status: int = 200, **ctx: Any) -> HTMLResponse:  # noqa: ANN401 - template values
+        html = env.get_template(name).render(session=session, **ctx)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def signed_in(request: Request) -> Session:
+        session = deps.sessions.read(request.cookies.get(COOKIE))
+        if session is None:
+            raise SignIn
+        return session
+
+    def acting(request: Request, csrf: str, act: str) -> Session:
+        session = signed_in(request)
+        if csrf != session.csrf:
+            raise CsrfError("the form's token does not match your session", hint="reload the page")
+        if not deps.may(session.name, act):
+            raise ForbiddenError(session.name, act, act)
+        return session
+
+    @app.exception_handler(SignIn)
+    async def to_sign_in(request: Request, _: SignIn) -> Response:
+        if request.method == "GET" and not request.url.path.endswith("/rows"):
+            target = quote(request.url.path, safe="/")
+            return RedirectResponse(f"/ui/login?next={target}", status_code=303)
+        return Response("sign in again", status_code=401, headers=SECURITY_HEADERS)
+
+    @app.get("/ui", include_in_schema=False)
+    def home() -> Response:
+        return RedirectResponse("/ui/fleet", status_code=303)
+
+    @app.get("/ui/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            return Response(status_code=404)
+        body = (HERE / "static" / name).read_bytes()
+        return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+    @app.get("/ui/login", include_in_schema=False)
+    def login_form(next: str = "/ui/fleet") -> HTMLResponse:  # noqa: A002 - the query's name
+        return page("login.html", None, next=_local(next), error="")
+
+    @app.post("/ui/login", include_in_schema=False)
+    def login(
+        token: Annotated[str, Form(max_length=500)],
+        next: Annotated[str, Form(max_length=500)] = "/ui/fleet",  # noqa: A002 - the field
+    ) -> Response:
+        name = deps.who(token)
+        if name is None:
+            return page(
+                "login.html",
+                None,
+                401,
+                next=_local(next),
+                error="That token is not one of this API's.",
+            )
+        cookie, _ = deps.sessions.issue(name)
+        resp = RedirectResponse(_local(next), status_code=303)
+        resp.set_cookie(COOKIE, cookie, max_age=TTL_S, path="/ui", httponly=True, samesite="strict")
+        return resp
+
+    @app.post("/ui/logout", include_in_schema=False)
+    def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
+        session = signed_in(request)
+        if csrf != session.csrf:
+            return Response(status_code=403)
+        resp = RedirectResponse("/ui/login", status_code=303)
+        resp.delete_cookie(COOKIE, path="/ui")
+        return resp
+
+    # -- the fleet ---------------------------------------------------------------------------
+
+    def device_rows() -> list[Any]:
+        devices = sorted(deps.fleet.devices(), key=lambda d: d.info.id)[:MAX_DEVICES]
+        busy = [d.run for d in devices if d.run]
+        runs = {r.id: r for r in deps.fleet.store.load_many(busy)} if busy else {}
+        with deps.client.pipeline(transaction=False) as p:
+            for d in devices:
+                p.pttl(deps.keys.lease(d.info.id))
+            ttls = p.execute()
+        rows = []
+        for dev, ttl in zip(devices, ttls, strict=True):
+            run = runs.get(dev.run or "")
+            steps = (
+                len(deps.fleet.steps(run.id))
+                if run is not None and run.status is RunStatus.RUNNING
+                else None
+            )
+            age = deps.lease_s - ttl / 1000 if isinstance(ttl, int) and ttl >= 0 else None
+            rows.append(device_row(dev, run, steps, age))
+        return rows
+
+    @app.get("/ui/fleet", include_in_schema=False)
+    def fleet_page(request: Request) -> HTMLResponse:
+        return page("fleet.html", signed_in(request), devices=device_rows())
+
+    @app.get("/ui/fleet/rows", include_in_schema=False)
+    def fleet_rows(request: Request) -> HTMLResponse:
+        return page("fleet_rows.html", signed_in(request), devices=device_rows())
+
+    # -- runs --------------------------------------------------------------------------------
+
+    @app.get("/ui/runs", include_in_schema=False)
+    def runs_page(
+        request: Request,
+        *,
+        status: Annotated[RunStatus | None, Query()] = None,
+        device: Annotated[str | None, Query(max_length=200)] = None,
+        batch: Annotated[str | None, Query(max_length=64)] = None,
+        goal: Annotated[str | None, Query(max_length=500)] = None,
+        cursor: Annotated[str | None, Query(max_length=100)] = None,
+    ) -> HTMLResponse:
+        session = signed_in(request)
+        q = RunQuery(
+            status=status,
+            device=device or None,
+            batch=batch or None,
+            goal=goal or None,
+            limit=50,
+            cursor=cursor,
+        )
+        result = deps.fleet.runs(q)
+        filters = {
+            "status": status.value if status else "",
+            "device": device or "",
+            "batch": batch or "",
+            "goal": goal or "",
+        }
+        more = (
+            {**{k: v for k, v in filters.items() if v}, "cursor": result.next}
+            if result.next
+            else None
+        )
+        return page(
+            "runs.html",
+            session,
+            runs=result.runs,
+            filters=filters,
+            more=more,
+            statuses=[s.value for s in RunStatus],
+        )
+
+    def run_parts(run_id: str) -> dict[str, Any]:
+        run = deps.fleet.run(deps.resolve(run_id))
+        rows = deps.fleet.steps(run.id)
+        keys = {r.memory.entry for r in rows if r.memory is not None}
+        taught: dict[str, Remembered] = {}
+        for key in keys:
+            entry = deps.memory.get(key)
+            if entry is not None:
+                taught[key] = entry
+        return {"run": run, "steps": [step_view(r, taught) for r in rows]}
+
+    @app.get("/ui/runs/{run_id}", include_in_schema=False)
+    def run_page(request: Request, run_id: str) -> HTMLResponse:
+        return page("run.html", signed_in(request), **run_parts(run_id))
+
+    @app.get("/ui/runs/{run_id}/rows", include_in_schema=False)
+    def run_rows(request: Request, run_id: str) -> HTMLResponse:
+        parts = run_parts(run_id)
+        resp = page("run_rows.html", signed_in(request), **parts)
+        if parts["run"].status.terminal:
+            resp.headers["X-Live"] = "done"  # the script stops polling
+        return resp
+
+    @app.get("/ui/pictures/{artifact}", include_in_schema=False)
+    def picture(request: Request, artifact: Annotated[str, Path(pattern=ARTIFACT)]) -> Response:
+        """A step's picture by its artifact id, as the step rows name it: it outlives a row
+        a re-attempt replaces (a run page may still show the earlier rows), and an id is only
+        known to whoever could read a row that names it (sha256 of the picture)."""
+        signed_in(request)
+        data = deps.pictures.get(artifact)
+        if data is None:
+            return Response(status_code=404)
+        cache = {"Cache-Control": "private, max-age=86400, immutable"}
+        return Response(data, media_type="image/png", headers=cache)
+
+    # -- questions ---------------------------------------------------------------------------
+
+    @app.get("/ui/questions", include_in_schema=False)
+    def questions_page(request: Request) -> HTMLResponse:
+        waiting = sorted(deps.questions.open(), key=lambda q: q.asked_at)
+        return page("questions.html", signed_in(request), questions=waiting)
+
+    @app.get("/ui/questions/{run_id}", include_in_schema=False)
+    def question_page(request: Request, run_id: str) -> HTMLResponse:
+        session = signed_in(request)
+        rid = deps.resolve(run_id)
+        question = deps.questions.get(rid)
+        if question is None:
+            return page("answered.html", session, run=deps.fleet.run(rid))
+        rows = deps.fleet.steps(rid)
+        shot = next((r.screenshot for r in reversed(rows) if r.screenshot), None)
+        return page(
+            "question.html",
+            session,
+            q=question,
+            shot=shot,
+            may_answer=deps.may(session.name, "answer"),
+        )
+
+    @app.post("/ui/questions/{run_id}/answer", include_in_schema=False)
+    def answer(
+        request: Request,
+        run_id: str,
+        *,
+        csrf: Annotated[str, Form(max_length=200)],
+        target: Annotated[str | None, Form(max_length=200)] = None,
+        done: Annotated[str | None, Form(max_length=10)] = None,
+        blocked: Annotated[str | None, Form(max_length=10)] = None,
+    ) -> Response:
+        session = acting(request, csrf, "answer")
+        rid = deps.resolve(run_id)
+        body = Answer(target=target or None, done=bool(done), blocked=bool(blocked))
+        deps.answer(rid, body, session.name)
+        return RedirectResponse(f"/ui/runs/{rid}", status_code=303)
+
+    # -- memory ------------------------------------------------------------------------------
+
+    @app.get("/ui/memory", include_in_schema=False)
+    def memory_page(
+        request: Request, goal: Annotated[str | None, Query(max_length=500)] = None
+    ) -> HTMLResponse:
+        session = signed_in(request)
+        return page(
+            "memory.html",
+            session,
+            entries=deps.memory.entries(goal=goal or None),
+            goal=goal or "",
+            may_forget=deps.may(session.name, "forget"),
+        )
+
+    @app.post("/ui/memory/{key}/forget", include_in_schema=False)
+    def forget(
+        request: Request,
+        key: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")],
+        csrf: Annotated[str, Form(max_length=200)],
+    ) -> Response:
+        acting(request, csrf, "forget")
+        deps.memory.forget(key)
+        return RedirectResponse("/ui/memory", status_code=303)
+
+
+def _local(path: str) -> str:
+    """A redirect target inside the console, never another site's."""
+    return path if path.startswith("/ui/") and not path.startswith("//") else "/ui/fleet"
