@@ -11,6 +11,9 @@ step by step, with a real Redis and the real app (in process).
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -115,7 +118,7 @@ class Owned:
 class World:
     """The app on a real Redis, and a maker of alice's things."""
 
-    def __init__(self, client: TestClient, settings: Settings, db: Any) -> None:  # noqa: ANN401
+    def __init__(self, client: TestClient, settings: Settings, db: Any) -> None:
         self.client = client
         self.settings = settings
         self.db = db
@@ -133,7 +136,7 @@ class World:
 
     def post(self, who: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = self.client.post(path, json=body, headers=auth(who))
-        assert resp.status_code == 201, resp.text  # noqa: PLR2004
+        assert resp.status_code == 201, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
     def parked(self, who: str = "alice", *, inputs: dict[str, str] | None = None) -> str:
@@ -195,12 +198,13 @@ class World:
         path = template.format(
             run_id=o.run, batch_id=o.batch, schedule_id=o.schedule, key=o.memory, index=1
         )
-        body: dict[str, Any] | None = {
+        bodies: dict[str, dict[str, Any]] = {
             "POST /v1/runs": {"goal": "Sign in", "device": o.device},
             "POST /v1/batches": {"goal": "Sign in", "count": 1},
             "POST /v1/schedules": {"name": "n", "every_s": 60, "goal": "Sign in"},
             "POST /v1/runs/{run_id}/answer": {"blocked": True},
-        }.get(route)
+        }
+        body = bodies.get(route)
         params = {"all": "true"} if route == "DELETE /v1/memory" else None
         resp = self.client.request(method, path, json=body, params=params, headers=auth(who))
         return resp.status_code
@@ -212,8 +216,8 @@ def world(redis_server: LocalRedis, tmp_path_factory: pytest.TempPathFactory) ->
     settings = Settings(
         redis_url=redis_server.url,
         key_prefix=PREFIX,
-        api_tokens=[f"{name}:{token}" for name, token in TOKENS.items()],  # type: ignore[arg-type]
-        api_roles=ROLES,  # type: ignore[arg-type]
+        api_tokens=[f"{name}:{token}" for name, token in TOKENS.items()],
+        api_roles=ROLES,
         artifact_dir=Path(tmp_path_factory.mktemp("pictures")),
     )
     app: FastAPI = create(settings, enqueuer=RecordingEnqueuer())  # type: ignore[assignment]
@@ -319,8 +323,8 @@ def test_inputs_only_to_the_owner_and_admin(world: World) -> None:
         assert got["request"]["inputs"] == {"email": "bob@example.com"}, who
         rows = c.get(f"/v1/runs/{run}/steps", headers=auth(who)).json()
         assert rows[0]["action"]["shown_value"] == "bob@example.com", who
-    sched = w.post("bob", "/v1/schedules",
-                   {"name": "b", "every_s": 60, "goal": "Sign in", "inputs": {"email": "b@x.io"}})  # fmt: skip
+    body = {"name": "b", "every_s": 60, "goal": "Sign in", "inputs": {"email": "b@x.io"}}
+    sched = w.post("bob", "/v1/schedules", body)
     seen = {s["id"]: s for s in c.get("/v1/schedules", headers=auth("reader")).json()}
     assert seen[sched["id"]]["batch"]["inputs"] == {"email": "<hidden>"}
 
@@ -337,3 +341,31 @@ def test_idempotency_keys_are_each_owners(world: World) -> None:
     assert again.json()["owner"] == "bob"
     replay = c.post("/v1/runs", json=body, headers={**auth("alice"), "Idempotency-Key": "k-1"})
     assert (replay.status_code, replay.json()["id"]) == (200, first.json()["id"])
+
+
+def test_the_cli_is_refused_as_the_api(world: World, serve: type[Any]) -> None:
+    """The CLI goes through the API: a `submit` token's `memory forget --all`, and its
+    `answer` to another's run, end with exit 2 and one line saying why; nothing changed."""
+    served = serve(world.client.app)
+    bob_run = world.parked("bob")
+    key = uuid.uuid4().hex
+    memory = RedisMemory(world.db, world.keys, decider="rules", ttl_s=3600)
+    memory.overwrite(Remembered(key=key, done=True, source="human", origin="ops", goal="g"))
+    env = {**os.environ, "GOALFLEET_API_URL": served.url}
+    for who, argv, says in (
+        ("bob", ("memory", "forget", "--all"), "may not forget decision-memory entries"),
+        ("alice", ("answer", bob_run, "--done"), f"no run {bob_run!r}"),  # it reads the run
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "scheduler", *argv],
+            env={**env, "GOALFLEET_API_TOKEN": TOKENS[who]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert says in proc.stderr, (argv, proc.stderr)
+        assert proc.stderr.count("\n") == 1, proc.stderr
+    assert memory.get(key) is not None
+    assert world.runs.load(bob_run).status is RunStatus.AWAITING_ANSWER  # type: ignore[union-attr]
