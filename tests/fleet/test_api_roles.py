@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import goalfleet
 from conftest import create
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -356,14 +355,7 @@ def test_the_cli_is_refused_as_the_api(world: World, serve: type[Any]) -> None:
         ("bob", ("memory", "forget", "--all"), "may not forget decision-memory entries"),
         ("alice", ("answer", bob_run, "--done"), f"no run {bob_run!r}"),  # it reads the run
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "scheduler", *argv],
-            env={**env, "GOALFLEET_API_TOKEN": TOKENS[who]},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = goalfleet(*argv, env={**env, "GOALFLEET_API_TOKEN": TOKENS[who]}, timeout_s=60)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert says in proc.stderr, (argv, proc.stderr)
         assert proc.stderr.count("\n") == 1, proc.stderr

@@ -5,10 +5,9 @@ variable and the fix, never its value); a worker's secret is the worker's alone.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+from clikit import goalfleet
 
 from scheduler.cli._common import refuse_secrets
 from workers.core.errors import ConfigError
@@ -39,14 +38,7 @@ def test_api_and_scheduler_refuse_to_start_holding_a_secret(command: str) -> Non
         "GOALFLEET_SECRET_SIGNIN_PASSWORD": VALUE,
     }
     argv = [command, "--port", "0"] if command == "api" else [command]
-    proc = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli.main", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = goalfleet(*argv, env=env, timeout_s=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(
         f"goalfleet {command}: GOALFLEET_SECRET_SIGNIN_PASSWORD is set in this process's"
