@@ -31,13 +31,13 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from scheduler.cli._render import visible
 from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.errors import UnavailableError
 from scheduler.service.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
 from workers.core.secrets import SECRET_ENV_PREFIX
+from workers.core.text import visible
 from workers.settings import HTTP_SCHEMES, Settings, checked_url
 
 EXIT_OK = 0
