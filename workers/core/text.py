@@ -32,5 +32,5 @@ def plain(text: str) -> str:
     char = found.group()
     raise ValueError(
         f"holds a control or bidi character (U+{ord(char):04X} at position {found.start()}); "
-        "remove it: this text must be plain, one line, read as it is stored"
+        "remove it (this text must be plain)"
     )
