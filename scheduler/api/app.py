@@ -264,9 +264,18 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         need(who, Action.SUBMIT)
         return await submits.run(batch_submitted, sub, submit, who)  # Redis calls block
 
+    def scope(who: Principal) -> str | None:
+        """The owner a prefix is matched among (None: everyone's)."""
+        return None if who.sees_all else who.name
+
     def own_run(who: Principal, run_id: str) -> RunRecord:
         """The run `run_id` names, as `who` may see it (404 when it may not)."""
-        return readable_run(who, fleet.run(run_ids.resolve(run_id)))
+        need(who, Action.READ_OWN, Action.READ_ANY)
+        return readable_run(who, fleet.run(run_ids.resolve(run_id, owner=scope(who))))
+
+    def own_batch(who: Principal, batch_id: str) -> BatchRecord:
+        need(who, Action.READ_OWN, Action.READ_ANY)
+        return readable_batch(who, fleet.batch(batch_ids.resolve(batch_id, owner=scope(who))))
 
     @app.get("/v1/runs/{run_id}", response_model=RunRecord)
     def get_run(run_id: str, who: Who) -> RunRecord:
@@ -313,7 +322,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelAnswer)
     def cancel(run_id: str, who: Who) -> CancelAnswer:
         need(who, Action.CANCEL_OWN, Action.CANCEL_ANY)
-        found = fleet.run(run_ids.resolve(run_id))
+        mine = None if who.sees_all or who.may(Action.CANCEL_ANY) else who.name
+        found = fleet.run(run_ids.resolve(run_id, owner=mine))
         if not who.may_read(found.owner) and not who.may_cancel(found.owner):
             raise NotFoundError(f"no run {found.id!r} (unknown, or past its retention)")
         if not who.may_cancel(found.owner):
@@ -326,11 +336,11 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.get("/v1/batches/{batch_id}", response_model=BatchRecord)
     def get_batch(batch_id: str, who: Who) -> BatchRecord:
-        return readable_batch(who, fleet.batch(batch_ids.resolve(batch_id)))
+        return own_batch(who, batch_id)
 
     @app.get("/v1/batches/{batch_id}/runs", response_model=list[RunRecord])
     def get_batch_runs(batch_id: str, who: Who) -> list[RunRecord]:
-        batch = readable_batch(who, fleet.batch(batch_ids.resolve(batch_id)))
+        batch = own_batch(who, batch_id)
         return [shown_run(who, r) for r in store.load_many(list(batch.runs))]
 
     @app.get("/v1/devices", response_model=list[DeviceState])

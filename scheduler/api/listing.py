@@ -53,17 +53,18 @@ def add_list_routes(app: FastAPI, fleet: Fleet, batch_ids: RunIds) -> None:
         A token that may read only its own runs lists only those."""
         need(who, Action.READ_OWN, Action.READ_ANY)
         f = filters
+        owner = None if who.sees_all else who.name
         query = RunQuery(
             status=f.status,
             device=f.device,
-            batch=batch_ids.resolve(f.batch) if f.batch else None,
+            batch=batch_ids.resolve(f.batch, owner=owner) if f.batch else None,
             schedule=f.schedule,
             goal=f.goal,
             since=f.since,
             until=f.until,
             limit=f.limit,
             cursor=f.cursor,
-            owner=None if who.sees_all else who.name,
+            owner=owner,
         )
         page = fleet.runs(query)
         return RunPageOut(runs=[shown_run(who, r) for r in page.runs], next=page.next)

@@ -27,7 +27,9 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Route
 
+from scheduler.errors import AmbiguousIdError
 from scheduler.local.redis import LocalRedis
+from scheduler.service.run_ids import RunIds
 from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.memory import Remembered
 from workers.core.model import (
@@ -42,7 +44,8 @@ from workers.core.model import (
     RunStatus,
     StepRow,
 )
-from workers.core.records import DeviceInfo, Question
+from workers.core.records import DeviceInfo, Question, RunRecord
+from workers.core.request import GoalRunRequest
 from workers.fleet.artifacts import artifacts
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys, lease_holder, worker_name
@@ -361,3 +364,24 @@ def test_the_cli_is_refused_as_the_api(world: World, serve: type[Any]) -> None:
         assert proc.stderr.count("\n") == 1, proc.stderr
     assert memory.get(key) is not None
     assert world.runs.load(bob_run).status is RunStatus.AWAITING_ANSWER  # type: ignore[union-attr]
+
+
+def test_a_prefix_never_names_nor_lists_anothers_run(world: World) -> None:
+    """Two runs whose ids share a prefix, alice's and bob's: for alice the prefix is her run;
+    for the reader (who sees all) it is ambiguous and lists both."""
+    stem = uuid.uuid4().hex[:8]
+    ids = {who: stem + uuid.uuid4().hex[8:] for who in ("alice", "bob")}
+    for who, rid in ids.items():
+        run = RunRecord(id=rid, request=GoalRunRequest(goal="g"), submitted_at=1.0, owner=who)
+        world.db.hset(world.keys.run(rid), mapping=run.to_hash())
+    try:
+        assert RunIds(world.db, world.keys).resolve(stem, owner="alice") == ids["alice"]
+        assert RunIds(world.db, world.keys).resolve(stem, owner="bob") == ids["bob"]
+        with pytest.raises(AmbiguousIdError, match=ids["bob"]):
+            RunIds(world.db, world.keys).resolve(stem)
+        resp = world.client.get(f"/v1/runs/{stem}/steps", headers=auth("alice"))
+        assert resp.status_code == 200, resp.text
+        resp = world.client.get(f"/v1/runs/{stem}", headers=auth("reader"))
+        assert resp.status_code == 409, resp.text
+    finally:
+        world.db.delete(*(world.keys.run(rid) for rid in ids.values()))
