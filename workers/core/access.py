@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 
 class Role(StrEnum):
@@ -100,8 +101,10 @@ class Principal:
     name: str
     roles: frozenset[Role]
 
-    @property
+    @cached_property
     def actions(self) -> frozenset[Action]:
+        """What the roles grant together (worked out once: a principal lives as long as the
+        API's token list)."""
         return frozenset().union(*(GRANTS[r] for r in self.roles))
 
     def may(self, action: Action) -> bool:
