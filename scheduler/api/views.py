@@ -115,7 +115,7 @@ def shown_devices(
     if who.sees_all:
         return devices
     busy = [d.run for d in devices if d.run is not None]
-    owner = owners(busy) if busy else {}
+    owner = owners(busy) if busy and who.may(Action.READ_OWN) else {}
     return [
         d if d.run is None or who.may_read(owner.get(d.run)) else d.model_copy(update={"run": None})
         for d in devices

@@ -183,6 +183,13 @@ class World:
         assert self.questions.park(record, claim.token, waiting, question) == 1
         return run_id
 
+    def busy(self, who: str) -> str:
+        """A run of `who`'s, reserved for a device of its own (the device is busy with it)."""
+        did = self.device()
+        run = self.post(who, "/v1/runs", {"goal": "Sign in", "device": did})
+        assert run["device"] == did, run
+        return str(run["id"])
+
     def owned(self) -> Owned:
         run = self.parked()
         batch = self.post("alice", "/v1/batches", {"goal": "Sign in", "count": 1})["id"]
@@ -297,9 +304,12 @@ def test_alice_and_bob(world: World) -> None:
     assert [s["id"] for s in listed if s["id"] == alice_sched["id"]] == [alice_sched["id"]]
     assert all(s["owner"] == "alice" for s in listed)
     # the lists: devices and questions name only alice's own runs to her
-    devices = c.get("/v1/devices", headers=auth("alice")).json()
-    shown = {d["run"] for d in devices if d["run"]}
-    assert bob_run not in shown
+    busy = {who: w.busy(who) for who in ("alice", "bob")}  # each holds a device
+    for who, sees in (("alice", {busy["alice"]}), ("bob", {busy["bob"]}),
+                      ("reader", set(busy.values())), ("answerer", set())):  # fmt: skip
+        devices = c.get("/v1/devices", headers=auth(who)).json()
+        shown = {d["run"] for d in devices if d["run"]} & set(busy.values())
+        assert shown == sees, who
     questions = c.get("/v1/questions", headers=auth("alice")).json()
     assert alice_run in {q["run_id"] for q in questions}
     assert bob_run not in {q["run_id"] for q in questions}
