@@ -229,7 +229,7 @@ def world(redis_server: LocalRedis, tmp_path_factory: pytest.TempPathFactory) ->
         api_roles=ROLES,
         artifact_dir=Path(tmp_path_factory.mktemp("pictures")),
     )
-    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer())  # type: ignore[assignment]
+    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer.of(settings))  # type: ignore[assignment]
     try:
         with TestClient(app) as client:
             yield World(client, settings, db)
