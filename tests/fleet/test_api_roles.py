@@ -30,6 +30,7 @@ from starlette.routing import Route
 from scheduler.errors import AmbiguousIdError
 from scheduler.local.redis import LocalRedis
 from scheduler.service.run_ids import RunIds
+from scheduler.service.schedules import Schedules
 from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.memory import Remembered
 from workers.core.model import (
@@ -395,3 +396,22 @@ def test_a_prefix_never_names_nor_lists_anothers_run(world: World) -> None:
         assert resp.status_code == 409, resp.text
     finally:
         world.db.delete(*(world.keys.run(rid) for rid in ids.values()))
+
+
+def test_a_schedules_firings_are_its_owners(world: World) -> None:
+    """A schedule alice added fires batches whose runs are alice's: she lists them, bob does
+    not see them."""
+    c = world.client
+    world.device()  # one the batch's selector matches
+    body = {"name": "owned", "every_s": 3600, "goal": "Sign in", "count": 2}
+    sched = world.post("alice", "/v1/schedules", body)
+    fleet = c.app.state.fleet  # type: ignore[attr-defined]
+    assert Schedules(world.db, world.keys).tick(fleet, now=time.time() + 1) >= 1
+    runs = c.get("/v1/runs", params={"schedule": sched["id"]}, headers=auth("ops")).json()["runs"]
+    assert len(runs) == 2
+    assert {r["owner"] for r in runs} == {"alice"}
+    batch = runs[0]["batch"]
+    assert c.get(f"/v1/batches/{batch}", headers=auth("alice")).json()["owner"] == "alice"
+    assert c.get(f"/v1/batches/{batch}", headers=auth("bob")).status_code == 404
+    mine = c.get("/v1/runs", params={"schedule": sched["id"]}, headers=auth("bob")).json()
+    assert mine["runs"] == []
