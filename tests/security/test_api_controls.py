@@ -61,6 +61,7 @@ def _bodies(bad: str) -> dict[str, tuple[str, dict[str, Any], str, str]]:
 def test_controls_are_refused_naming_the_field(
     api: Api, client: TestClient, where: str, char: str
 ) -> None:
+    """Each character in each place: a 422 naming the field, one line, nothing written."""
     path, body, field, starts = _bodies(NASTY[char])[where]
     before = api.footprint()
     resp = client.post(path, json=body, headers=AUTH)
@@ -91,4 +92,5 @@ def test_an_input_value_keeps_its_characters_and_is_shown_escaped(
 
 
 def test_plain_text_passes() -> None:
+    """Accents, dashes and other scripts are plain text: only controls and bidi marks are not."""
     assert plain("Sign in — naïve café, 日本語") == "Sign in — naïve café, 日本語"

@@ -44,6 +44,8 @@ def test_without_roles_every_token_is_admin() -> None:
     ],
 )
 def test_bad_roles_are_refused_naming_the_fix(roles: str, says: str) -> None:
+    """A token left out, an unknown role, an entry for no token, a malformed entry: refused
+    when the settings are read, naming what is wrong and the fix."""
     with pytest.raises(ValidationError, match=says):
         Settings(api_tokens="alice:a-1,bob:b-2", api_roles=roles)
 
