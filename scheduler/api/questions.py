@@ -1,4 +1,5 @@
-"""Questions for people: list the open ones, answer one (auth as every route).
+"""Questions for people: list the open ones, answer one (`answer` or `admin`: an answer
+teaches the whole fleet, so it is no `submit` right).
 
     GET  /v1/questions               open questions, the one expiring first first
     POST /v1/runs/{run_id}/answer    {"target": "Continue as ada"} | {"ref": "e7"} |
@@ -11,15 +12,17 @@ with the usual `POST /v1/runs/{id}/cancel`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.api.views import Who, need, shown_questions, shown_run
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.service.fleet import Fleet
+from workers.core.access import Action, Principal
 from workers.core.errors import ConfigError
 from workers.core.records import Answer, Question, RunRecord
 from workers.fleet.state.questions import NotAwaitingError, QuestionStore
@@ -52,10 +55,9 @@ def add_question_routes(
     questions: QuestionStore,
     fleet: Fleet,
     *,
-    auth: Callable[..., Awaitable[str]],
     registry: CollectorRegistry,
     resolve: Callable[[str], str] = str,
-) -> Callable[[str, Answer, str], RunRecord]:
+) -> Callable[[str, Answer, Principal], RunRecord]:
     """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id.
     Returns the answering code itself, `(run id, answer, who) -> the run`."""
     answers = Counter(
@@ -72,17 +74,20 @@ def add_question_routes(
     )
     registry.register(QuestionsCollector(questions))
 
-    @app.get("/v1/questions", dependencies=[Depends(auth)], response_model=list[Question])
-    def list_questions() -> list[Question]:
-        return questions.open()
+    @app.get("/v1/questions", response_model=list[Question])
+    def list_questions(who: Who) -> list[Question]:
+        """Every open question for `read`, `answer` and `admin`; a `submit` token sees those
+        of its own runs."""
+        return shown_questions(who, questions.open(), fleet.store.owners)
 
-    def answer_question(run_id: str, body: Answer, who: str) -> RunRecord:
-        """Answer the question of `run_id` (a unique prefix will do) as `who`: the route's
-        code, and the console's (`scheduler.console.pages`)."""
+    def answer_question(run_id: str, body: Answer, who: Principal) -> RunRecord:
+        """Answer the question of `run_id` (a unique prefix will do) as `who`, if its roles
+        grant it: the route's code, and the console's (`scheduler.console.pages`)."""
+        need(who, Action.ANSWER)
         run_id = resolve(run_id)
         question = questions.get(run_id)
         try:
-            questions.answer(run_id, body, who=who)
+            questions.answer(run_id, body, who=who.name)
         except NotAwaitingError as exc:
             raise ConflictError(str(exc)) from None
         except ConfigError as exc:
@@ -94,11 +99,7 @@ def add_question_routes(
         return fleet.run(run_id)
 
     @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
-    def answer(
-        run_id: str,
-        body: Answer,
-        who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
-    ) -> RunRecord:
-        return answer_question(run_id, body, who)
+    def answer(run_id: str, body: Answer, who: Who) -> RunRecord:
+        return shown_run(who, answer_question(run_id, body, who))
 
     return answer_question

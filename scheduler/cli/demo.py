@@ -34,11 +34,12 @@ from scheduler.cli._common import (
     report,
     shown_url,
 )
-from scheduler.cli._render import plain_console, result_table, visible, watch_batch
+from scheduler.cli._render import plain_console, result_table, watch_batch
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
+from workers.core.text import visible
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 

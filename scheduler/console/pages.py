@@ -19,7 +19,8 @@ forms carry the session's CSRF token, and the cookie is SameSite=Strict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hmac
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Annotated, Any
@@ -30,11 +31,20 @@ from fastapi import FastAPI, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from scheduler.api.views import (
+    need,
+    readable_run,
+    shown_devices,
+    shown_questions,
+    shown_run,
+    shown_steps,
+)
 from scheduler.console.session import COOKIE, TTL_S, Session, Sessions
 from scheduler.console.views import ago, device_row, step_view
-from scheduler.errors import FleetError, ForbiddenError
+from scheduler.errors import FleetError
 from scheduler.service.fleet import Fleet
 from scheduler.store.listing import RunQuery
+from workers.core.access import Action, Principal
 from workers.core.memory import Remembered
 from workers.core.model import RunStatus
 from workers.core.records import Answer, RunRecord
@@ -74,14 +84,15 @@ class ConsoleDeps:
     keys: Keys
     lease_s: float
     sessions: Sessions
-    who: Callable[[str], str | None]
-    """The name of a token, or None (the API's own token check)."""
+    who: Callable[[str], Principal | None]
+    """Who a token is, or None (the API's own token check)."""
+    principals: Mapping[str, Principal]
+    """Who a session's token name is now (a name whose token is gone signs in no more)."""
     resolve: Callable[[str], str]
     """A run id or unique prefix → the run id (404 otherwise)."""
-    answer: Callable[[str, Answer, str], RunRecord]
-    """`POST /v1/runs/{id}/answer`'s own code: (run id, answer, who) → the run."""
-    may: Callable[[str, str], bool]
-    """Whether the token name may do an act ("answer", "forget")."""
+    answer: Callable[[str, Answer, Principal], RunRecord]
+    """`POST /v1/runs/{id}/answer`'s own code: (run id, answer, who) → the run; refuses
+    (403) a principal whose roles do not grant answering."""
 
 
 class CsrfError(FleetError, code="CSRF", status=403):
@@ -105,17 +116,22 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     def signed_in(request: Request) -> Session:
         session = deps.sessions.read(request.cookies.get(COOKIE))
-        if session is None:
+        if session is None or session.name not in deps.principals:
             raise SignIn
         return session
 
-    def acting(request: Request, csrf: str, act: str) -> Session:
+    def principal(session: Session) -> Principal:
+        return deps.principals[session.name]
+
+    def acting(request: Request, csrf: str, *actions: Action) -> Principal:
+        """The form's principal, once its CSRF token is its session's and its roles grant
+        one of `actions` (403 otherwise, as the API answers)."""
         session = signed_in(request)
-        if csrf != session.csrf:
+        if not hmac.compare_digest(csrf, session.csrf):
             raise CsrfError("the form's token does not match your session", hint="reload the page")
-        if not deps.may(session.name, act):
-            raise ForbiddenError(session.name, act, act)
-        return session
+        who = principal(session)
+        need(who, *actions)
+        return who
 
     @app.exception_handler(SignIn)
     async def to_sign_in(request: Request, _: SignIn) -> Response:
@@ -144,8 +160,8 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         token: Annotated[str, Form(max_length=500)],
         next: Annotated[str, Form(max_length=500)] = "/ui/fleet",  # noqa: A002 - the field
     ) -> Response:
-        name = deps.who(token)
-        if name is None:
+        who = deps.who(token)
+        if who is None:
             return page(
                 "login.html",
                 None,
@@ -153,7 +169,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
                 next=_local(next),
                 error="That token is not one of this API's.",
             )
-        cookie, _ = deps.sessions.issue(name)
+        cookie, _ = deps.sessions.issue(who.name)
         resp = RedirectResponse(_local(next), status_code=303)
         resp.set_cookie(COOKIE, cookie, max_age=TTL_S, path="/ui", httponly=True, samesite="strict")
         return resp
@@ -161,7 +177,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
     @app.post("/ui/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
         session = signed_in(request)
-        if csrf != session.csrf:
+        if not hmac.compare_digest(csrf, session.csrf):
             return Response(status_code=403)
         resp = RedirectResponse("/ui/login", status_code=303)
         resp.delete_cookie(COOKIE, path="/ui")
@@ -169,8 +185,10 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     # -- the fleet ---------------------------------------------------------------------------
 
-    def device_rows() -> list[Any]:
-        devices = sorted(deps.fleet.devices(), key=lambda d: d.info.id)[:MAX_DEVICES]
+    def device_rows(who: Principal) -> list[Any]:
+        need(who, Action.DEVICES)
+        listed = sorted(deps.fleet.devices(), key=lambda d: d.info.id)[:MAX_DEVICES]
+        devices = shown_devices(who, listed, deps.fleet.store.owners)
         busy = [d.run for d in devices if d.run]
         runs = {r.id: r for r in deps.fleet.store.load_many(busy)} if busy else {}
         with deps.client.pipeline(transaction=False) as p:
@@ -191,11 +209,13 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     @app.get("/ui/fleet", include_in_schema=False)
     def fleet_page(request: Request) -> HTMLResponse:
-        return page("fleet.html", signed_in(request), devices=device_rows())
+        session = signed_in(request)
+        return page("fleet.html", session, devices=device_rows(principal(session)))
 
     @app.get("/ui/fleet/rows", include_in_schema=False)
     def fleet_rows(request: Request) -> HTMLResponse:
-        return page("fleet_rows.html", signed_in(request), devices=device_rows())
+        session = signed_in(request)
+        return page("fleet_rows.html", session, devices=device_rows(principal(session)))
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -210,6 +230,8 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         cursor: Annotated[str | None, Query(max_length=100)] = None,
     ) -> HTMLResponse:
         session = signed_in(request)
+        who = principal(session)
+        need(who, Action.READ_OWN, Action.READ_ANY)
         q = RunQuery(
             status=status,
             device=device or None,
@@ -217,6 +239,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             goal=goal or None,
             limit=50,
             cursor=cursor,
+            owner=None if who.sees_all else who.name,
         )
         result = deps.fleet.runs(q)
         filters = {
@@ -239,9 +262,9 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             statuses=[s.value for s in RunStatus],
         )
 
-    def run_parts(run_id: str) -> dict[str, Any]:
-        run = deps.fleet.run(deps.resolve(run_id))
-        rows = deps.fleet.steps(run.id)
+    def run_parts(who: Principal, run_id: str) -> dict[str, Any]:
+        run = readable_run(who, deps.fleet.run(deps.resolve(run_id)))
+        rows = shown_steps(who, run, deps.fleet.steps(run.id))
         keys = {r.memory.entry for r in rows if r.memory is not None}
         taught: dict[str, Remembered] = {}
         for key in keys:
@@ -252,12 +275,14 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     @app.get("/ui/runs/{run_id}", include_in_schema=False)
     def run_page(request: Request, run_id: str) -> HTMLResponse:
-        return page("run.html", signed_in(request), **run_parts(run_id))
+        session = signed_in(request)
+        return page("run.html", session, **run_parts(principal(session), run_id))
 
     @app.get("/ui/runs/{run_id}/rows", include_in_schema=False)
     def run_rows(request: Request, run_id: str) -> HTMLResponse:
-        parts = run_parts(run_id)
-        resp = page("run_rows.html", signed_in(request), **parts)
+        session = signed_in(request)
+        parts = run_parts(principal(session), run_id)
+        resp = page("run_rows.html", session, **parts)
         if parts["run"].status.terminal:
             resp.headers["X-Live"] = "done"  # the script stops polling
         return resp
@@ -278,16 +303,21 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     @app.get("/ui/questions", include_in_schema=False)
     def questions_page(request: Request) -> HTMLResponse:
-        waiting = sorted(deps.questions.open(), key=lambda q: q.asked_at)
-        return page("questions.html", signed_in(request), questions=waiting)
+        session = signed_in(request)
+        shown = shown_questions(principal(session), deps.questions.open(), deps.fleet.store.owners)
+        return page("questions.html", session, questions=sorted(shown, key=lambda q: q.asked_at))
 
     @app.get("/ui/questions/{run_id}", include_in_schema=False)
     def question_page(request: Request, run_id: str) -> HTMLResponse:
         session = signed_in(request)
+        who = principal(session)
         rid = deps.resolve(run_id)
+        run = deps.fleet.run(rid)
+        if not who.may(Action.QUESTIONS_ANY):
+            readable_run(who, run)
         question = deps.questions.get(rid)
         if question is None:
-            return page("answered.html", session, run=deps.fleet.run(rid))
+            return page("answered.html", session, run=shown_run(who, run))
         rows = deps.fleet.steps(rid)
         shot = next((r.screenshot for r in reversed(rows) if r.screenshot), None)
         return page(
@@ -295,7 +325,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             session,
             q=question,
             shot=shot,
-            may_answer=deps.may(session.name, "answer"),
+            may_answer=who.may(Action.ANSWER),
         )
 
     @app.post("/ui/questions/{run_id}/answer", include_in_schema=False)
@@ -308,10 +338,10 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         done: Annotated[str | None, Form(max_length=10)] = None,
         blocked: Annotated[str | None, Form(max_length=10)] = None,
     ) -> Response:
-        session = acting(request, csrf, "answer")
+        who = acting(request, csrf, Action.ANSWER)
         rid = deps.resolve(run_id)
         body = Answer(target=target or None, done=bool(done), blocked=bool(blocked))
-        deps.answer(rid, body, session.name)
+        deps.answer(rid, body, who)
         return RedirectResponse(f"/ui/runs/{rid}", status_code=303)
 
     # -- memory ------------------------------------------------------------------------------
@@ -321,12 +351,14 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         request: Request, goal: Annotated[str | None, Query(max_length=500)] = None
     ) -> HTMLResponse:
         session = signed_in(request)
+        who = principal(session)
+        need(who, Action.MEMORY_READ)
         return page(
             "memory.html",
             session,
             entries=deps.memory.entries(goal=goal or None),
             goal=goal or "",
-            may_forget=deps.may(session.name, "forget"),
+            may_forget=who.may(Action.MEMORY_FORGET),
         )
 
     @app.post("/ui/memory/{key}/forget", include_in_schema=False)
@@ -335,7 +367,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         key: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")],
         csrf: Annotated[str, Form(max_length=200)],
     ) -> Response:
-        acting(request, csrf, "forget")
+        acting(request, csrf, Action.MEMORY_FORGET)
         deps.memory.forget(key)
         return RedirectResponse("/ui/memory", status_code=303)
 

@@ -31,12 +31,16 @@ class Schedule(BaseModel):
     created_at: float
     next_at: float | None = None
     last_batch: str | None = None
+    owner: str | None = None
+    """Who added it; its batches' runs are that owner's (`workers.core.access`)."""
 
 
 class Schedules(RedisStore):
     _advance = Script("advance_schedule")
 
-    def add(self, sub: ScheduleSubmit, *, now: float | None = None) -> Schedule:
+    def add(
+        self, sub: ScheduleSubmit, *, now: float | None = None, owner: str | None = None
+    ) -> Schedule:
         now = time.time() if now is None else now
         sched = Schedule(
             id=new_id(),
@@ -47,12 +51,17 @@ class Schedules(RedisStore):
             ),
             created_at=now,
             next_at=now,
+            owner=owner,
         )
         with self.r.pipeline(transaction=True) as p:
             p.set(self.k.schedule(sched.id), sched.model_dump_json())
             p.zadd(self.k.schedules, {sched.id: now})
             p.execute()
         return sched
+
+    def get(self, schedule_id: str) -> Schedule | None:
+        raw = cast("str | None", self.r.get(self.k.schedule(schedule_id)))
+        return Schedule.model_validate_json(raw) if raw else None
 
     def remove(self, schedule_id: str) -> None:
         with self.r.pipeline(transaction=True) as p:
@@ -93,7 +102,7 @@ class Schedules(RedisStore):
             if not self._advance(keys=[self.k.schedules], args=[sid, repr(score), repr(nxt)]):
                 continue  # another scheduler fired it
             try:
-                batch, _ = fleet.submit_batch(sched.batch, schedule=sid)
+                batch, _ = fleet.submit_batch(sched.batch, schedule=sid, owner=sched.owner)
             except FleetError as exc:
                 log.warning(
                     "schedule_not_fired", schedule_id=sid, schedule=sched.name, error=str(exc)

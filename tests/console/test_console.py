@@ -145,7 +145,9 @@ def test_a_read_only_token_sees_the_question_but_cannot_answer(
     pg, errors = page
     base = console_fleet.api_url
     with FleetClient(base, token=ALICE[1]) as alice:
-        run = alice.submit_run({**RUN, "goal": "Sign in to review", "device": "twin-2"})  # unlearned
+        run = alice.submit_run(
+            {**RUN, "goal": "Sign in to review", "device": "twin-2"}
+        )  # unlearned
         wait_for(
             lambda: alice.run(run.id).status is RunStatus.AWAITING_ANSWER,
             "the question",

@@ -143,6 +143,9 @@ class RunRecord(BaseModel):
     result: RunResult | None = None
     cancel_requested: bool = False
     schedule: str | None = None
+    owner: str | None = None
+    """The name of the token that submitted it (`workers.core.access`); None for a run
+    recorded before owners were."""
 
     def to_hash(self) -> dict[str, str]:
         out = {
@@ -160,6 +163,7 @@ class RunRecord(BaseModel):
             "reason": self.reason,
             "cancel": "1" if self.cancel_requested else "",
             "schedule": self.schedule or "",
+            "owner": self.owner or "",
         }
         for name in ("dispatched_at", "started_at", "finished_at"):
             v = getattr(self, name)
@@ -197,6 +201,7 @@ class RunRecord(BaseModel):
             result=RunResult.model_validate_json(res) if res else None,
             cancel_requested=raw.get("cancel", "") == "1",
             schedule=_s(raw, "schedule"),
+            owner=_s(raw, "owner"),
         )
 
 
@@ -212,6 +217,8 @@ class BatchRecord(BaseModel):
     created_at: float
     goal: str = ""
     runs: tuple[str, ...] = ()
+    owner: str | None = None
+    """Who submitted it (as `RunRecord.owner`)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -229,6 +236,7 @@ class BatchRecord(BaseModel):
             created_at=float(raw["created_at"]),
             goal=raw.get("goal", ""),
             runs=tuple(runs),
+            owner=_s(raw, "owner"),
         )
 
 

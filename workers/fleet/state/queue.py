@@ -114,6 +114,7 @@ class RunQueue(RedisStore):
                         "created_at": repr(batch.created_at),
                         "goal": batch.goal,
                         "request": runs[0].request.model_dump_json(),
+                        "owner": batch.owner or "",
                     },
                 )
                 p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
