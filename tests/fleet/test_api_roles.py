@@ -404,6 +404,7 @@ def test_a_schedules_firings_are_its_owners(world: World) -> None:
     not see them."""
     c = world.client
     world.device()  # one the batch's selector matches
+    world.db.delete(world.keys.schedules)  # the other tests' schedules are not due here
     body = {"name": "owned", "every_s": 3600, "goal": "Sign in", "count": 2}
     sched = world.post("alice", "/v1/schedules", body)
     fleet = c.app.state.fleet  # type: ignore[attr-defined]
