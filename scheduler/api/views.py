@@ -66,8 +66,7 @@ WHAT = {
 def need(who: Principal, *actions: Action) -> None:
     """Refuse (403) unless the roles grant one of `actions`."""
     if not any(who.may(a) for a in actions):
-        roles = " or ".join(dict.fromkeys(granting(a) for a in actions))
-        raise ForbiddenError(who.describe(), WHAT[actions[0]], roles)
+        raise ForbiddenError(who.describe(), WHAT[actions[0]], granting(*actions))
 
 
 def no_run(run_id: str) -> NotFoundError:

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Route
+from structlog.testing import capture_logs
 
 from scheduler.errors import AmbiguousIdError
 from scheduler.local.redis import LocalRedis
@@ -403,6 +404,7 @@ def test_a_schedules_firings_are_its_owners(world: World) -> None:
     not see them."""
     c = world.client
     world.device()  # one the batch's selector matches
+    world.db.delete(world.keys.schedules)  # the other tests' schedules are not due here
     body = {"name": "owned", "every_s": 3600, "goal": "Sign in", "count": 2}
     sched = world.post("alice", "/v1/schedules", body)
     fleet = c.app.state.fleet  # type: ignore[attr-defined]
@@ -415,3 +417,27 @@ def test_a_schedules_firings_are_its_owners(world: World) -> None:
     assert c.get(f"/v1/batches/{batch}", headers=auth("bob")).status_code == 404
     mine = c.get("/v1/runs", params={"schedule": sched["id"]}, headers=auth("bob")).json()
     assert mine["runs"] == []
+
+
+def test_several_tokens_without_roles_are_each_admin_and_said_so(
+    redis_server: LocalRedis,
+) -> None:
+    """The back-compat story: without GOALFLEET_API_ROLES every token holds every right (bob
+    may forget memory), and an API with several tokens says so at start."""
+    settings = Settings(
+        redis_url=redis_server.url, key_prefix="gfroles2", api_tokens=["alice:a-1", "bob:b-2"]
+    )
+    with capture_logs() as logs:
+        app = create(settings, enqueuer=RecordingEnqueuer.of(settings))
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["api_roles_unset"]
+    db = redis_client(redis_server.url)
+    try:
+        with TestClient(app) as c:  # type: ignore[arg-type]
+            bob = {"Authorization": "Bearer b-2"}
+            forgot = c.delete("/v1/memory", params={"all": "true"}, headers=bob)
+            assert forgot.status_code == 200, forgot.text
+            assert c.get("/v1/runs", headers=bob).status_code == 200
+    finally:
+        for key in db.scan_iter(match="gfroles2:*"):
+            db.delete(key)
+        db.close()

@@ -138,6 +138,6 @@ class Principal:
         return f"{self.name} ({roles})"
 
 
-def granting(action: Action) -> str:
-    """The roles that grant `action`, as a refusal names them (`read or admin`)."""
-    return " or ".join(r.value for r in Role if action in GRANTS[r])
+def granting(*actions: Action) -> str:
+    """The roles that grant any of `actions`, as a refusal names them (`read or admin`)."""
+    return " or ".join(r.value for r in Role if GRANTS[r] & set(actions))
