@@ -1,12 +1,12 @@
-"""`/docs` offline: Swagger UI from the `swagger-ui-bundle` package (its assets ship in the
-wheel) instead of FastAPI's default, which loads them from a CDN and is blank on a machine with
-no internet. Open without a token, as before."""
+"""`/docs` offline: Swagger UI 5 (it reads FastAPI's OpenAPI 3.1) from the `fastapi-swagger`
+package, whose wheel ships its assets, instead of FastAPI's default page, which loads them
+from a CDN and is blank on a machine with no internet. Open without a token, as before."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-import swagger_ui_bundle
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
@@ -26,7 +26,7 @@ def asset_paths() -> set[str]:
 
 def add_offline_docs(app: FastAPI) -> None:
     """`app` must be created with `docs_url=None`; this adds `/docs` and its assets."""
-    root = Path(swagger_ui_bundle.swagger_ui_path)
+    root = Path(str(files("fastapi_swagger") / "resources"))
     openapi_url = app.openapi_url or "/openapi.json"
 
     @app.get("/docs", include_in_schema=False)

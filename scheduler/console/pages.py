@@ -271,7 +271,11 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             entry = deps.memory.get(key)
             if entry is not None:
                 taught[key] = entry
-        return {"run": run, "steps": [step_view(r, taught) for r in rows]}
+        return {
+            "run": run,
+            "steps": [step_view(r, taught) for r in rows],
+            "pictures": may_see_pictures(who, run),
+        }
 
     @app.get("/ui/runs/{run_id}", include_in_schema=False)
     def run_page(request: Request, run_id: str) -> HTMLResponse:
@@ -287,12 +291,22 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             resp.headers["X-Live"] = "done"  # the script stops polling
         return resp
 
-    @app.get("/ui/pictures/{artifact}", include_in_schema=False)
-    def picture(request: Request, artifact: Annotated[str, Path(pattern=ARTIFACT)]) -> Response:
-        """A step's picture by its artifact id, as the step rows name it: it outlives a row
-        a re-attempt replaces (a run page may still show the earlier rows), and an id is only
-        known to whoever could read a row that names it (sha256 of the picture)."""
-        signed_in(request)
+    def may_see_pictures(who: Principal, run: RunRecord) -> bool:
+        """A step's picture shows what the run typed: its owner and `admin` see them (as
+        the API's screenshot route answers), and so does whoever may answer the run's open
+        question (its picture is what they answer about)."""
+        waiting = run.status is RunStatus.AWAITING_ANSWER
+        return who.may_see_inputs(run.owner) or (waiting and who.may(Action.ANSWER))
+
+    @app.get("/ui/runs/{run_id}/pictures/{artifact}", include_in_schema=False)
+    def picture(
+        request: Request, run_id: str, artifact: Annotated[str, Path(pattern=ARTIFACT)]
+    ) -> Response:
+        """A step's picture by its artifact id, as the run's rows name it: it outlives a row a
+        re-attempt replaces (a run page may still show the earlier rows)."""
+        who = principal(signed_in(request))
+        if not may_see_pictures(who, deps.fleet.run(deps.resolve(run_id))):
+            return Response(status_code=403)
         data = deps.pictures.get(artifact)
         if data is None:
             return Response(status_code=404)
@@ -324,7 +338,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             "question.html",
             session,
             q=question,
-            shot=shot,
+            shot=shot if may_see_pictures(who, run) else None,
             may_answer=who.may(Action.ANSWER),
         )
 

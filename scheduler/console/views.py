@@ -67,7 +67,7 @@ def decided_by(row: StepRow, taught: dict[str, Remembered]) -> str:
     d = row.decision
     if d is None:
         return "done_when" if row.outcome.value == "done" else ""
-    who = d.decided_by or "?"
+    who = d.decided_by or ("done_when" if row.outcome.value == "done" else "")
     if who == "memory" and row.memory is not None:
         entry = taught.get(row.memory.entry)
         source = row.memory.source or (entry.source if entry else "")

@@ -37,15 +37,9 @@ def console_fleet(
             server.url,
             key_prefix="gfui",
             token=f"{ALICE[0]}:{ALICE[1]}",
+            api_tokens=[SecretStr(f"{n}:{t}") for n, t in (ALICE, VIEWER)],
             api_roles=ROLES,
             artifact_dir=tmp_path_factory.mktemp("artifacts"),
-        ).model_copy(
-            update={
-                "api_tokens": [
-                    SecretStr(f"{ALICE[0]}:{ALICE[1]}"),
-                    SecretStr(f"{VIEWER[0]}:{VIEWER[1]}"),
-                ]
-            }
         )
         logs = tmp_path_factory.mktemp("console-logs")
         with LocalFleet(

@@ -7,7 +7,7 @@ ALICE = ("alice", "alice-console-token-7f3a")
 VIEWER = ("viewer", "viewer-console-token-91c2")
 """Reads everything, changes nothing."""
 ROLES = f"{ALICE[0]}:submit+answer+read,{VIEWER[0]}:read"
-PASSWORD = "twin-pass-5521"
+PASSWORD = "zq7-Hx4-5521"
 RUN = {
     "goal": "Sign in",
     "inputs": {"email": "ada@example.com"},

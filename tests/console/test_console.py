@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from console_kit import ALICE, CHROMIUM, HOSTILE, RUN, VIEWER
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect, sync_playwright
 
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
@@ -198,3 +198,28 @@ def test_the_api_docs_work_offline(console_fleet: LocalFleet) -> None:
     assert "cdn" not in html.casefold()
     for asset in ("/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css"):
         assert httpx.get(base + asset).status_code == 200, asset
+
+
+def test_the_docs_page_renders_with_nothing_but_the_api(
+    console_fleet: LocalFleet, page: tuple[Page, list[str]], tmp_path: Path
+) -> None:
+    """In the browser, every request to anywhere but the API refused (an offline machine):
+    Swagger UI still renders the API's operations."""
+    pg, errors = page
+    base = console_fleet.api_url
+    elsewhere: list[str] = []
+
+    def only_the_api(route: Route) -> None:
+        if route.request.url.startswith(base):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    pg.route("**/*", only_the_api)
+    pg.goto(base + "/docs")
+    expect(pg.locator(".swagger-ui .info .title")).to_contain_text("goalfleet")
+    expect(pg.locator(".opblock-summary-path", has_text="/v1/runs").first).to_be_visible()
+    assert elsewhere == []
+    assert errors == []
+    shot(pg, "docs", tmp_path)
