@@ -40,7 +40,7 @@ from scheduler.api.questions import add_question_routes
 from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
-from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit, SuiteSubmit
 from scheduler.service.run_ids import RunIds
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
@@ -225,7 +225,13 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             "run.submitted", run, created=created, run_id=run.id, device_id=run.device
         )
 
-    def batch_submitted(sub: BatchSubmit, submit: _Submit) -> Response:
+    def batch_submitted(sub: BatchSubmit | SuiteSubmit, submit: _Submit) -> Response:
+        if isinstance(sub, SuiteSubmit):  # a suite's flows over their device matrix
+            limits.check_suite(sub)
+            batch, created = fleet.submit_suite(sub, idempotency_key=submit.key)
+            return submit.answer(
+                "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
+            )
         limits.check_batch(sub)
         batch, created = fleet.submit_batch(sub, idempotency_key=submit.key)
         return submit.answer(
@@ -251,8 +257,10 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
     async def submit_batch(
-        sub: BatchSubmit, submit: Annotated[_Submit, Depends(_submit)]
+        sub: BatchSubmit | SuiteSubmit, submit: Annotated[_Submit, Depends(_submit)]
     ) -> Response:
+        """One goal over a selector (or `count` runs), or a suite (`suite`, `flows`): each
+        flow over its device matrix, all in one batch."""
         return await submits.run(batch_submitted, sub, submit)  # Redis calls block
 
     @app.get("/v1/runs/{run_id}", dependencies=guarded, response_model=RunRecord)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
@@ -107,6 +107,51 @@ class BatchSubmit(_Submit):
 
 class ScheduleSubmit(BatchSubmit):
     """A recurring batch: every `every_s` seconds, submit the batch (no ETA tasks)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    every_s: Annotated[float, Field(ge=1, le=7 * 86400)]
+
+
+MAX_RETRIES = 5
+MAX_FLOWS = 100
+MAX_MATRIX = 20
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+WEBHOOK_PATTERN = r"^https?://[^\s/?#]+[^\s]{0,1900}$"
+
+
+class FlowSubmit(_Submit):
+    """One flow of a suite: a goal run on every live, healthy device each cell of `matrix`
+    matches (a cell is a selector: a platform, labels, an OS version), each failed attempt
+    tried again up to `retries` times."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    matrix: Annotated[list[Selector], Field(min_length=1, max_length=MAX_MATRIX)] = Field(
+        default_factory=lambda: [Selector()]
+    )
+    retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 0
+
+
+class SuiteSubmit(BaseModel):
+    """A suite: its flows over their device matrices, as one batch (`POST /v1/batches`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suite: Annotated[str, Field(pattern=NAME_PATTERN)]
+    flows: Annotated[list[FlowSubmit], Field(min_length=1, max_length=MAX_FLOWS)]
+    webhook: Annotated[str, Field(pattern=WEBHOOK_PATTERN)] | None = None
+    """Called when the batch finishes, a run fails or a question waits (`webhooks`)."""
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> Self:
+        names = [f.name for f in self.flows]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"flow {twice[0]!r} is named twice; give each flow its own name")
+        return self
+
+
+class SuiteScheduleSubmit(SuiteSubmit):
+    """A recurring suite: every `every_s` seconds, submit the suite's batch."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     every_s: Annotated[float, Field(ge=1, le=7 * 86400)]

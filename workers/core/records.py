@@ -143,6 +143,14 @@ class RunRecord(BaseModel):
     result: RunResult | None = None
     cancel_requested: bool = False
     schedule: str | None = None
+    flow: str | None = None
+    """The suite flow this run is an attempt of (a flows file's `name`), if any."""
+    retries: int = 0
+    """How many more attempts a failure of this one brings (`lua/lib/retry.lua`)."""
+    retry: int = 0
+    """Which attempt of its flow on its device this is: 0 the first, 1 the first retry."""
+    retry_of: str | None = None
+    """The attempt before this one."""
 
     def to_hash(self) -> dict[str, str]:
         out = {
@@ -160,6 +168,10 @@ class RunRecord(BaseModel):
             "reason": self.reason,
             "cancel": "1" if self.cancel_requested else "",
             "schedule": self.schedule or "",
+            "flow": self.flow or "",
+            "retries": str(self.retries),
+            "retry": str(self.retry),
+            "retry_of": self.retry_of or "",
         }
         for name in ("dispatched_at", "started_at", "finished_at"):
             v = getattr(self, name)
@@ -197,6 +209,10 @@ class RunRecord(BaseModel):
             result=RunResult.model_validate_json(res) if res else None,
             cancel_requested=raw.get("cancel", "") == "1",
             schedule=_s(raw, "schedule"),
+            flow=_s(raw, "flow"),
+            retries=int(raw.get("retries", "0") or 0),
+            retry=int(raw.get("retry", "0") or 0),
+            retry_of=_s(raw, "retry_of"),
         )
 
 
@@ -212,6 +228,8 @@ class BatchRecord(BaseModel):
     created_at: float
     goal: str = ""
     runs: tuple[str, ...] = ()
+    suite: str | None = None
+    """The flows file's suite name, for a batch a suite submitted."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -229,6 +247,7 @@ class BatchRecord(BaseModel):
             created_at=float(raw["created_at"]),
             goal=raw.get("goal", ""),
             runs=tuple(runs),
+            suite=raw.get("suite") or None,
         )
 
 
