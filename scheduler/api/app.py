@@ -40,7 +40,13 @@ from scheduler.api.questions import add_question_routes
 from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
-from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit, SuiteSubmit
+from scheduler.service.requests import (
+    BatchSubmit,
+    RunSubmit,
+    ScheduleSubmit,
+    SuiteScheduleSubmit,
+    SuiteSubmit,
+)
 from scheduler.service.run_ids import RunIds
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
@@ -317,8 +323,11 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return fleet.devices()
 
     @app.post("/v1/schedules", dependencies=guarded, status_code=201, response_model=Schedule)
-    def add_schedule(sub: ScheduleSubmit) -> Schedule:
-        limits.check_batch(sub)
+    def add_schedule(sub: ScheduleSubmit | SuiteScheduleSubmit) -> Schedule:
+        if isinstance(sub, SuiteScheduleSubmit):
+            limits.check_suite(sub)
+        else:
+            limits.check_batch(sub)
         return schedules.add(sub)
 
     @app.get("/v1/schedules", dependencies=guarded, response_model=list[Schedule])

@@ -8,6 +8,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.service.cron import Cron
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
 
@@ -105,11 +106,25 @@ class BatchSubmit(_Submit):
     count: Annotated[int, Field(ge=1, le=MAX_BATCH)] | None = None
 
 
-class ScheduleSubmit(BatchSubmit):
-    """A recurring batch: every `every_s` seconds, submit the batch (no ETA tasks)."""
+class _Recurring(BaseModel):
+    """When a schedule fires: every `every_s` seconds, or at each minute `cron` matches."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
-    every_s: Annotated[float, Field(ge=1, le=7 * 86400)]
+    every_s: Annotated[float, Field(ge=1, le=7 * 86400)] | None = None
+    cron: Annotated[str, Field(min_length=9, max_length=100)] | None = None
+    """Five fields, UTC (`scheduler.service.cron`): `0 * * * *` is every hour."""
+
+    @model_validator(mode="after")
+    def _one_timing(self) -> Self:
+        if (self.every_s is None) == (self.cron is None):
+            raise ValueError("give either every_s (seconds) or cron (five fields), not both")
+        if self.cron is not None:
+            Cron.parse(self.cron)  # a CronError is a ValueError: the field and the fix
+        return self
+
+
+class ScheduleSubmit(_Recurring, BatchSubmit):
+    """A recurring batch (no ETA tasks)."""
 
 
 MAX_RETRIES = 5
@@ -150,8 +165,5 @@ class SuiteSubmit(BaseModel):
         return self
 
 
-class SuiteScheduleSubmit(SuiteSubmit):
-    """A recurring suite: every `every_s` seconds, submit the suite's batch."""
-
-    name: Annotated[str, Field(min_length=1, max_length=100)]
-    every_s: Annotated[float, Field(ge=1, le=7 * 86400)]
+class SuiteScheduleSubmit(_Recurring, SuiteSubmit):
+    """A recurring suite: its batch, every `every_s` seconds or at each `cron` minute."""
