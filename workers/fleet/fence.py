@@ -32,6 +32,7 @@ from collections.abc import Callable
 from workers.core.errors import GoalfleetError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import DevicePort
+from workers.core.shots import CameraDevice, Screenshot, ScreenshotPort
 
 DRIFT_MARGIN = 0.1
 """The share of `lease_s` the fence gives up to clock drift between this host and Redis."""
@@ -158,12 +159,26 @@ class FencedDevice:
         self.device.close()
 
 
+class _FencedCamera:
+    def __init__(self, camera: ScreenshotPort, fence: Fence) -> None:
+        self.camera = camera
+        self.fence = fence
+
+    def screenshot(self) -> Screenshot:
+        self.fence.check("screenshot")
+        return self.camera.screenshot()
+
+
 def open_fenced(
     open_device: Callable[[str], DevicePort], run_id: str, fence: Fence | None
 ) -> DevicePort:
     """Open the run's device (opening is a device action too) behind `fence`; unfenced
-    when `fence` is None."""
+    when `fence` is None. A device with a camera keeps it behind the fence."""
     if fence is None:
         return open_device(run_id)
     fence.check("open the device")
-    return FencedDevice(open_device(run_id), fence)
+    device = open_device(run_id)
+    fenced = FencedDevice(device, fence)
+    if isinstance(device, ScreenshotPort):  # its camera behind the fence too
+        return CameraDevice(fenced, _FencedCamera(device, fence))
+    return fenced
