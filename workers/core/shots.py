@@ -20,7 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.core.model import ActionResult, InputValue, Inputs, Outcome, Platform, StepRow
+from workers.core.model import ActionResult, Inputs, InputValue, Outcome, Platform, StepRow
 from workers.core.ports import DevicePort
 from workers.core.screen import Node, Snapshot
 
