@@ -233,7 +233,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     def batch_submitted(sub: BatchSubmit | SuiteSubmit, submit: _Submit) -> Response:
         if isinstance(sub, SuiteSubmit):  # a suite's flows over their device matrix
-            limits.check_suite(sub)
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
             batch, created = fleet.submit_suite(sub, idempotency_key=submit.key)
             return submit.answer(
                 "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
@@ -325,7 +325,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     @app.post("/v1/schedules", dependencies=guarded, status_code=201, response_model=Schedule)
     def add_schedule(sub: ScheduleSubmit | SuiteScheduleSubmit) -> Schedule:
         if isinstance(sub, SuiteScheduleSubmit):
-            limits.check_suite(sub)
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
         else:
             limits.check_batch(sub)
         return schedules.add(sub)

@@ -59,8 +59,15 @@ class Limits:
                 "GOALFLEET_API_MAX_BATCH_BYTES on the API",
             )
 
-    def check_suite(self, sub: SuiteSubmit) -> None:
-        """Each flow's request and the selectors of its matrix."""
+    def check_suite(self, sub: SuiteSubmit, *, signed: bool) -> None:
+        """Each flow's request and the selectors of its matrix; a webhook only where the
+        fleet signs them (`signed`: `GOALFLEET_WEBHOOK_SECRET` is set)."""
+        if sub.webhook is not None and not signed:
+            raise InvalidRequestError(
+                "webhook",
+                "this fleet signs no webhooks, so it calls none",
+                "set GOALFLEET_WEBHOOK_SECRET on the API and the scheduler, or leave webhook out",
+            )
         for flow in sub.flows:
             self._check_request(flow)
             for cell in flow.matrix:

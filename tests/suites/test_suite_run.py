@@ -15,7 +15,6 @@ import pytest
 from conftest import SECRET_VALUE, TOKEN
 from junitparser.xunit2 import JUnitXml
 
-from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
 
 
@@ -117,7 +116,7 @@ def test_html_is_one_bounded_file_with_the_matrix(suite_run: dict[str, object]) 
     text = html.read_text()
     assert text.count('class="v flaky"') >= 2 + 2  # matrix cells + section headings
     assert "sign-in-flaky" in text
-    assert "src=\"http" not in text  # nothing fetched
+    assert 'src="http' not in text  # nothing fetched
     assert "data:image/jpeg;base64," in text
     assert SECRET_VALUE not in text
     assert len(text.encode()) < 3_000_000
