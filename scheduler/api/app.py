@@ -41,9 +41,10 @@ from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
 from scheduler.service.requests import (
+    BatchBody,
     BatchSubmit,
     RunSubmit,
-    ScheduleSubmit,
+    ScheduleBody,
     SuiteScheduleSubmit,
     SuiteSubmit,
 )
@@ -263,7 +264,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
     async def submit_batch(
-        sub: BatchSubmit | SuiteSubmit, submit: Annotated[_Submit, Depends(_submit)]
+        sub: BatchBody, submit: Annotated[_Submit, Depends(_submit)]
     ) -> Response:
         """One goal over a selector (or `count` runs), or a suite (`suite`, `flows`): each
         flow over its device matrix, all in one batch."""
@@ -323,7 +324,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return fleet.devices()
 
     @app.post("/v1/schedules", dependencies=guarded, status_code=201, response_model=Schedule)
-    def add_schedule(sub: ScheduleSubmit | SuiteScheduleSubmit) -> Schedule:
+    def add_schedule(sub: ScheduleBody) -> Schedule:
         if isinstance(sub, SuiteScheduleSubmit):
             limits.check_suite(sub, signed=settings.webhook_secret is not None)
         else:

@@ -37,7 +37,12 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     add_api_args(r)
     r.add_argument("--only", action="append", default=[], metavar="NAME", help="just this flow")
     r.add_argument("--wait", action="store_true", help="wait for the batch, then report")
-    r.add_argument("--timeout", type=float, default=1800.0, help="--wait at most this long (s)")
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="--wait at most this long, in seconds (default: 1800)",
+    )
     add_report_flags(r)
     r.set_defaults(func=with_client("suite run")(run))
 

@@ -4,9 +4,18 @@ that names the field and the fix (the API turns these into 4xx answers)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from scheduler.service.cron import Cron
 from workers.core.records import DEVICE_ID_PATTERN, Selector
@@ -167,3 +176,26 @@ class SuiteSubmit(BaseModel):
 
 class SuiteScheduleSubmit(_Recurring, SuiteSubmit):
     """A recurring suite: its batch, every `every_s` seconds or at each `cron` minute."""
+
+
+def _suite_or_not(kind: str) -> Callable[[object], str]:
+    def pick(v: object) -> str:
+        suite = isinstance(v, SuiteSubmit) or (isinstance(v, dict) and "flows" in v)
+        return f"Suite{kind}" if suite else kind
+
+    return pick
+
+
+BatchBody = Annotated[
+    Annotated[BatchSubmit, Tag("BatchSubmit")] | Annotated[SuiteSubmit, Tag("SuiteBatchSubmit")],
+    Discriminator(_suite_or_not("BatchSubmit")),
+]
+"""`POST /v1/batches`: a suite when it has `flows`, else one goal's batch; a refusal names
+only the fields of the one it is."""
+ScheduleBody = Annotated[
+    Annotated[ScheduleSubmit, Tag("ScheduleSubmit")]
+    | Annotated[SuiteScheduleSubmit, Tag("SuiteScheduleSubmit")],
+    Discriminator(_suite_or_not("ScheduleSubmit")),
+]
+BODY_TAGS = frozenset({"BatchSubmit", "SuiteBatchSubmit", "ScheduleSubmit", "SuiteScheduleSubmit"})
+"""The union members' tags a validation error's location holds (the API leaves them out)."""
