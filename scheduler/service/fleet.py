@@ -28,7 +28,7 @@ from scheduler.store.listing import RunPage, RunQuery
 from scheduler.store.runs import FleetStore
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
-from workers.fleet.state.queue import Idempotency, Message
+from workers.fleet.state.queue import Idempotency
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 CancelOutcome = Literal["cancelled", "requested"]
@@ -74,13 +74,13 @@ class Fleet:
         )
         idem = self._idem(idempotency_key, sub)
         device = self.dispatcher.fast_pick(run)
-        message = self.dispatcher.message(run, device) if device is not None else None
         out = self.store.submit_one(
             run,
             idem=idem,
             max_pending=self.max_pending,
-            device_id=device.info.id if device is not None else None,
-            message=message,
+            device=(device.info.id, self.dispatcher.message(run, device))
+            if device is not None
+            else None,
         )
         if out.existing is not None:
             return self._replay_run(out.existing, idem), False
@@ -90,7 +90,7 @@ class Fleet:
             if device is not None:
                 self.dispatcher.refused(device)
             return run, True  # pending; the script woke the scheduler, which places it
-        return self._send_reserved(run, device, out.dispatched_at, message), True
+        return self.dispatcher.sent_reserved(run, device, out.dispatched_at), True
 
     def submit_batch(
         self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
@@ -217,22 +217,6 @@ class Fleet:
                     "one to pass its probe, or loosen the selector",
                 )
         return targets
-
-    def _send_reserved(
-        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
-    ) -> RunRecord:
-        """A run the submit reserved (and, with `message`, sent): the run as the reservation
-        left it; as written, pending again, when a send after the script failed (a broker or
-        store blip: the scheduler places it)."""
-        try:
-            return self.dispatcher.sent_reserved(run, device, at, message)
-        except Exception:  # logged; the reservation was undone, the scheduler retries
-            log.exception(
-                "dispatch_after_submit_failed",
-                runs=1,
-                hint="the run is pending; the scheduler will place it",
-            )
-            return run
 
     def _dispatch(self, run_ids: list[str]) -> None:
         """The fast path. The runs are already stored and pending, so a failure here is not

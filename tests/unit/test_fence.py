@@ -51,7 +51,7 @@ def _settings(**over: object) -> Settings:
 def parts(client: redis.Redis):
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=100)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=100)
     return store, RunStore(client, keys), fleet
 
 

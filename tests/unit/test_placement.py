@@ -26,7 +26,7 @@ Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
 def parts(client: redis.Redis) -> Parts:
     keys = Keys("hol")
     store = FleetStore(client, keys, retention_s=3600)
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(client, keys)
     fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
     return store, RunStore(client, keys), enq, fleet
 
