@@ -137,6 +137,8 @@ def parse(text: str, *, source: str = "<flows>") -> Flows:
         message = _say(e)
         if message:
             problems.append(Problem(_line(lines, at), _where(at), message))
+    if not problems:  # each flow named once (the schema cannot say it)
+        problems = _twice(cast("dict[str, Any]", data), lines)
     if problems:
         raise FlowsFileError(source, sorted(problems, key=lambda p: p.line))
     body = _body(cast("dict[str, Any]", data))
@@ -150,6 +152,18 @@ def parse(text: str, *, source: str = "<flows>") -> Flows:
             found.append(Problem(_line(lines, at), _where(at), message))
         raise FlowsFileError(source, sorted(found, key=lambda p: p.line)) from None
     return Flows(str(body["suite"]), body)
+
+
+def _twice(data: dict[str, Any], lines: dict[Path_, int]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for i, flow in enumerate(data["flows"]):
+        if flow["name"] in seen:
+            at = ("flows", i, "name")
+            why = f"flow {flow['name']!r} is named twice; give each flow its own name"
+            out.append(Problem(_line(lines, at), _where(at), why))
+        seen.add(flow["name"])
+    return out
 
 
 def _say(error: jsonschema.ValidationError) -> str:

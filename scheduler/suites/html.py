@@ -1,5 +1,5 @@
 """A report as one self-contained HTML file (it opens offline: its style inline, its pictures
-downscaled JPEGs in `data:` URIs, no script, nothing fetched): the matrix of flows x devices
+downscaled in `data:` URIs, no script, nothing fetched): the matrix of flows x devices
 with each case's verdict, then each case's attempts, each with its step table (picture,
 screen, decision, who decided, action, outcome, ms, tokens).
 
@@ -15,7 +15,7 @@ import time
 from html import escape
 from typing import get_args
 
-from scheduler.suites.outcome import Attempt, Case, Report, Verdict, failure_kind
+from scheduler.suites.outcome import Attempt, Case, Report, Verdict, failure_kind, thumb_type
 from workers.core.model import StepRow
 
 STYLE = """
@@ -48,7 +48,8 @@ def _picture(a: Attempt, row: StepRow, attachments: str | None) -> str:
     href = f"{attachments}/{p.name}" if attachments is not None else None
     if p.thumb is not None:
         data = base64.b64encode(p.thumb).decode()
-        img = f'<img alt="step {row.index}" src="data:image/jpeg;base64,{data}">'
+        src = f"data:{thumb_type(p.thumb)};base64,{data}"
+        img = f'<img alt="step {row.index}" src="{src}">'
         return f'<a href="{escape(href, quote=True)}">{img}</a>' if href else img
     return f'<a href="{escape(href, quote=True)}">picture</a>' if href else "—"
 

@@ -117,7 +117,7 @@ def test_html_is_one_bounded_file_with_the_matrix(suite_run: dict[str, object]) 
     assert text.count('class="v flaky"') >= 2 + 2  # matrix cells + section headings
     assert "sign-in-flaky" in text
     assert 'src="http' not in text  # nothing fetched
-    assert "data:image/jpeg;base64," in text
+    assert "data:image/png;base64," in text or "data:image/jpeg;base64," in text
     assert SECRET_VALUE not in text
     assert len(text.encode()) < 3_000_000
 
