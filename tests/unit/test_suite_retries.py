@@ -69,7 +69,7 @@ def reserve_all(fleet: Fleet) -> None:
 
 
 def test_one_batch_for_the_matrix_with_each_flow_s_request(parts, client: redis.Redis) -> None:
-    store, rs, fleet = parts
+    store, _, fleet = parts
     batch, _ = fleet.submit_suite(suite())
     runs = store.load_many(list(batch.runs))
     assert batch.suite == "s"
@@ -156,8 +156,9 @@ def test_the_batch_completes_with_its_last_attempt(parts) -> None:
 
 def test_a_matrix_cell_that_matches_nothing_names_itself(parts) -> None:
     _, _, fleet = parts
-    bad = SuiteSubmit.model_validate({"suite": "s", "flows": [
-        {"name": "a", "goal": "g", "matrix": [{"platform": "ios"}, {"labels": {"pool": "zz"}}]}]})  # fmt: skip
+    cells = [{"platform": "ios"}, {"labels": {"pool": "zz"}}]
+    flows = [{"name": "a", "goal": "g", "matrix": cells}]
+    bad = SuiteSubmit.model_validate({"suite": "s", "flows": flows})
     with pytest.raises(InvalidRequestError) as err:
         fleet.submit_suite(bad)
     assert err.value.problems[0].field == "flows[0].matrix[1]"
