@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 _FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
            ("day of week", 0, 7))  # fmt: skip
-MAX_LOOKAHEAD_MIN = 366 * 24 * 60 * 5
+LOOKAHEAD = dt.timedelta(days=366 * 5)
+"""How far ahead a match is looked for (Feb 29 comes within it); past it, none ever will."""
 
 
 class CronError(ValueError):
@@ -72,7 +73,8 @@ class Cron:
     def next_after(self, epoch: float) -> float:
         """The first matching minute after `epoch` (UTC)."""
         t = dt.datetime.fromtimestamp(epoch, tz=dt.UTC).replace(second=0, microsecond=0)
-        for _ in range(MAX_LOOKAHEAD_MIN):
+        limit = t + LOOKAHEAD
+        while t < limit:
             t += dt.timedelta(minutes=1)
             if t.month not in self.months:
                 days = calendar.monthrange(t.year, t.month)[1]

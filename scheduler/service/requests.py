@@ -4,6 +4,7 @@ that names the field and the fix (the API turns these into 4xx answers)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Annotated, Self
 
@@ -128,7 +129,8 @@ class _Recurring(BaseModel):
         if (self.every_s is None) == (self.cron is None):
             raise ValueError("give either every_s (seconds) or cron (five fields), not both")
         if self.cron is not None:
-            Cron.parse(self.cron)  # a CronError is a ValueError: the field and the fix
+            # a CronError is a ValueError: the field and the fix; one that never matches too
+            Cron.parse(self.cron).next_after(time.time())
         return self
 
 

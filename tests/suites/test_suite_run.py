@@ -5,6 +5,7 @@ rows, and the exit code failing CI on a flaky flow unless `--allow-flaky`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -161,3 +162,20 @@ def test_html_renders_in_headless_chromium_without_console_errors(
         finally:
             browser.close()
     assert errors == []
+
+
+def test_a_matrix_no_device_matches_is_refused_naming_its_cell(
+    fleet: LocalFleet, tmp_path: Path
+) -> None:
+    from conftest import FLOWS  # noqa: PLC0415
+
+    flows = tmp_path / "flows.yaml"
+    flows.write_text(FLOWS.replace("labels: {app: flaky}", "labels: {app: nowhere}"))
+    proc = goalfleet(fleet, "suite", "run", str(flows))
+    assert proc.returncode == 2
+    assert "flows[1].matrix[0]: matches no registered device" in proc.stderr
+    ok = goalfleet(fleet, "suite", "run", str(flows), "--only", "sign-in", "--json")
+    assert ok.returncode == 0, ok.stderr
+    with fleet.client() as api:
+        batch = api.wait_batch(json.loads(ok.stdout)["id"], timeout_s=60)
+    assert (batch.suite, batch.total, batch.counts) == ("signin-smoke", 2, {"done": 2})
