@@ -79,6 +79,11 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def run(client: FleetClient, args: argparse.Namespace) -> int:
+    if not args.wait and (args.junit is not None or args.html is not None):
+        raise ConfigError(
+            "--junit and --html are written when the batch has finished: add --wait, or run "
+            "`goalfleet report BATCH --junit FILE --html FILE` later"
+        )
     flows = read(args.file, args.only)
     batch = client.submit_batch(flows.body)
     if not args.wait:
@@ -88,7 +93,10 @@ def run(client: FleetClient, args: argparse.Namespace) -> int:
             sys.stdout.write(f"batch {batch.id}: suite {flows.suite}, {batch.total} runs\n")
         return EXIT_OK
     sys.stderr.write(f"batch {batch.id}: suite {flows.suite}, {batch.total} runs; waiting\n")
-    client.wait_batch(batch.id, timeout_s=args.timeout)
+    try:
+        client.wait_batch(batch.id, timeout_s=args.timeout)
+    except TimeoutError:  # report what there is: the cases still running are incomplete
+        sys.stderr.write(f"batch {batch.id} not finished after {args.timeout:g} s\n")
     report = collect(client, batch.id, pictures=args.junit is not None or args.html is not None)
     write_reports(report, args)
     if args.json:

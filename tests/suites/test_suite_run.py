@@ -179,3 +179,21 @@ def test_a_matrix_no_device_matches_is_refused_naming_its_cell(
     with fleet.client() as api:
         batch = api.wait_batch(json.loads(ok.stdout)["id"], timeout_s=60)
     assert (batch.suite, batch.total, batch.counts) == ("signin-smoke", 2, {"done": 2})
+
+
+def test_a_wait_that_times_out_reports_the_cases_still_running(
+    fleet: LocalFleet, flows_file: Path, tmp_path: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    proc = goalfleet(fleet, "suite", "run", str(flows_file), "--only", "sign-in", "--wait",
+                     "--timeout", "0", "--junit", str(junit))  # fmt: skip
+    assert "not finished after 0 s" in proc.stderr
+    # the runs are fast: some may have ended by the time the report is read; any still
+    # running is incomplete, and fails CI
+    lines = [ln.split()[0] for ln in proc.stderr.splitlines() if " sign-in on " in ln]
+    assert len(lines) == 2, proc.stderr
+    assert set(lines) <= {"passed", "incomplete"}
+    assert proc.returncode == (1 if "incomplete" in lines else 0), proc.stderr
+    assert JUnitXml.fromfile(str(junit)).tests == 2
+    with fleet.client() as api:  # the batch goes on; let it end before the next test
+        api.wait_batch(re.findall(r"batch ([0-9a-f]{32})", proc.stderr)[0], timeout_s=60)
