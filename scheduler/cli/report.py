@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scheduler.cli._common import EXIT_FAILED, EXIT_OK, add_client_command
+from scheduler.cli._common import EXIT_FAILED, EXIT_OK, add_client_command, print_json
 from scheduler.client.api_client import FleetClient
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import to_xml, write_pictures
@@ -78,9 +78,24 @@ def verdict_lines(report: Report, *, allow_flaky: bool) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def as_json(report: Report) -> dict[str, object]:
+    """The cases and their verdicts (`--json`)."""
+    return {
+        "batch": report.batch.id,
+        "suite": report.batch.suite,
+        "cases": [
+            {"flow": c.flow, "device": c.device, "platform": c.platform, "verdict": c.verdict,
+             "attempts": [{"run": a.run.id, "status": a.status.value} for a in c.attempts]}
+            for c in report.cases
+        ],
+    }  # fmt: skip
+
+
 def main(client: FleetClient, args: argparse.Namespace) -> int:
     if len(args.batch) < 6:  # noqa: PLR2004 - the API's shortest prefix
         raise ConfigError(f"batch id {args.batch!r}: give at least 6 characters of it")
     report = collect(client, args.batch, pictures=args.junit is not None or args.html is not None)
     write_reports(report, args)
+    if args.json:
+        print_json(as_json(report))
     return verdict_lines(report, allow_flaky=args.allow_flaky)

@@ -19,7 +19,7 @@ from scheduler.cli._common import (
     print_json,
     with_client,
 )
-from scheduler.cli.report import add_report_flags, verdict_lines, write_reports
+from scheduler.cli.report import add_report_flags, as_json, verdict_lines, write_reports
 from scheduler.client.api_client import FleetClient
 from scheduler.suites.flows import Flows, FlowsFileError, load
 from scheduler.suites.outcome import collect
@@ -100,14 +100,5 @@ def run(client: FleetClient, args: argparse.Namespace) -> int:
     report = collect(client, batch.id, pictures=args.junit is not None or args.html is not None)
     write_reports(report, args)
     if args.json:
-        print_json(
-            {
-                "batch": batch.id,
-                "cases": [
-                    {"flow": c.flow, "device": c.device, "verdict": c.verdict,
-                     "attempts": [a.run.id for a in c.attempts]}
-                    for c in report.cases
-                ],
-            }
-        )  # fmt: skip
+        print_json(as_json(report))
     return verdict_lines(report, allow_flaky=args.allow_flaky)

@@ -62,7 +62,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         if d.input != "none":
             decision += f" ← {d.input}"
         decision += f" ({d.confidence:.2f})"
-        who = d.decided_by or "decider"
+        who = d.decided_by or "—"  # a done_when match: no decider was asked
         tokens = d.usage.input_tokens + d.usage.output_tokens
     action = ""
     if s.action is not None:

@@ -33,7 +33,7 @@ def step_line(s: StepRow) -> str:
         decision = "done" if d.done else "blocked" if d.blocked else d.target
         if d.input != "none":
             decision += f" <- {d.input}"
-        decision += f" ({d.confidence:.2f}, {d.decided_by or 'decider'})"
+        decision += f" ({d.confidence:.2f}" + (f", {d.decided_by})" if d.decided_by else ")")
     action = "-"
     if s.action is not None:
         action = f"{s.action.kind.value} {s.action.pinned}"

@@ -76,8 +76,13 @@ def test_allow_flaky_passes_and_report_alone_agrees(
     proc = suite_run["proc"]
     assert isinstance(proc, subprocess.CompletedProcess)
     batch = re.findall(r"batch ([0-9a-f]{32})", proc.stderr)[0]
-    again = goalfleet(fleet, "report", batch[:8], "--allow-flaky")
+    again = goalfleet(fleet, "report", batch[:8], "--allow-flaky", "--json")
     assert again.returncode == 0, again.stderr
+    verdicts = {(c["flow"], c["device"]): c["verdict"] for c in json.loads(again.stdout)["cases"]}
+    assert verdicts == {
+        ("sign-in", "ios-signin"): "passed", ("sign-in", "android-signin"): "passed",
+        ("sign-in-flaky", "ios-flaky"): "flaky", ("sign-in-flaky", "android-flaky"): "flaky",
+    }  # fmt: skip
     strict = goalfleet(fleet, "report", batch[:8])
     assert strict.returncode == 1
     assert "2 passed, 2 flaky" in strict.stderr
