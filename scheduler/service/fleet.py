@@ -161,6 +161,7 @@ class Fleet:
                             priority=flow.priority,
                             submitted_at=now,
                             schedule=schedule,
+                            suite=sub.suite,
                             flow=flow.name,
                             retries=flow.retries,
                         )

@@ -83,6 +83,14 @@ def test_allow_flaky_passes_and_report_alone_agrees(
         ("sign-in", "ios-signin"): "passed", ("sign-in", "android-signin"): "passed",
         ("sign-in-flaky", "ios-flaky"): "flaky", ("sign-in-flaky", "android-flaky"): "flaky",
     }  # fmt: skip
+    listed = goalfleet(fleet, "runs", "--suite", "signin-smoke", "--flow", "sign-in-flaky",
+                       "--batch", batch[:8], "--json")  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    attempts = sorted((r["target"], r["retry"], r["status"]) for r in json.loads(listed.stdout))
+    assert attempts == [
+        ("android-flaky", 0, "blocked"), ("android-flaky", 1, "done"),
+        ("ios-flaky", 0, "blocked"), ("ios-flaky", 1, "done"),
+    ]  # fmt: skip
     strict = goalfleet(fleet, "report", batch[:8])
     assert strict.returncode == 1
     assert "2 passed, 2 flaky" in strict.stderr

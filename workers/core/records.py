@@ -143,6 +143,8 @@ class RunRecord(BaseModel):
     result: RunResult | None = None
     cancel_requested: bool = False
     schedule: str | None = None
+    suite: str | None = None
+    """The suite whose batch this run is in (a flows file's `suite`), if any."""
     flow: str | None = None
     """The suite flow this run is an attempt of (a flows file's `name`), if any."""
     retries: int = 0
@@ -170,8 +172,8 @@ class RunRecord(BaseModel):
             "schedule": self.schedule or "",
         }
         # a suite's fields only where they are set: a 1,000-run batch stays as small as it was
-        extra = {"flow": self.flow, "retries": self.retries, "retry": self.retry,
-                 "retry_of": self.retry_of}  # fmt: skip
+        extra = {"suite": self.suite, "flow": self.flow, "retries": self.retries,
+                 "retry": self.retry, "retry_of": self.retry_of}  # fmt: skip
         out.update({k: str(v) for k, v in extra.items() if v})
         for name in ("dispatched_at", "started_at", "finished_at"):
             v = getattr(self, name)
@@ -209,6 +211,7 @@ class RunRecord(BaseModel):
             result=RunResult.model_validate_json(res) if res else None,
             cancel_requested=raw.get("cancel", "") == "1",
             schedule=_s(raw, "schedule"),
+            suite=_s(raw, "suite"),
             flow=_s(raw, "flow"),
             retries=int(raw.get("retries", "0") or 0),
             retry=int(raw.get("retry", "0") or 0),
