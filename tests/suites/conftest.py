@@ -10,37 +10,11 @@ from pathlib import Path
 
 import pytest
 from fleetkit import quick_settings
+from suitekit import FLOWS, SECRET_VALUE, TOKEN, WORKERS
 
-from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
 from workers.settings import Settings
-
-TOKEN = "suite-test-token"
-SECRET_VALUE = "Suite-s3cret-7731"
-WORKERS = [
-    SimWorker("ios-signin", "ios", "17.5", "iPhone 15", {"app": "signin"}),
-    SimWorker("android-signin", "android", "14", "Pixel 8", {"app": "signin"}, app="signin"),
-    SimWorker("ios-flaky", "ios", "17.5", "iPhone 15", {"app": "flaky"}, app="flaky"),
-    SimWorker("android-flaky", "android", "14", "Pixel 8", {"app": "flaky"}, app="flaky"),
-]
-FLOWS = """\
-suite: signin-smoke
-defaults:
-  retries: 2
-  done_when: Welcome
-  params: {ask_person: false, memory: false}
-flows:
-  - name: sign-in
-    goal: Sign in
-    inputs: {email: ada@example.com}
-    secrets: {password: env:SUITE_PW}
-    matrix: {platform: [ios, android], labels: {app: signin}}
-  - name: sign-in-flaky
-    goal: Sign in
-    inputs: {email: ada@example.com}
-    secrets: {password: env:SUITE_PW}
-    matrix: {platform: [ios, android], labels: {app: flaky}}
-"""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

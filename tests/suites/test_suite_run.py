@@ -9,32 +9,17 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import SECRET_VALUE, TOKEN
 from junitparser.xunit2 import JUnitXml
+from suitekit import FLOWS, SECRET_VALUE, goalfleet
 
 from scheduler.local.fleet import LocalFleet
 
 
-def goalfleet(fleet: LocalFleet, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GOALFLEET_API_URL": fleet.api_url, "GOALFLEET_API_TOKEN": TOKEN}
-    return subprocess.run(
-        [sys.executable, "-m", "scheduler", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def suite_run(fleet: LocalFleet, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    from conftest import FLOWS  # noqa: PLC0415
-
     out = tmp_path_factory.mktemp("suite-reports")
     flows = out / "flows.yaml"
     flows.write_text(FLOWS)
@@ -180,8 +165,6 @@ def test_html_renders_in_headless_chromium_without_console_errors(
 def test_a_matrix_no_device_matches_is_refused_naming_its_cell(
     fleet: LocalFleet, tmp_path: Path
 ) -> None:
-    from conftest import FLOWS  # noqa: PLC0415
-
     flows = tmp_path / "flows.yaml"
     flows.write_text(FLOWS.replace("labels: {app: flaky}", "labels: {app: nowhere}"))
     proc = goalfleet(fleet, "suite", "run", str(flows))

@@ -9,8 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from conftest import FLOWS
-from test_suite_run import goalfleet
+from suitekit import FLOWS, goalfleet
 
 from scheduler.local.fleet import LocalFleet
 
