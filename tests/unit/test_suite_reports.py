@@ -135,3 +135,16 @@ def test_a_200_step_report_stays_small() -> None:
     assert 0 < small.count("data:image/png;base64,") <= 20
     assert small.count(">picture</a>") + small.count("data:image/png;base64,") == 200
     assert len(small.encode()) < 500_000
+
+
+def test_what_a_screen_says_is_shown_not_run() -> None:
+    """A screen's text, a reason or a goal is text in the report, never markup."""
+    evil = "<script>alert(1)</script>"
+    run = _run("ok", "ios-1", RunStatus.BLOCKED, reason=evil)
+    batch = BatchRecord(id="b" * 32, total=1, created_at=1000.0, suite="s")
+    rows = [r.model_copy(update={"screen": evil}) for r in _rows(1)]
+    html = to_html(Report(batch, cases([run], lambda _r: rows), time.time()))
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    xml = to_xml(Report(batch, cases([run], lambda _r: rows), time.time()))
+    assert b"<script>" not in xml
