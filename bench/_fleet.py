@@ -125,7 +125,14 @@ class BenchFleet(Stoppable):
     # -- processes -------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str]) -> Child:
-        child = spawn(argv, env=self.env, log=self.dir / f"{name}.log", name=name, cwd=ROOT)
+        env = (
+            self.env
+            if name.startswith(("worker-", "noop"))
+            else {  # a worker's secret only
+                k: v for k, v in self.env.items() if not k.startswith("GOALFLEET_SECRET_")
+            }
+        )  # (the API and the scheduler refuse to start holding one)
+        child = spawn(argv, env=env, log=self.dir / f"{name}.log", name=name, cwd=ROOT)
         self.procs[name] = child
         return child
 

@@ -13,7 +13,6 @@ an operator's terminal.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -27,20 +26,12 @@ from rich.text import Text
 from scheduler.client.api_client import FleetClient
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.core.text import visible
 
 T = TypeVar("T")
 
 PIPE_WIDTH = 10_000
 """A console's width when it is not a terminal: wide enough that no cell is cut or wrapped."""
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0 and C1 control characters, DEL, and the bidi marks and overrides."""
-
-
-def visible(text: str) -> str:
-    """`text` with each control character shown as its escape (ESC as `\\x1b`, a newline as
-    `\\n`): printable, one line, and inert in a terminal."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def inert(text: str) -> Text:

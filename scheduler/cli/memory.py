@@ -14,10 +14,11 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_api_args, print_json, with_client
-from scheduler.cli._render import plain_console, visible
+from scheduler.cli._render import plain_console
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.memory import Remembered
+from workers.core.text import visible
 
 MIN_PREFIX = 6
 

@@ -18,9 +18,10 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_id_arg
-from scheduler.cli._render import plain_console, visible
+from scheduler.cli._render import plain_console
 from scheduler.client.api_client import FleetClient
 from workers.core.records import Question
+from workers.core.text import visible
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private

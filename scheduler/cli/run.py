@@ -22,10 +22,11 @@ from scheduler.cli._common import (
     report,
     run_params_from,
 )
-from scheduler.cli._render import plain_console, steps_table, visible
+from scheduler.cli._render import plain_console, steps_table
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
+from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.probe import probe_device

@@ -29,6 +29,7 @@ from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
+from workers.core.text import plain, visible
 from workers.devices.sim import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
 from workers.fleet.setup_check import check_worker_setup
@@ -110,6 +111,11 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 
 def spec_from(args: argparse.Namespace) -> WorkerSpec:
     labels = pairs(args.label, "--label")
+    for name, value in labels.items():  # shown in every device list: plain text only
+        try:
+            plain(f"{name}={value}")
+        except ValueError as exc:
+            raise ConfigError(f"--label {visible(name)!r}: {exc}") from None
     try:
         info = DeviceInfo(
             id=args.device,

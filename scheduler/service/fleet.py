@@ -58,10 +58,16 @@ class Fleet:
     # -- submit ----------------------------------------------------------------------------
 
     def submit_run(
-        self, sub: RunSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+        self,
+        sub: RunSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """Returns (the run, whether it was created now). A repeated idempotency key with the
-        same body returns the first run; with a different body it is a 409."""
+        same body returns the first run; with a different body it is a 409. `owner` (who
+        submits it) is written with the run; idempotency keys are each owner's own."""
         self._check_target(sub.device, sub.selector)
         run = RunRecord(
             id=new_id(),
@@ -71,8 +77,9 @@ class Fleet:
             priority=sub.priority,
             submitted_at=time.time(),
             schedule=schedule,
+            owner=owner,
         )
-        idem = self._idem(idempotency_key, sub)
+        idem = self._idem(idempotency_key, sub, owner)
         device = self.dispatcher.fast_pick(run)
         out = self.store.submit_one(
             run,
@@ -93,7 +100,12 @@ class Fleet:
         return self.dispatcher.sent_reserved(run, device, out.dispatched_at), True
 
     def submit_batch(
-        self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+        self,
+        sub: BatchSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
     ) -> tuple[BatchRecord, bool]:
         if sub.count is not None and self.dispatcher.view.has_match(None, sub.selector):
             targets: list[DeviceState] = []  # `count` runs, each placed later: a match will do
@@ -114,6 +126,7 @@ class Fleet:
                 priority=sub.priority,
                 submitted_at=now,
                 schedule=schedule,
+                owner=owner,
             )
             for i in range(n)
         ]
@@ -123,8 +136,9 @@ class Fleet:
             created_at=now,
             goal=request.goal,
             runs=tuple(r.id for r in runs),
+            owner=owner,
         )
-        idem = self._idem(idempotency_key, sub)
+        idem = self._idem(idempotency_key, sub, owner)
         existing = self.store.create(runs, batch=batch, idem=idem)
         if existing is not None:
             ref = self._replay(existing, idem, "batch")
@@ -136,7 +150,12 @@ class Fleet:
         return self.store.batch(batch_id) or batch, True
 
     def submit_suite(
-        self, sub: SuiteSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+        self,
+        sub: SuiteSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
     ) -> tuple[BatchRecord, bool]:
         """A suite as one batch: each flow's run on every live, healthy device each cell of
         its matrix matches (a device once per flow), its request stored once per flow."""
@@ -161,6 +180,7 @@ class Fleet:
                             priority=flow.priority,
                             submitted_at=now,
                             schedule=schedule,
+                            owner=owner,
                             suite=sub.suite,
                             flow=flow.name,
                             retries=flow.retries,
@@ -174,8 +194,9 @@ class Fleet:
             goal=sub.flows[0].goal,
             runs=tuple(r.id for r in runs),
             suite=sub.suite,
+            owner=owner,
         )
-        idem = self._idem(idempotency_key, sub)
+        idem = self._idem(idempotency_key, sub, owner)
         existing = self.store.create(runs, batch=batch, idem=idem, webhook=sub.webhook)
         if existing is not None:
             ref = self._replay(existing, idem, "batch")
@@ -274,11 +295,15 @@ class Fleet:
         )
 
     @staticmethod
-    def _idem(key: str | None, sub: RunSubmit | BatchSubmit | SuiteSubmit) -> Idempotency | None:
-        """The key and the body's hash (the body serialised only when a key is given)."""
+    def _idem(
+        key: str | None, sub: RunSubmit | BatchSubmit | SuiteSubmit, owner: str | None
+    ) -> Idempotency | None:
+        """The key, the owner's own (`owner/key`: a key never names another's run; `/` is in
+        no key or owner name), and the body's hash (serialised only when a key is given)."""
         if key is None:
             return None
-        return Idempotency(key=key, body_hash=_body_hash(sub.model_dump_json()))
+        scoped = key if owner is None else f"{owner}/{key}"
+        return Idempotency(key=scoped, body_hash=_body_hash(sub.model_dump_json()))
 
     def _replay_run(self, existing: str, idem: Idempotency | None) -> RunRecord:
         ref = self._replay(existing, idem, "run")

@@ -18,6 +18,7 @@ from scheduler.service.schedules import Schedules
 from scheduler.service.webhooks import Webhooks
 from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
+from workers.fleet.artifacts import Retention, artifacts
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.state.questions import QuestionStore
@@ -100,10 +101,12 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
 
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     graph = build(settings, client=redis_client(settings.redis_url))
+    pictures = Retention(artifacts(settings), settings.retention_s)
 
     def tick() -> None:
         graph.schedules.tick(graph.fleet)
         graph.questions.expire()  # unanswered past their deadline: escalated, as without a person
+        pictures.tick()  # step pictures no kept run refers to any more
 
     hooks = webhooks(settings, graph)
     served = None

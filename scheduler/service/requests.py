@@ -21,6 +21,7 @@ from pydantic import (
 from scheduler.service.cron import Cron
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
+from workers.core.text import plain
 
 SENSITIVE_WORDS = frozenset(
     {
@@ -86,10 +87,33 @@ class _Submit(GoalRunRequest):
                 )
         return v
 
+    @field_validator("goal", mode="after")
+    @classmethod
+    def _plain_goal(cls, v: str) -> str:
+        return plain(v)
+
     def goal_request(self) -> GoalRunRequest:
         return GoalRunRequest.model_validate(
             self.model_dump(include=set(GoalRunRequest.model_fields))
         )
+
+
+def plain_selector(v: Selector | None) -> Selector | None:
+    """A selector whose os_version and label values are plain text (`workers.core.text`); the
+    refusal names the label (label names are held to their pattern already)."""
+    if v is None:
+        return v
+    if v.os_version is not None:
+        try:
+            plain(v.os_version)
+        except ValueError as exc:
+            raise ValueError(f"os_version {exc}") from None
+    for name, value in v.labels.items():
+        try:
+            plain(value)
+        except ValueError as exc:
+            raise ValueError(f"labels.{name} {exc}") from None
+    return v
 
 
 class RunSubmit(_Submit):
@@ -98,6 +122,8 @@ class RunSubmit(_Submit):
 
     device: Annotated[str, Field(pattern=DEVICE_ID_PATTERN.pattern)] | None = None
     selector: Selector | None = None
+
+    _plain_selector = field_validator("selector", mode="after")(plain_selector)
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -115,6 +141,8 @@ class BatchSubmit(_Submit):
     selector: Selector = Field(default_factory=Selector)
     count: Annotated[int, Field(ge=1, le=MAX_BATCH)] | None = None
 
+    _plain_selector = field_validator("selector", mode="after")(plain_selector)
+
 
 class _Recurring(BaseModel):
     """When a schedule fires: every `every_s` seconds, or at each minute `cron` matches."""
@@ -123,6 +151,11 @@ class _Recurring(BaseModel):
     every_s: Annotated[float, Field(ge=1, le=7 * 86400)] | None = None
     cron: Annotated[str, Field(min_length=9, max_length=100)] | None = None
     """Five fields, UTC (`scheduler.service.cron`): `0 * * * *` is every hour."""
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        return plain(v)
 
     @model_validator(mode="after")
     def _one_timing(self) -> Self:

@@ -32,10 +32,11 @@ class RunIds:
         self.k = keys
         self.kind = kind
 
-    def resolve(self, given: str) -> str:
+    def resolve(self, given: str, *, owner: str | None = None) -> str:
         """The whole id of the one run whose id starts with `given`. Anything that is not a
         prefix of a run id (a whole id, or not hex) comes back as given, for the caller to
-        look up (and answer 404 if it is unknown)."""
+        look up (and answer 404 if it is unknown). With `owner`, only that owner's runs (or
+        batches) are matched: a prefix never names, nor lists, another's."""
         prefix = given.lower()
         if not _PREFIX.fullmatch(prefix):
             return given
@@ -47,6 +48,12 @@ class RunIds:
                 if ":" not in key.removeprefix(head)  # not the `:steps` hash, the `:runs` list
             }
         )
+        if owner is not None and found:
+            with self.r.pipeline(transaction=False) as p:
+                for ident in found:
+                    p.hget(f"{head}{ident}", "owner")
+                owners = p.execute()
+            found = [i for i, o in zip(found, owners, strict=True) if o == owner]
         if not found:
             raise NotFoundError(
                 f"no {self.kind} id starts with {given!r} (unknown, or past its retention)"

@@ -38,13 +38,19 @@ class Schedule(BaseModel):
     created_at: float
     next_at: float | None = None
     last_batch: str | None = None
+    owner: str | None = None
+    """Who added it; its batches' runs are that owner's (`workers.core.access`)."""
 
 
 class Schedules(RedisStore):
     _advance = Script("advance_schedule")
 
     def add(
-        self, sub: ScheduleSubmit | SuiteScheduleSubmit, *, now: float | None = None
+        self,
+        sub: ScheduleSubmit | SuiteScheduleSubmit,
+        *,
+        now: float | None = None,
+        owner: str | None = None,
     ) -> Schedule:
         now = time.time() if now is None else now
         kind = SuiteSubmit if isinstance(sub, SuiteScheduleSubmit) else BatchSubmit
@@ -60,12 +66,17 @@ class Schedules(RedisStore):
             batch=batch,
             created_at=now,
             next_at=first,
+            owner=owner,
         )
         with self.r.pipeline(transaction=True) as p:
             p.set(self.k.schedule(sched.id), sched.model_dump_json())
             p.zadd(self.k.schedules, {sched.id: first})
             p.execute()
         return sched
+
+    def get(self, schedule_id: str) -> Schedule | None:
+        raw = cast("str | None", self.r.get(self.k.schedule(schedule_id)))
+        return Schedule.model_validate_json(raw) if raw else None
 
     def remove(self, schedule_id: str) -> None:
         with self.r.pipeline(transaction=True) as p:
@@ -105,9 +116,9 @@ class Schedules(RedisStore):
                 continue  # another scheduler fired it
             try:
                 if isinstance(sched.batch, SuiteSubmit):
-                    batch, _ = fleet.submit_suite(sched.batch, schedule=sid)
+                    batch, _ = fleet.submit_suite(sched.batch, schedule=sid, owner=sched.owner)
                 else:
-                    batch, _ = fleet.submit_batch(sched.batch, schedule=sid)
+                    batch, _ = fleet.submit_batch(sched.batch, schedule=sid, owner=sched.owner)
             except FleetError as exc:
                 log.warning(
                     "schedule_not_fired", schedule_id=sid, schedule=sched.name, error=str(exc)

@@ -143,6 +143,9 @@ class RunRecord(BaseModel):
     result: RunResult | None = None
     cancel_requested: bool = False
     schedule: str | None = None
+    owner: str | None = None
+    """The name of the token that submitted it (`workers.core.access`); None for a run
+    recorded before owners were."""
     suite: str | None = None
     """The suite whose batch this run is in (a flows file's `suite`), if any."""
     flow: str | None = None
@@ -170,6 +173,7 @@ class RunRecord(BaseModel):
             "reason": self.reason,
             "cancel": "1" if self.cancel_requested else "",
             "schedule": self.schedule or "",
+            "owner": self.owner or "",
         }
         # a suite's fields only where they are set: a 1,000-run batch stays as small as it was
         extra = {"suite": self.suite, "flow": self.flow, "retries": self.retries,
@@ -216,6 +220,7 @@ class RunRecord(BaseModel):
             retries=int(raw.get("retries", "0") or 0),
             retry=int(raw.get("retry", "0") or 0),
             retry_of=_s(raw, "retry_of"),
+            owner=_s(raw, "owner"),
         )
 
 
@@ -233,6 +238,8 @@ class BatchRecord(BaseModel):
     runs: tuple[str, ...] = ()
     suite: str | None = None
     """The flows file's suite name, for a batch a suite submitted."""
+    owner: str | None = None
+    """Who submitted it (as `RunRecord.owner`)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -251,6 +258,7 @@ class BatchRecord(BaseModel):
             goal=raw.get("goal", ""),
             runs=tuple(runs),
             suite=raw.get("suite") or None,
+            owner=_s(raw, "owner"),
         )
 
 

@@ -20,8 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.core.model import ActionResult, Inputs, InputValue, Outcome, Platform, StepRow
-from workers.core.ports import DevicePort
+from workers.core.model import Inputs, Outcome, StepRow
 from workers.core.screen import Node, Snapshot
 
 ShotMode = Literal["on", "off", "failure-only"]
@@ -69,42 +68,6 @@ class ScreenshotPort(Protocol):
     a `DevicePort` without it is a device that takes no screenshots."""
 
     def screenshot(self) -> Screenshot: ...
-
-
-class CameraDevice:
-    """`port` (a device wrapped for logs, metrics or a fence) with the camera of the device
-    under it: a wrapper that only passes the `DevicePort` methods on would hide the optional
-    `ScreenshotPort`, and the runs through it would take no pictures."""
-
-    def __init__(self, port: DevicePort, camera: ScreenshotPort) -> None:
-        self.port = port
-        self.camera = camera
-
-    @property
-    def platform(self) -> Platform:
-        return self.port.platform
-
-    def snapshot(self) -> Snapshot:
-        return self.port.snapshot()
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        return self.port.press(pinned_ref)
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        return self.port.fill(pinned_ref, value)
-
-    def close(self) -> None:
-        self.port.close()
-
-    def screenshot(self) -> Screenshot:
-        return self.camera.screenshot()
-
-
-def keep_camera(wrapped: DevicePort, device: DevicePort) -> DevicePort:
-    """`wrapped` (a wrapper of `device`), with `device`'s camera when it has one."""
-    if isinstance(device, ScreenshotPort) and not isinstance(wrapped, ScreenshotPort):
-        return CameraDevice(wrapped, device)
-    return wrapped
 
 
 class Pictures(Protocol):

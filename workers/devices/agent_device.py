@@ -41,6 +41,7 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.projection import build_snapshot
+from workers.core.shots import Screenshot
 from workers.devices.agent_device_launch import (
     check_daemon,
     ensure_daemon,
@@ -54,7 +55,8 @@ from workers.devices.agent_device_replies import (
     refs_generation,
     settle_result,
 )
-from workers.devices.agent_device_secrets import SecretChannel, typed_value
+from workers.devices.agent_device_secrets import SecretChannel, record_name, typed_value
+from workers.devices.agent_device_shots import Bounds, capture
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
@@ -82,16 +84,6 @@ DEFAULT_ACTION_TIMEOUT_MS = 5000
 TransportKind = Literal["socket", "http"]
 _LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
 """agent-device 0.21.5's INVALID_ARGS messages for an `open` of a session already open."""
-
-
-def record_name(input_name: str) -> str:
-    """The agent-device variable name for an input: `password` → `PASSWORD`.
-
-    Names must be upper-case letters, digits and `_`, and `AD_*` is reserved."""
-    name = "".join(ch if ch.isalnum() else "_" for ch in input_name).upper()
-    if not name or not name[0].isalpha() or name.startswith("AD_"):
-        name = f"GF_{name}"
-    return name
 
 
 class AgentDeviceDevice:
@@ -129,6 +121,7 @@ class AgentDeviceDevice:
         self._on_close = on_close
         self._secret_channel = secret_channel
         self._secrets: set[str] = set()
+        self._bounds = Bounds()
         self._opened = False
         self.last_daemon_ms: float | None = None
         """The daemon's own wall time for the last command, when it reports one."""
@@ -219,6 +212,7 @@ class AgentDeviceDevice:
         nodes = [
             n for n in (read_node(r, self._mask) for r in raw_nodes if isinstance(r, dict)) if n
         ]
+        self._bounds = Bounds.of(raw_nodes)
         if not nodes:
             raise EmptySnapshotError(
                 "the device returned an empty accessibility tree",
@@ -247,6 +241,10 @@ class AgentDeviceDevice:
                 self._secrets.add(literal)
         with typed_value(value, self._platform, self._secret_channel) as sent:
             return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
+
+    def screenshot(self) -> Screenshot:
+        """The screen the last snapshot described (`ScreenshotPort`; `agent_device_shots`)."""
+        return capture(self._call, self._bounds, self._platform)
 
     def close(self) -> None:
         try:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from workers.core.errors import GoalfleetError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import DevicePort
-from workers.core.shots import CameraDevice, Screenshot, ScreenshotPort
+from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
 DRIFT_MARGIN = 0.1
 """The share of `lease_s` the fence gives up to clock drift between this host and Redis."""
@@ -155,30 +155,24 @@ class FencedDevice:
         self.fence.check("fill")
         return self.device.fill(pinned_ref, value)
 
+    def screenshot(self) -> Screenshot:
+        """The device's picture (`ScreenshotPort`), fenced like every command it sends; a
+        device without pictures says so, as an unwrapped one would."""
+        if not isinstance(self.device, ScreenshotPort):
+            raise ScreenshotUnavailableError("this device takes no screenshots")
+        self.fence.check("screenshot")
+        return self.device.screenshot()
+
     def close(self) -> None:
         self.device.close()
-
-
-class _FencedCamera:
-    def __init__(self, camera: ScreenshotPort, fence: Fence) -> None:
-        self.camera = camera
-        self.fence = fence
-
-    def screenshot(self) -> Screenshot:
-        self.fence.check("screenshot")
-        return self.camera.screenshot()
 
 
 def open_fenced(
     open_device: Callable[[str], DevicePort], run_id: str, fence: Fence | None
 ) -> DevicePort:
     """Open the run's device (opening is a device action too) behind `fence`; unfenced
-    when `fence` is None. A device with a camera keeps it behind the fence."""
+    when `fence` is None."""
     if fence is None:
         return open_device(run_id)
     fence.check("open the device")
-    device = open_device(run_id)
-    fenced = FencedDevice(device, fence)
-    if isinstance(device, ScreenshotPort):  # its camera behind the fence too
-        return CameraDevice(fenced, _FencedCamera(device, fence))
-    return fenced
+    return FencedDevice(open_device(run_id), fence)

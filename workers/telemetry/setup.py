@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from workers.core.ports import DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SECRET_ENV_PREFIX, SecretResolver
-from workers.core.shots import keep_camera
 from workers.telemetry import logs, metrics
 from workers.telemetry.log_observer import LogObserver, ObservedDevice
 from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver
@@ -35,7 +34,7 @@ class WorkerTelemetry:
     secret_values: logs.SecretValues = field(default_factory=lambda: logs.SECRETS)
 
     def wrap_device(self, device: DevicePort) -> DevicePort:
-        return keep_camera(ObservedDevice(MeteredDevice(device)), device)
+        return ObservedDevice(MeteredDevice(device))
 
     def wrap_opener(self, opener: Callable[[str], DevicePort]) -> Callable[[str], DevicePort]:
         return lambda run_id: self.wrap_device(opener(run_id))

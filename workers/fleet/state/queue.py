@@ -117,6 +117,7 @@ class RunQueue(RedisStore):
                         "created_at": repr(batch.created_at),
                         "goal": batch.goal,
                         "request": runs[0].request.model_dump_json(),
+                        "owner": batch.owner or "",
                         "suite": batch.suite or "",
                         "webhook": webhook or "",
                     },
