@@ -27,12 +27,15 @@ def commands() -> list[ModuleType]:
     from scheduler.cli import eval as eval_command  # noqa: PLC0415
     from scheduler.cli import memory as memory_command  # noqa: PLC0415
     from scheduler.cli import questions as questions_command  # noqa: PLC0415
+    from scheduler.cli import report as report_command  # noqa: PLC0415
     from scheduler.cli import run as run_command  # noqa: PLC0415
     from scheduler.cli import runs as runs_command  # noqa: PLC0415
+    from scheduler.cli import schedule as schedule_command  # noqa: PLC0415
     from scheduler.cli import scheduler as scheduler_command  # noqa: PLC0415
     from scheduler.cli import status as status_command  # noqa: PLC0415
     from scheduler.cli import steps as steps_command  # noqa: PLC0415
     from scheduler.cli import submit as submit_command  # noqa: PLC0415
+    from scheduler.cli import suite as suite_command  # noqa: PLC0415
     from scheduler.cli import watch as watch_command  # noqa: PLC0415
     from scheduler.cli import worker as worker_command  # noqa: PLC0415
 
@@ -49,6 +52,9 @@ def commands() -> list[ModuleType]:
         eval_command,
         memory_command,
         questions_command,
+        suite_command,
+        report_command,
+        schedule_command,
         api_command,
         worker_command,
         scheduler_command,

@@ -32,6 +32,8 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.add_argument("--device", default=None, help="only runs dispatched to this device")
     p.add_argument("--batch", default=None, help="only this batch's runs (6+ characters of it)")
     p.add_argument("--schedule", default=None, help="only runs this schedule submitted")
+    p.add_argument("--suite", default=None, help="only runs of this suite (a flows file's)")
+    p.add_argument("--flow", default=None, help="only attempts of this suite flow")
     p.add_argument("--goal", default=None, help="only runs whose goal contains these words")
     p.add_argument("--since", default=None, help="submitted since: 30m, 1h, 2d, or epoch seconds")
     p.add_argument("--until", default=None, help="submitted before: 30m, 1h, 2d, or epoch s")
@@ -67,6 +69,8 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         "device": args.device,
         "batch": args.batch,
         "schedule": args.schedule,
+        "suite": args.suite,
+        "flow": args.flow,
         "goal": args.goal,
         "since": when(args.since, "--since", now),
         "until": when(args.until, "--until", now),
