@@ -92,6 +92,7 @@ bench: dev
 	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device
+	$(BIN)/python -m bench.bench_cli_start
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \
