@@ -86,14 +86,14 @@ def _worker(argv: list[str]) -> int:
 
 
 def _profile_tasks(directory: Path) -> None:
-    """cProfile each pool child over its whole runs (from Celery's `task_prerun` to its
+    """cProfile (CPU time) each pool child over its whole runs (from Celery's `task_prerun` to its
     `task_postrun`: the run task's body, claim to finish), its stats written to
     `<directory>/<pid>.prof` after every run (outside the profiled time)."""
     import cProfile  # noqa: PLC0415 - only a profiled benchmark worker
 
     from celery import signals  # noqa: PLC0415
 
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time, not the waits on Redis
 
     def prerun(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         profiler.enable()

@@ -215,13 +215,17 @@ def profile(n: int, runs: int, directory: Path) -> None:
     for what, names in counted.items():
         calls = sum(nc for (_, _, fn), (_, nc, _, _, _) in entries.items() if fn in names)
         print(f"| {what} | {calls / runs:.1f} |")
-    print("\n| function | own ms per run | cumulative ms per run | calls per run |")
-    print("| --- | ---: | ---: | ---: |")
-    top = sorted(entries.items(), key=lambda kv: kv[1][2], reverse=True)[:25]
-    for (file, line, fn), (_, nc, tt, ct, _) in top:
-        where = f"{Path(file).name}:{line}" if line else file
-        per = 1000 / runs
-        print(f"| `{fn}` ({where}) | {tt * per:.3f} | {ct * per:.3f} | {nc / runs:.1f} |")
+    per = 1000 / runs
+    by_own = sorted(entries.items(), key=lambda kv: kv[1][2], reverse=True)[:25]
+    ours = [kv for kv in entries.items() if "/workers/" in kv[0][0] or "/scheduler/" in kv[0][0]]
+    by_cum = sorted(ours, key=lambda kv: kv[1][3], reverse=True)[:25]
+    for title, rows in (("own time", by_own), ("goalfleet's functions, cumulative", by_cum)):
+        print(f"\nTop by {title}:\n")
+        print("| function | own ms per run | cumulative ms per run | calls per run |")
+        print("| --- | ---: | ---: | ---: |")
+        for (file, line, fn), (_, nc, tt, ct, _) in rows:
+            where = f"{Path(file).name}:{line}" if line else file
+            print(f"| `{fn}` ({where}) | {tt * per:.3f} | {ct * per:.3f} | {nc / runs:.1f} |")
 
 
 def med(sides: Iterable[Side], key: Callable[[Side], float]) -> float:
