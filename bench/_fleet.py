@@ -162,8 +162,11 @@ class BenchFleet(Stoppable):
             time.sleep(0.1)
         raise RuntimeError(f"the API did not come up; see {self.dir}/{name}.log")
 
-    def start_scheduler(self) -> None:
-        argv = [sys.executable, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
+    def start_scheduler(self, *, profile: Path | None = None) -> None:
+        """`goalfleet scheduler`; under cProfile if `profile` is given (wall time: its waits
+        for a wake-up show as socket reads; the stats are written there when it stops)."""
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+        argv = [sys.executable, *profiled, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
         self._spawn("scheduler", argv)
 
     def start_workers(

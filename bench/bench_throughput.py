@@ -188,7 +188,7 @@ def profile(n: int, runs: int, directory: Path) -> None:
         old.unlink()
     with BenchFleet() as fleet:
         fleet.start_api()
-        fleet.start_scheduler()
+        fleet.start_scheduler(profile=directory / "scheduler.pstats")
         fleet.env[PROFILE_ENV] = str(directory)
         sims = [SimWorker(f"t{i + 1:02d}", labels=LABELS) for i in range(n)]
         fleet.start_workers(sims, session_logs=False)
@@ -198,10 +198,35 @@ def profile(n: int, runs: int, directory: Path) -> None:
             for old in directory.glob("*.prof"):  # the warm-up's runs (imports) left out
                 old.unlink()
             fleet_batch(fleet, client, r, runs)
+    report_profile(n, directory)
+    scheduler = directory / "scheduler.pstats"
+    if scheduler.exists():  # written when it stopped
+        entries = pstats.Stats(str(scheduler)).stats  # type: ignore[attr-defined]
+        done = runs + 2 * n
+        ours = [
+            kv for kv in entries.items() if "/scheduler/" in kv[0][0] or "/workers/" in kv[0][0]
+        ]
+        print(
+            f"\nThe scheduler over its whole life ({done} runs; wall time), goalfleet's functions:\n"
+        )
+        print("| function | own ms per run | cumulative ms per run | calls per run |")
+        print("| --- | ---: | ---: | ---: |")
+        for (file, line, fn), (_, nc, tt, ct, _) in sorted(
+            ours, key=lambda kv: kv[1][3], reverse=True
+        )[:20]:
+            print(
+                f"| `{fn}` ({Path(file).name}:{line}) | {tt * 1000 / done:.3f} | {ct * 1000 / done:.3f} | {nc / done:.1f} |"
+            )
+
+
+def report_profile(n: int, directory: Path) -> None:
+    """The profiles' figures per run: divided by the runs they hold (a pool child's profile
+    also holds its warm-up runs: its profiler is one since it started)."""
     files = sorted(str(p) for p in directory.glob("*.prof"))
     stats = pstats.Stats(*files)
     entries = stats.stats  # type: ignore[attr-defined] # pstats' own table: (file, line, name) → ...
     total = sum(tt for _, _, tt, _, _ in entries.values())
+    runs = sum(nc for (_, _, fn), (_, nc, _, _, _) in entries.items() if fn == "execute_run")
     print(f"# A worker's pool child over {runs} whole runs ({n} workers, {machine()})\n")
     print(f"profiled CPU per run: {total * 1000 / runs:.2f} ms (cProfile's overhead included)\n")
     counted = {
