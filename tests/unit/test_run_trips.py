@@ -118,3 +118,21 @@ def test_a_cancel_during_a_step_stops_the_run_before_the_next(parts, client):
     assert final.status is RunStatus.CANCELLED
     assert [row.index for row in store.steps(run_id)] == [1, 2]
     assert len(final.result.steps) == 2
+
+
+def test_the_kept_batch_requests_stay_bounded(parts):
+    """A long-lived worker keeps at most `BATCH_REQUESTS_KEPT` batches' requests, and each
+    run still loads its own batch's request."""
+    from workers.fleet.state.runs import BATCH_REQUESTS_KEPT  # noqa: PLC0415 - this test's
+
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    runs = {}
+    for i in range(BATCH_REQUESTS_KEPT + 10):
+        batch, _ = fleet.submit_batch(BatchSubmit(goal=f"goal {i}", count=1))
+        runs[batch.runs[0]] = f"goal {i}"
+    for run_id, goal in runs.items():
+        assert rs.load(run_id).request.goal == goal
+        assert len(rs._batch_requests) <= BATCH_REQUESTS_KEPT
+    for run_id, goal in runs.items():  # again: the evicted ones are read again
+        assert rs.load(run_id).request.goal == goal

@@ -118,8 +118,9 @@ class RunStore(RedisStore):
             return kept
         request = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
         if request:
-            while len(self._batch_requests) >= BATCH_REQUESTS_KEPT:  # the oldest goes first
-                self._batch_requests.pop(next(iter(self._batch_requests), ""), None)
+            if len(self._batch_requests) >= BATCH_REQUESTS_KEPT:  # the older half goes
+                for old in list(self._batch_requests)[: BATCH_REQUESTS_KEPT // 2]:
+                    self._batch_requests.pop(old, None)  # (threads may share the store)
             self._batch_requests[batch_id] = request
         return request
 
