@@ -22,7 +22,7 @@ def test_the_timers_tick_at_most_once_an_interval_however_often_the_loop_wakes(
     than an idle loop looks at them: once per `interval_s`."""
     keys = Keys("tick")
     store = FleetStore(client, keys, retention_s=60)
-    dispatcher = Dispatcher(store, RecordingEnqueuer())
+    dispatcher = Dispatcher(store, RecordingEnqueuer(client, keys))
     ticks: list[float] = []
     stop = threading.Event()
     loop = threading.Thread(

@@ -124,7 +124,7 @@ def test_a_pass_that_places_the_head_of_a_backlog_reads_one_short_page(
     from scheduler.dispatch.placement import FIRST_PAGE  # noqa: PLC0415 - this test's
 
     store = Reads(client, Keys("page"))
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(client, Keys("page"))
     fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
     rs = RunStore(client, Keys("page"))
     register(store, "d1")
