@@ -24,6 +24,11 @@ side runs beside the other's idle workers. Rounds alternate fleet, baseline; med
     .venv/bin/python -m bench.bench_throughput            # 8 workers a side, 400 runs, 3 rounds
     .venv/bin/python -m bench.bench_throughput --quick    # CI: 2 workers, 40 runs, 1 round
     .venv/bin/python -m bench.bench_throughput --profile DIR   # the fleet side only, profiled
+    .venv/bin/python -m bench.bench_throughput --screenshots on   # with every step's picture
+
+Step pictures (`GOALFLEET_SCREENSHOTS`, `on` by default in production) are off unless
+`--screenshots` says otherwise: they are a feature's cost per step (a render, a mask, a stored
+PNG), not the fleet's own, and the fleet took none before they came (§11 measures them).
 
 `--profile DIR`: the fleet's workers profile their pool child over whole runs (cProfile,
 `bench/_worker.py`: from Celery's `task_prerun` to its `task_postrun`, claim to finish), and
@@ -145,16 +150,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR")
+    ap.add_argument("--screenshots", choices=["on", "off", "failure-only"], default="off")
     args = ap.parse_args()
     n = args.workers or (2 if args.quick else 8)
     runs = args.runs or (40 if args.quick else 400)
     rounds = args.rounds or (1 if args.quick else 3)
     if args.profile is not None:
-        profile(n, runs, args.profile)
+        profile(n, runs, args.profile, args.screenshots)
         return
     fleet_sides: list[Side] = []
     bare_sides: list[Side] = []
-    with BenchFleet() as fleet:
+    with BenchFleet(screenshots=args.screenshots) as fleet:
         fleet.start_api()
         fleet.start_scheduler()
         sims = [SimWorker(f"t{i + 1:02d}", labels=LABELS) for i in range(n)]
@@ -179,14 +185,14 @@ def main() -> None:
                 fleet_sides.append(fleet_batch(fleet, client, r, runs))
                 bare_sides.append(bare_batch(fleet, send, r, runs))
         app.close()
-    report(n, runs, rounds, fleet_sides, bare_sides)
+    report(n, runs, rounds, fleet_sides, bare_sides, args.screenshots)
 
 
-def profile(n: int, runs: int, directory: Path) -> None:
+def profile(n: int, runs: int, directory: Path, screenshots: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.prof"):
         old.unlink()
-    with BenchFleet() as fleet:
+    with BenchFleet(screenshots=screenshots) as fleet:
         fleet.start_api()
         fleet.start_scheduler(profile=directory / "scheduler.pstats")
         fleet.env[PROFILE_ENV] = str(directory)
@@ -257,10 +263,12 @@ def med(sides: Iterable[Side], key: Callable[[Side], float]) -> float:
     return median([key(s) for s in sides])
 
 
-def report(n: int, runs: int, rounds: int, fleet: list[Side], bare: list[Side]) -> None:
+def report(  # noqa: PLR0917 - the figures and how they were made
+    n: int, runs: int, rounds: int, fleet: list[Side], bare: list[Side], screenshots: str
+) -> None:
     print(
         f"# Throughput at zero device latency ({n} workers a side, {runs} runs a batch, "
-        f"{rounds} rounds, medians, {machine()})\n"
+        f"{rounds} rounds, step pictures {screenshots}, medians, {machine()})\n"
     )
     print("| | per s | CPU per run | by process (ms per run) |")
     print("| --- | ---: | ---: | --- |")
