@@ -96,6 +96,8 @@ bench: dev
 	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device
+	$(BIN)/python -m bench.bench_cli_start
+	$(BIN)/python -m bench.bench_throughput
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli._common import EXIT_FAILED, EXIT_OK, add_client_command, print_json
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import to_xml, write_pictures
@@ -38,7 +39,7 @@ def add_report_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "report", main, help="JUnit and HTML reports of a batch")
+    p = add_client_command(sub, "report", main, help=summary("report"))
     p.add_argument("batch", help="the batch id (6+ characters of it)")
     add_report_flags(p)
 

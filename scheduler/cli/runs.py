@@ -15,6 +15,7 @@ from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json
 from scheduler.cli._render import STATUS_STYLE, inert, plain_console
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
@@ -26,7 +27,7 @@ MAX_SHOWN = 10_000
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "runs", main, help="list runs, newest first")
+    p = add_client_command(sub, "runs", main, help=summary("runs"))
     statuses = ", ".join(s.value for s in RunStatus)
     p.add_argument("--status", default=None, help=f"only runs in this status ({statuses})")
     p.add_argument("--device", default=None, help="only runs dispatched to this device")

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_api_args, print_json, with_client
 from scheduler.cli._render import inert, plain_console
+from scheduler.cli.commands import summary
 from scheduler.cli.suite import read
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
@@ -24,7 +25,7 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("schedule", help="run a flows file on a schedule")
+    p = sub.add_parser("schedule", help=summary("schedule"))
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     a = verbs.add_parser("add", help="schedule a flows file's suite")
     a.add_argument("file", type=Path)

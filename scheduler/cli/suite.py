@@ -19,6 +19,7 @@ from scheduler.cli._common import (
     print_json,
     with_client,
 )
+from scheduler.cli.commands import summary
 from scheduler.cli.report import add_report_flags, as_json, verdict_lines, write_reports
 from scheduler.client.api_client import FleetClient
 from scheduler.suites.flows import Flows, FlowsFileError, load
@@ -27,7 +28,7 @@ from workers.core.errors import ConfigError
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("suite", help="validate or run a flows file")
+    p = sub.add_parser("suite", help=summary("suite"))
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     v = verbs.add_parser("validate", help="check a flows file; every problem with its line")
     v.add_argument("file", type=Path)

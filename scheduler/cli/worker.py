@@ -25,6 +25,7 @@ from scheduler.cli._common import (
     start_line,
     with_settings,
 )
+from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.core.model import Platform
@@ -39,7 +40,7 @@ from workers.telemetry.metrics import ensure_multiproc_env
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("worker", help="run the worker for one device")
+    p = sub.add_parser("worker", help=summary("worker"))
     p.add_argument("--device", required=True, help="the device id, e.g. ios-1 or emulator-5554")
     p.add_argument(
         "--backend",

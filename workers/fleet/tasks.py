@@ -228,14 +228,17 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
 
     rows: list[StepRow] = []
     started = time.perf_counter()
+    cancel: list[bool] = []
+    """The cancel flag as the last step's row write read it; empty before the first step,
+    which reads it itself (the device was opened since the claim)."""
 
     def on_step(row: StepRow) -> None:
-        rt.store.write_step(record.id, claim.token, row, fence=rt.fence)
+        cancel[:] = [rt.store.write_step(record.id, claim.token, row, fence=rt.fence)]
         rows.append(row)
         _each(rt, lambda o: o.step(record, row), "step")
 
     def should_cancel() -> bool:
-        return rt.store.cancel_requested(record.id)
+        return cancel[0] if cancel else rt.store.cancel_requested(record.id)
 
     try:
         inputs = resolve_inputs(req, rt.secrets)
