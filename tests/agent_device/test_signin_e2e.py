@@ -108,7 +108,9 @@ def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp
         assert dev.snapshot().shows("Sign in")
     finally:
         dev.close()
-    state_dir = tmp_path / "agent-device_linux"
+    from workers.devices.agent_device_launch import state_dir_for  # noqa: PLC0415
+
+    state_dir = state_dir_for("agent-device:linux", env=desktop.env, state_root=tmp_path)
     assert not (state_dir / "daemon.json").exists()
 
 
