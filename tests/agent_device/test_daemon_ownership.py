@@ -148,27 +148,34 @@ def test_open_recovers_a_leftover_session(daemon: DaemonProcess, app: App):
         dev.close()
 
 
-def test_the_quarantine_probe_recovers_a_leftover_daemon(
+def test_the_quarantine_probe_opens_beside_the_pool_childs_kept_daemon(
     desktop: LinuxDesktop, app: App, state_root: Path, tmp_path: Path, monkeypatch
 ):
-    """The worker's probe opens its device as a run does (`default_device_opener`), from the
-    worker's own environment: after a dead owner's leftover, it snapshots the app."""
-    from workers.core.records import DeviceInfo  # noqa: PLC0415
-    from workers.fleet.runtime import WorkerSpec, default_device_opener  # noqa: PLC0415
+    """The worker's probe (`open_probe_device`, from the worker's own environment) while another
+    live process holds the run's daemon of the device, as a pool child keeps it between runs:
+    the probe gets a daemon of its own (`+probe`), snapshots the app, and stops it on close; the
+    run's daemon is left alone."""
+    from workers.devices.factory import open_probe_device  # noqa: PLC0415
 
     home = state_root / "home"
     root = home / ".cache" / "goalfleet" / "agent-device"
-    owner, _ = start_leftover_owner(desktop, root, tmp_path / "owner.log", home=home)
-    kill_owner(owner)
-    for key, value in {**desktop.env, "HOME": str(home)}.items():
-        monkeypatch.setenv(key, value)
-    spec = WorkerSpec(DeviceInfo(id="lx-probe", platform=Platform.LINUX), SPEC)
-    device = default_device_opener(spec)("probe")
+    owner, kept = start_leftover_owner(desktop, root, tmp_path / "owner.log", home=home)
     try:
-        assert device.snapshot().shows("Sign in")
+        for key, value in {**desktop.env, "HOME": str(home)}.items():
+            monkeypatch.setenv(key, value)
+        device = open_probe_device(SPEC)
+        try:
+            assert device.snapshot().shows("Sign in")
+            probe_dir = state_dir_for(SPEC, env={**desktop.env, "HOME": str(home)}, role="probe")
+            info = read_daemon_info(probe_dir)
+            assert info is not None
+            assert info.pid != kept
+        finally:
+            device.close()
+        assert kept in daemons_under(root)  # the run's daemon runs on
+        assert not (probe_dir / "daemon.json").exists()
     finally:
-        device.close()
-    assert wait_gone(state_root) == []
+        kill_owner(owner)
 
 
 def test_goalfleet_run_killed_mid_run_then_the_next_run_is_done(

@@ -54,7 +54,8 @@ from workers.devices.agent_device_replies import (
     refs_generation,
     settle_result,
 )
-from workers.devices.agent_device_secrets import SecretChannel, typed_value
+from workers.devices.agent_device_reset import NO_RESET, ResetPlan
+from workers.devices.agent_device_secrets import SecretChannel, record_name, typed_value
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
@@ -84,16 +85,6 @@ _LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
 """agent-device 0.21.5's INVALID_ARGS messages for an `open` of a session already open."""
 
 
-def record_name(input_name: str) -> str:
-    """The agent-device variable name for an input: `password` → `PASSWORD`.
-
-    Names must be upper-case letters, digits and `_`, and `AD_*` is reserved."""
-    name = "".join(ch if ch.isalnum() else "_" for ch in input_name).upper()
-    if not name or not name[0].isalpha() or name.startswith("AD_"):
-        name = f"GF_{name}"
-    return name
-
-
 class AgentDeviceDevice:
     """The device port over one agent-device session. Not thread-safe: one per worker."""
 
@@ -112,10 +103,13 @@ class AgentDeviceDevice:
         clock: Callable[[], float] = time.perf_counter,
         on_close: Callable[[], None] | None = None,
         secret_channel: SecretChannel | None = None,
+        reset: ResetPlan = NO_RESET,
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
-        the armed recording is published on close; needed for sensitive fills."""
+        the armed recording is published on close; needed for sensitive fills. `reset`: the
+        commands sent before the session's `open`, and the flags added to it
+        (`agent_device_reset`)."""
         self._transport = transport
         self._token = token
         self._platform = platform
@@ -128,6 +122,7 @@ class AgentDeviceDevice:
         self._clock = clock
         self._on_close = on_close
         self._secret_channel = secret_channel
+        self._reset = reset
         self._secrets: set[str] = set()
         self._opened = False
         self.last_daemon_ms: float | None = None
@@ -148,6 +143,7 @@ class AgentDeviceDevice:
         arm_recording: bool = True,
         settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
+        reset: ResetPlan = NO_RESET,
     ) -> AgentDeviceDevice:
         """Find the daemon by its `daemon.json`, check it, and open the session."""
         info = find_daemon(state_dir)
@@ -178,6 +174,7 @@ class AgentDeviceDevice:
             settle_quiet_ms=settle_quiet_ms,
             action_timeout_ms=action_timeout_ms,
             secret_channel=SecretChannel.of_daemon(state_dir, info.pid),
+            reset=reset,
         )
         try:
             dev.open()
@@ -196,7 +193,10 @@ class AgentDeviceDevice:
         """Open the session. A session of this name left open (by a run killed mid-way, on a
         daemon that outlived it) is closed and opened again: the daemon refuses to re-open it
         ("Session already active", or "can only arm a fresh session" with a recording)."""
-        flags: dict[str, Any] = {"platform": self._platform.value, **self._device}
+        selector = {"platform": self._platform.value, **self._device}
+        for command, args, extra in self._reset.before_open:  # the app's reset, if any
+            self._call(command, list(args), {**selector, **extra})
+        flags: dict[str, Any] = {**selector, **self._reset.open_flags}
         if self._record_script is not None:
             flags["saveScript"] = str(self._record_script)
         positionals = [self._app] if self._app else []
@@ -377,14 +377,14 @@ def open_device(
     *,
     env: Mapping[str, str] | None = None,
     state_root: Path | None = None,
+    role: str = "",
 ) -> AgentDeviceDevice:
-    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device.
+    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device, its daemon
+    its own (a worker keeps one across runs instead: `agent_device_host`).
 
-    Reuses this process's live daemon in `<state_root>/<spec>`, or starts one there (stopped
-    again on `close()`) after stopping any daemon a dead owner left there; refuses a daemon a
-    live process owns (`agent_device_owner`). See `agent_device_launch.resolve_spec` for
-    `env`."""
-    target = resolve_spec(spec, env=env, state_root=state_root)
+    Reuses this process's live daemon of its state dir (`state_dir_for`), or starts one (stopped
+    on `close()`), stopping one a dead owner left; refuses a live owner's. `env`: `resolve_spec`."""
+    target = resolve_spec(spec, env=env, state_root=state_root, role=role)
     daemon = ensure_daemon(target)
     on_close = daemon.stop if daemon is not None else None
     try:

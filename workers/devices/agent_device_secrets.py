@@ -46,6 +46,7 @@ __all__ = [
     "channel_dir",
     "install_shim",
     "mark_daemon",
+    "record_name",
     "typed_value",
 ]
 
@@ -227,3 +228,13 @@ def _finish(fifo: Path, writer: _Writer) -> None:
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISFIFO(fifo.lstat().st_mode):
                 fifo.unlink()
+
+
+def record_name(input_name: str) -> str:
+    """The agent-device variable name for an input: `password` → `PASSWORD`.
+
+    Names must be upper-case letters, digits and `_`, and `AD_*` is reserved."""
+    name = "".join(ch if ch.isalnum() else "_" for ch in input_name).upper()
+    if not name or not name[0].isalpha() or name.startswith("AD_"):
+        name = f"GF_{name}"
+    return name

@@ -1,0 +1,128 @@
+"""`AgentDeviceHost`: a worker's agent-device device across its runs (the `DeviceHost` seam).
+
+Kept for the life of the worker's pool child: the daemon (`KeptDaemon`: started once,
+health-checked before every run, replaced when dead or wedged) and, on the Linux target, the
+app under test (`LinuxApp`, started from the worker's `--app-command` on its display). Per run:
+the app reset as the run asks (`prepare`), then one session opened (`open`) and closed by the
+run. On iOS and Android the reset is agent-device's own (`agent_device_reset`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from workers.core.app import AppConfig, AppRequest, AppUnderTest, ResetPolicy, app_for_run
+from workers.core.errors import ConfigError, EmptySnapshotError, FatalDeviceError
+from workers.core.model import Platform
+from workers.devices.agent_device import DEFAULT_SETTLE_QUIET_MS, AgentDeviceDevice
+from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR
+from workers.devices.agent_device_keeper import KeptDaemon
+from workers.devices.agent_device_launch import resolve_spec
+from workers.devices.agent_device_reset import NO_RESET, reset_plan
+from workers.devices.linux_app import LinuxApp
+
+__all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost"]
+
+APP_READY_TIMEOUT_S = 20.0
+"""How long a (re)started Linux app may take to show in an accessibility snapshot."""
+_POLL_S = 0.05
+
+
+class AgentDeviceHost:
+    """One agent-device device, kept by one process (not thread-safe: one run at a time)."""
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        app: AppConfig | None = None,
+        env: Mapping[str, str] | None = None,
+        state_root: Path | None = None,
+        package_dir: Path = DEFAULT_PACKAGE_DIR,
+        settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
+        app_ready_timeout_s: float = APP_READY_TIMEOUT_S,
+    ) -> None:
+        self.target = resolve_spec(spec, env=env, state_root=state_root)
+        self.served = app
+        self.keeper = KeptDaemon(self.target, package_dir=package_dir)
+        self._settle_quiet_ms = settle_quiet_ms
+        self._ready_timeout_s = app_ready_timeout_s
+        self.linux_app = (
+            LinuxApp(app.command, env=self.target.daemon_env, base_dir=self.target.state_dir)
+            if self.target.platform is Platform.LINUX and app is not None and app.command
+            else None
+        )
+        self._next: AppUnderTest | None = None
+        self._prepared = False
+
+    def prepare(self, asked: AppRequest | None, reset: ResetPolicy | None) -> AppUnderTest | None:
+        app = app_for_run(self.served, asked, reset)
+        if self.target.platform is Platform.LINUX and app is not None:
+            if self.linux_app is None and app.reset is not ResetPolicy.NONE:
+                raise ConfigError(
+                    f"reset {app.reset} on the Linux target needs the app's command",
+                    hint="start the worker with --app-command '<the command that starts it>'",
+                )
+            if app.reset is ResetPolicy.REINSTALL:
+                raise ConfigError(
+                    "reset reinstall is for iOS and Android apps; on the Linux target use "
+                    "relaunch or clear-state"
+                )
+        self._next, self._prepared = app, True
+        return app
+
+    def open(self, run_id: str) -> AgentDeviceDevice:  # noqa: ARG002 - one device, any run
+        app = self._next if self._prepared else app_for_run(self.served, None, None)
+        self._next, self._prepared = None, False
+        self.keeper.ready()
+        started = False
+        plan = NO_RESET
+        if self.linux_app is not None:
+            started = self.linux_app.reset(app.reset if app is not None else ResetPolicy.NONE)
+        elif self.target.platform is not Platform.LINUX:
+            plan = reset_plan(app, binary=self.served.path if self.served else "")
+        dev = AgentDeviceDevice.connect(
+            self.target.state_dir,
+            platform=self.target.platform,
+            device=self.target.device,
+            app=app.id if app is not None and self.target.platform is not Platform.LINUX else None,
+            reset=plan,
+            settle_quiet_ms=self._settle_quiet_ms,
+        )
+        try:
+            if started:
+                self._wait_for_app(dev)
+        except BaseException:
+            dev.close()
+            raise
+        return dev
+
+    def close(self) -> None:
+        try:
+            if self.linux_app is not None:
+                self.linux_app.stop()
+        finally:
+            self.keeper.stop()
+
+    def _wait_for_app(self, dev: AgentDeviceDevice) -> None:
+        """Until the (re)started app shows in a snapshot (AT-SPI registers it a moment after
+        its window maps)."""
+        assert self.linux_app is not None  # noqa: S101 - only called when it started one
+        deadline = time.monotonic() + self._ready_timeout_s
+        while True:
+            self.linux_app.check_alive()
+            try:
+                dev.snapshot()
+            except EmptySnapshotError:
+                if time.monotonic() > deadline:
+                    raise FatalDeviceError(
+                        f"the app {self.linux_app.argv[0]!r} did not show in a snapshot within "
+                        f"{self._ready_timeout_s:g} s",
+                        code="APP_START",
+                        hint=f"see {self.linux_app.base_dir / 'app.log'}",
+                    ) from None
+                time.sleep(_POLL_S)
+            else:
+                return
