@@ -101,7 +101,7 @@ def test_every_mutation_gets_a_fresh_generation(device: AgentDeviceDevice, app: 
 def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp_path):
     """`agent-device:linux` (what `goalfleet run --device` uses) starts a daemon, drives the
     app, and stops the daemon again on close."""
-    from workers.devices.agent_device import open_device  # noqa: PLC0415
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415
 
     dev = open_device("agent-device:linux", env=desktop.env, state_root=tmp_path)
     try:

@@ -43,6 +43,18 @@ class DevicePort(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class KnownScreen(Protocol):
+    """A device that can check a remembered action's effect faster than a settle window.
+
+    The loop calls `expect_known_screen()` right before a press or fill it repeats from its
+    decision memory (made on this very screen in a `done` run); the device may then read the
+    action's effect from the snapshots that follow instead of waiting its settle window out.
+    The effect is still checked: an action that changes nothing reports `changed=False`."""
+
+    def expect_known_screen(self) -> None: ...
+
+
 class DeviceHost(Protocol):
     """A worker's device across its runs: what it keeps between them (an agent-device daemon,
     the app it started), the app each run drives, reset as the run asks, and a device per run.

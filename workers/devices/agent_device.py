@@ -15,11 +15,11 @@ What it does at this edge:
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
 - maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
-- logs each command at debug level: command, pinned ref, duration, outcome.
+- logs each command at debug level: command, pinned ref, duration, outcome;
+- checks a remembered action's effect by re-snapshots, not a settle window (`agent_device_quick`).
 
-Beside it: `agent_device_launch` finds, checks and starts the daemon a device spec needs,
-`agent_device_daemon` owns the daemon process, `agent_device_replies` reads the daemon's
-replies (errors, settle results, nodes) and `agent_device_wire` carries them.
+Beside it: `agent_device_launch` finds and starts a spec's daemon, `agent_device_daemon` owns
+it, `agent_device_host` keeps it for a worker, `agent_device_replies` reads replies.
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.projection import build_snapshot
+from workers.devices.agent_device_daemon import DaemonInfo
 from workers.devices.agent_device_launch import (
     check_daemon,
-    ensure_daemon,
     find_daemon,
-    resolve_spec,
 )
+from workers.devices.agent_device_quick import Look, quick_effect, screen_look
 from workers.devices.agent_device_replies import (
     daemon_ms,
     map_daemon_error,
@@ -67,7 +67,6 @@ __all__ = [
     "AgentDeviceDevice",
     "check_daemon",
     "map_daemon_error",
-    "open_device",
     "record_name",
 ]
 
@@ -123,10 +122,13 @@ class AgentDeviceDevice:
         self._on_close = on_close
         self._secret_channel = secret_channel
         self._reset = reset
+        self._quick = False
+        self._last: Snapshot | None = None
+        self._next: Snapshot | None = None
+        self._looks: dict[str, Look] = {}
         self._secrets: set[str] = set()
         self._opened = False
-        self.last_daemon_ms: float | None = None
-        """The daemon's own wall time for the last command, when it reports one."""
+        self.last_daemon_ms: float | None = None  # the daemon's own time of the last command
 
     # -- construction ---------------------------------------------------------------------
 
@@ -144,9 +146,11 @@ class AgentDeviceDevice:
         settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         reset: ResetPlan = NO_RESET,
+        info: DaemonInfo | None = None,
     ) -> AgentDeviceDevice:
-        """Find the daemon by its `daemon.json`, check it, and open the session."""
-        info = find_daemon(state_dir)
+        """Find the daemon by its `daemon.json` and check it (or take a kept daemon's `info`),
+        then open the session."""
+        info = info or find_daemon(state_dir)
         wire: DaemonTransport
         if transport == "http":
             if info.http_port is None:
@@ -210,15 +214,27 @@ class AgentDeviceDevice:
             self._call("open", positionals, flags)
         self._opened = True
 
+    def expect_known_screen(self) -> None:
+        """The next press/fill repeats a remembered one: check its effect by re-snapshots
+        instead of a settle window (`agent_device_quick`)."""
+        self._quick = True
+
     def snapshot(self) -> Snapshot:
+        if self._next is not None:  # taken by a remembered action's effect check
+            snap, self._next = self._next, None
+            return snap
+        self._last = snap = self._snapshot_now()
+        return snap
+
+    def _snapshot_now(self) -> Snapshot:
         data = self._call("snapshot", [], {"snapshotInteractiveOnly": True})
         raw_nodes = data.get("nodes")
         generation = data.get("refsGeneration")
         if not isinstance(raw_nodes, list) or generation is None:
             raise ProtocolError("snapshot data has no 'nodes' list or no 'refsGeneration'")
-        nodes = [
-            n for n in (read_node(r, self._mask) for r in raw_nodes if isinstance(r, dict)) if n
-        ]
+        pairs = [(read_node(r, self._mask), r) for r in raw_nodes if isinstance(r, dict)]
+        nodes = [n for n, _ in pairs if n]
+        self._looks = {**self._looks, str(generation): screen_look(pairs)}
         if not nodes:
             raise EmptySnapshotError(
                 "the device returned an empty accessibility tree",
@@ -281,6 +297,14 @@ class AgentDeviceDevice:
         *,
         literal: str | None = None,
     ) -> ActionResult:
+        quick, self._quick, self._next = self._quick, False, None
+        if quick:
+            flags = {**flags, "timeoutMs": self.action_timeout_ms}
+            self._call(command, positionals, flags, target=pinned_ref, literal=literal)
+            result, self._next = quick_effect(self._snapshot_now, self._last, look=self._look)
+            self._looks = {self._next.refs_generation: self._looks[self._next.refs_generation]}
+            self._last = self._next
+            return result
         flags = {
             **flags,
             "settle": True,
@@ -349,6 +373,9 @@ class AgentDeviceDevice:
             **extra,
         )
 
+    def _look(self, snap: Snapshot | None) -> Look | None:
+        return self._looks.get(snap.refs_generation) if snap is not None else None
+
     def _scrubber(self, literal: str | None) -> Callable[[str], str]:
         secrets = [s for s in {*self._secrets, literal or ""} if s]
 
@@ -370,30 +397,3 @@ def _require_pinned(pinned_ref: str) -> None:
     head, sep, gen = pinned_ref.partition("~s")
     if not (sep and head.startswith("@e") and head[2:].isdigit() and gen.isdigit()):
         raise ConfigError(f"{pinned_ref!r} is not a pinned ref; pin it as @eN~sGEN (Snapshot.pin)")
-
-
-def open_device(
-    spec: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    state_root: Path | None = None,
-    role: str = "",
-) -> AgentDeviceDevice:
-    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device, its daemon
-    its own (a worker keeps one across runs instead: `agent_device_host`).
-
-    Reuses this process's live daemon of its state dir (`state_dir_for`), or starts one (stopped
-    on `close()`), stopping one a dead owner left; refuses a live owner's. `env`: `resolve_spec`."""
-    target = resolve_spec(spec, env=env, state_root=state_root, role=role)
-    daemon = ensure_daemon(target)
-    on_close = daemon.stop if daemon is not None else None
-    try:
-        dev = AgentDeviceDevice.connect(
-            target.state_dir, platform=target.platform, device=target.device
-        )
-    except BaseException:
-        if on_close is not None:
-            on_close()
-        raise
-    dev._on_close = on_close  # noqa: SLF001 - set by this module's own factory
-    return dev

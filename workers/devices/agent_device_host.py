@@ -19,11 +19,11 @@ from workers.core.model import Platform
 from workers.devices.agent_device import DEFAULT_SETTLE_QUIET_MS, AgentDeviceDevice
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR
 from workers.devices.agent_device_keeper import KeptDaemon
-from workers.devices.agent_device_launch import resolve_spec
+from workers.devices.agent_device_launch import ensure_daemon, resolve_spec
 from workers.devices.agent_device_reset import NO_RESET, reset_plan
 from workers.devices.linux_app import LinuxApp
 
-__all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost"]
+__all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost", "open_device"]
 
 APP_READY_TIMEOUT_S = 20.0
 """How long a (re)started Linux app may take to show in an accessibility snapshot."""
@@ -76,7 +76,7 @@ class AgentDeviceHost:
     def open(self, run_id: str) -> AgentDeviceDevice:  # noqa: ARG002 - one device, any run
         app = self._next if self._prepared else app_for_run(self.served, None, None)
         self._next, self._prepared = None, False
-        self.keeper.ready()
+        daemon = self.keeper.ready()
         started = False
         plan = NO_RESET
         if self.linux_app is not None:
@@ -90,6 +90,7 @@ class AgentDeviceHost:
             app=app.id if app is not None and self.target.platform is not Platform.LINUX else None,
             reset=plan,
             settle_quiet_ms=self._settle_quiet_ms,
+            info=daemon.info,  # checked at its start, health-checked just now
         )
         try:
             if started:
@@ -126,3 +127,30 @@ class AgentDeviceHost:
                 time.sleep(_POLL_S)
             else:
                 return
+
+
+def open_device(
+    spec: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+    role: str = "",
+) -> AgentDeviceDevice:
+    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device, its daemon
+    its own (a worker keeps one across runs instead: `agent_device_host`).
+
+    Reuses this process's live daemon of its state dir (`state_dir_for`), or starts one (stopped
+    on `close()`), stopping one a dead owner left; refuses a live owner's. `env`: `resolve_spec`."""
+    target = resolve_spec(spec, env=env, state_root=state_root, role=role)
+    daemon = ensure_daemon(target)
+    on_close = daemon.stop if daemon is not None else None
+    try:
+        dev = AgentDeviceDevice.connect(
+            target.state_dir, platform=target.platform, device=target.device
+        )
+    except BaseException:
+        if on_close is not None:
+            on_close()
+        raise
+    dev._on_close = on_close  # noqa: SLF001 - set by this module's own factory
+    return dev

@@ -48,7 +48,7 @@ def make_device(spec: str, *, seed: int = 0, sim: SimOptions = DEFAULT_SIM) -> D
             faults=sim.faults,
             session_log=sim.session_log,
         )
-    from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec)
 
@@ -73,7 +73,7 @@ def open_probe_device(spec: str) -> DevicePort:
     own, `+probe`), started for the probe and stopped on close."""
     if spec.startswith("sim:"):
         return make_device(spec)
-    from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec, role="probe")
 
