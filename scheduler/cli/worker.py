@@ -232,6 +232,9 @@ def _describe(spec: WorkerSpec, settings: Settings) -> str:
             if scale == 0
             else ""
         )
+    if spec.app is not None:
+        version = f" {spec.app.version}" if spec.app.version else ""
+        where += f", app {spec.app.id}{version} (reset {spec.app.reset} before each run)"
     return f"{where}, on Redis {shown_url(settings.redis_url)} (key prefix {settings.key_prefix})"
 
 

@@ -75,3 +75,12 @@ def test_a_bad_app_or_reset_in_a_request_names_the_field(body: dict[str, object]
     with pytest.raises(ValidationError) as info:
         GoalRunRequest.model_validate({"goal": "Sign in", **body})
     assert field in ".".join(str(p) for p in info.value.errors()[0]["loc"])
+
+
+def test_the_start_line_names_the_app_and_its_reset():
+    from scheduler.cli.worker import _describe  # noqa: PLC0415
+    from workers.settings import Settings  # noqa: PLC0415
+
+    got = spec(*LINUX, "--app-id", "signin", "--app-command", "/usr/bin/app", "--app-version", "2")
+    line = _describe(got, Settings(redis_url="redis://127.0.0.1:6379/0"))
+    assert "app signin 2 (reset relaunch before each run)" in line
