@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,7 +40,6 @@ from workers.core.memory import InMemoryMemory
 from workers.core.model import Inputs, RunStatus, Snapshot
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, start_daemon
 from workers.devices.agent_device_host import AgentDeviceHost
 from workers.stats import median
@@ -58,7 +58,7 @@ class FirstSnapshot:
     `settle`, it takes no remembered-action hint (every action waits out agent-device's
     settle window, as before issue 25)."""
 
-    def __init__(self, dev: AgentDeviceDevice, began: float, *, settle: bool = False) -> None:
+    def __init__(self, dev: Any, began: float, *, settle: bool = False) -> None:  # noqa: ANN401
         self.dev, self.began, self.first_ms = dev, began, 0.0
         self.platform = dev.platform
         self.press, self.fill, self.close = dev.press, dev.fill, dev.close

@@ -76,8 +76,8 @@ REDACTED = "[redacted]"
 MASK = "**********"
 DEFAULT_SESSION = "goalfleet"
 DEFAULT_SETTLE_QUIET_MS = 300
-"""agent-device's default is 500; on the GTK app 150 was enough (press+settle ~480 vs ~850 ms).
-300 keeps a margin for slower apps; `ActionResult.settled` says when the window ran out."""
+"""agent-device's default is 500; 300 keeps a margin for slower apps than the GTK one (150 was
+enough there); `ActionResult.settled` says when the window ran out."""
 DEFAULT_ACTION_TIMEOUT_MS = 5000
 TransportKind = Literal["socket", "http"]
 _LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
@@ -129,8 +129,6 @@ class AgentDeviceDevice:
         self._secrets: set[str] = set()
         self._opened = False
         self.last_daemon_ms: float | None = None  # the daemon's own time of the last command
-
-    # -- construction ---------------------------------------------------------------------
 
     @classmethod
     def connect(
@@ -186,8 +184,6 @@ class AgentDeviceDevice:
             wire.close()
             raise
         return dev
-
-    # -- the port ---------------------------------------------------------------------------
 
     @property
     def platform(self) -> Platform:
@@ -274,12 +270,14 @@ class AgentDeviceDevice:
             if self._on_close is not None:
                 on_close, self._on_close = self._on_close, None
                 on_close()
-            if self._record_script is not None:
-                # the published script holds selectors and plain literals (never a recordAs
-                # value); we armed it only for recordAs, so it is not kept
+            if self._record_script is not None:  # armed for recordAs only: not kept
                 self._record_script.unlink(missing_ok=True)
 
-    # -- internals --------------------------------------------------------------------------
+    def end_run(self) -> None:
+        """Forget what one run left (typed secrets' masks, a pending effect check), the session
+        staying open for the next run (`agent_device_host`, on Linux)."""
+        self._secrets.clear()
+        self._quick, self._next, self._last, self._looks = False, None, None, {}
 
     def _close_session(self) -> None:
         try:
