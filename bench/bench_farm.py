@@ -7,8 +7,8 @@ spends on its device outside the loop, plus its first snapshot:
 
 - per run (before): `open_device("agent-device:linux")`: claim the state dir, start a daemon,
   open the session; a snapshot; `close()`: close the session and stop the daemon;
-- kept (after): `AgentDeviceHost.open`: health-check the kept daemon, open the session; a
-  snapshot; `close()` of the session only (the daemon stays for the next run).
+- kept (after): `AgentDeviceHost.open`: health-check the kept daemon (its Linux session is
+  kept too); a snapshot; `close()` ends the run only (daemon and session stay for the next).
 
 Prints, for each, the median open → first snapshot (the first-snapshot latency of a run), the
 median close and their sum, and the ratio after/before, from the same run.
@@ -50,6 +50,20 @@ def one(open_it: Callable[[], DevicePort]) -> tuple[float, float]:
     return first, (time.perf_counter() - t1) * 1000
 
 
+def bare_snapshots(host: AgentDeviceHost, n: int) -> list[float]:
+    """The snapshot alone, on the warm session: what a first snapshot cannot go below."""
+    dev = host.open("bare")
+    try:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            dev.snapshot()
+            out.append((time.perf_counter() - t0) * 1000)
+        return out
+    finally:
+        dev.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=5)
@@ -75,6 +89,7 @@ def main() -> None:
             for _ in range(args.pairs):
                 before.append(one(lambda: open_device(SPEC, env=desk.env, state_root=per_root)))
                 after.append(one(lambda: host.open("run")))
+            bare = bare_snapshots(host, args.pairs)
         finally:
             host.close()
     rows = []
@@ -89,6 +104,7 @@ def main() -> None:
         print(f"| {name} | {first:.0f} | {close:.0f} | {total:.0f} |")
     ratio = rows[1][3] / rows[0][3]
     print(f"\nkept / per run: {ratio:.3f} of the device's time outside the loop")
+    print(f"a bare snapshot on the kept session, same run: {median(bare):.0f} ms (the floor)")
 
 
 if __name__ == "__main__":
