@@ -367,8 +367,7 @@ class StepRow(_Frozen):
     screenshot_note: str = ""
     """Why the step has no picture ("" when it has one or none was asked for)."""
     screenshot_ms: float = 0.0
-    app: AppUnderTest | None = None
-    """The app the run drove (`workers.core.app`): the same in every row of a run."""
+    app: AppUnderTest | None = None  # the app the run drove (`workers.core.app`)
 
 
 class ErrorInfo(_Frozen):
@@ -402,5 +401,4 @@ class RunResult(_Frozen):
     run_id: str | None = None
     device_id: str | None = None
     attempt: int = 1
-    app: AppUnderTest | None = None
-    """The app the run drove, command and version included, and the reset it got."""
+    app: AppUnderTest | None = None  # the app it drove, command and version, and its reset
