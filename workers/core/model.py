@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from workers.core.app import AppUnderTest
 from workers.core.screen import (
     REF_PATTERN,
     Candidate,
@@ -372,6 +373,7 @@ class StepRow(_Frozen):
     screenshot_note: str = ""
     """Why the step has no picture ("" when it has one or none was asked for)."""
     screenshot_ms: float = 0.0
+    app: AppUnderTest | None = None  # the app the run drove (`workers.core.app`)
 
 
 class ErrorInfo(_Frozen):
@@ -405,3 +407,4 @@ class RunResult(_Frozen):
     run_id: str | None = None
     device_id: str | None = None
     attempt: int = 1
+    app: AppUnderTest | None = None  # the app it drove, command and version, and its reset
