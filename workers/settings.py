@@ -194,6 +194,21 @@ class Settings(BaseSettings):
     api_max_batch_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
     """A batch's `count` x its request's size in bytes (the work one submit asks for)."""
 
+    webhook_url: str | None = None
+    """Fleet-wide webhook: called on every batch finished, run failed and question waiting
+    (besides a suite's own `webhook`); served by the scheduler (docs/suites.md)."""
+    webhook_secret: SecretStr | None = None
+    """The HMAC-SHA256 key webhooks are signed with (`X-Goalfleet-Signature`); without it no
+    webhook is called."""
+    webhook_attempts: Annotated[int, Field(ge=1, le=20)] = 6
+    """Tries per webhook call (a 5xx, 408, 429 or no connection is tried again, with backoff)."""
+    webhook_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url(cls, v: str | None) -> str | None:
+        return None if v is None else checked_url(v, HTTP_SCHEMES)
+
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, v: str) -> str:

@@ -52,7 +52,14 @@ from scheduler.console.session import Sessions
 from scheduler.errors import AuthError, ForbiddenError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
-from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.requests import (
+    BatchBody,
+    BatchSubmit,
+    RunSubmit,
+    ScheduleBody,
+    SuiteScheduleSubmit,
+    SuiteSubmit,
+)
 from scheduler.service.run_ids import RunIds
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
@@ -238,7 +245,15 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             "run.submitted", run, created=created, run_id=run.id, device_id=run.device
         )
 
-    def batch_submitted(sub: BatchSubmit, submit: _Submit, who: Principal) -> Response:
+    def batch_submitted(
+        sub: BatchSubmit | SuiteSubmit, submit: _Submit, who: Principal
+    ) -> Response:
+        if isinstance(sub, SuiteSubmit):  # a suite's flows over their device matrix
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
+            batch, created = fleet.submit_suite(sub, idempotency_key=submit.key, owner=who.name)
+            return submit.answer(
+                "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
+            )
         limits.check_batch(sub)
         batch, created = fleet.submit_batch(sub, idempotency_key=submit.key, owner=who.name)
         return submit.answer(
@@ -266,8 +281,10 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     @app.post("/v1/batches", status_code=201, response_model=BatchRecord)
     async def submit_batch(
-        sub: BatchSubmit, submit: Annotated[_Submit, Depends(_submit)], who: Who
+        sub: BatchBody, submit: Annotated[_Submit, Depends(_submit)], who: Who
     ) -> Response:
+        """One goal over a selector (or `count` runs), or a suite (`suite`, `flows`): each
+        flow over its device matrix, all in one batch."""
         need(who, Action.SUBMIT)
         return await submits.run(batch_submitted, sub, submit, who)  # Redis calls block
 
@@ -356,9 +373,12 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         return shown_devices(who, fleet.devices(), store.owners)
 
     @app.post("/v1/schedules", status_code=201, response_model=Schedule)
-    def add_schedule(sub: ScheduleSubmit, who: Who) -> Schedule:
+    def add_schedule(sub: ScheduleBody, who: Who) -> Schedule:
         need(who, Action.SUBMIT)
-        limits.check_batch(sub)
+        if isinstance(sub, SuiteScheduleSubmit):
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
+        else:
+            limits.check_batch(sub)
         return schedules.add(sub, owner=who.name)
 
     @app.get("/v1/schedules", response_model=list[Schedule])

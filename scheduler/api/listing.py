@@ -28,6 +28,10 @@ class RunFilters(BaseModel):
     batch: Annotated[str | None, Field(min_length=6, max_length=64)] = None
     """A batch id, or a unique prefix of 6+ characters of one."""
     schedule: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    suite: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    """Runs of this suite's batches (a flows file's `suite`)."""
+    flow: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    """Attempts of this suite flow (a flows file's flow `name`)."""
     goal: Annotated[str | None, Field(min_length=1, max_length=200)] = None
     """Words the goal contains (case-insensitive)."""
     since: Annotated[float | None, Field(ge=0)] = None
@@ -59,6 +63,8 @@ def add_list_routes(app: FastAPI, fleet: Fleet, batch_ids: RunIds) -> None:
             device=f.device,
             batch=batch_ids.resolve(f.batch, owner=owner) if f.batch else None,
             schedule=f.schedule,
+            suite=f.suite,
+            flow=f.flow,
             goal=f.goal,
             since=f.since,
             until=f.until,

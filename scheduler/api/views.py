@@ -18,6 +18,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from scheduler.errors import AuthError, ForbiddenError, NotFoundError
+from scheduler.service.requests import SuiteSubmit
 from scheduler.service.schedules import Schedule
 from workers.core.access import Action, Principal, granting
 from workers.core.model import RunResult, StepRow
@@ -101,7 +102,11 @@ def readable_batch(who: Principal, batch: BatchRecord) -> BatchRecord:
 def shown_schedule(who: Principal, sched: Schedule) -> Schedule:
     if who.may_see_inputs(sched.owner):
         return sched
-    return sched.model_copy(update={"batch": sched.batch.model_copy(update=_hidden(sched.batch))})
+    batch = sched.batch
+    if isinstance(batch, SuiteSubmit):  # each flow's inputs hidden
+        flows = [f.model_copy(update=_hidden(f)) for f in batch.flows]
+        return sched.model_copy(update={"batch": batch.model_copy(update={"flows": flows})})
+    return sched.model_copy(update={"batch": batch.model_copy(update=_hidden(batch))})
 
 
 def shown_devices(

@@ -20,7 +20,6 @@ A command's body is a function of what it needs, wrapped into the `func` argpars
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import sys
@@ -28,7 +27,6 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import redis
 from pydantic import ValidationError
 
 from scheduler.client.api_client import ApiError, FleetClient
@@ -131,6 +129,8 @@ def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
 
 
 def version() -> str:
+    import importlib.metadata  # noqa: PLC0415 - only the servers' start lines need it
+
     try:
         return importlib.metadata.version("goalfleet")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
@@ -193,6 +193,8 @@ def shown_url(url: str) -> str:
 def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
     """Raise `UnavailableError` (one line, exit 3) unless Redis at `url` answers a PING: the
     long-running processes check once at start rather than fail deep inside."""
+    import redis  # noqa: PLC0415 - only the servers load it, not the API's clients
+
     client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     try:
         client.ping()

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -95,6 +93,8 @@ def _follow(
                     console.print(view)
                 return value
             time.sleep(poll_s)
+    from rich.live import Live  # noqa: PLC0415 - only the live views load it (startup time)
+
     with Live(
         console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
     ) as live:
@@ -216,6 +216,14 @@ def watch_batch(
     client: FleetClient, batch_id: str, console: Console | None, *, poll_s: float = 0.3
 ) -> tuple[BatchRecord, list[RunRecord]]:
     """A progress bar over the batch (a line in a pipe) and one line per run, live."""
+    from rich.progress import (  # noqa: PLC0415 - only this view loads it (startup time)
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     progress = Progress(
         TextColumn("[bold]batch {task.fields[batch]}"),
         BarColumn(),

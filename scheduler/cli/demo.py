@@ -35,6 +35,7 @@ from scheduler.cli._common import (
     shown_url,
 )
 from scheduler.cli._render import plain_console, result_table, watch_batch
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
@@ -62,7 +63,7 @@ FLAVOURS = (
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("demo", help="bring up a local fleet of sim devices and run a batch")
+    p = sub.add_parser("demo", help=summary("demo"))
     p.add_argument(
         "--devices",
         type=int,

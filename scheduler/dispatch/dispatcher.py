@@ -264,7 +264,9 @@ class Dispatcher:
     def loop(
         self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None
     ) -> None:
-        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`.
+        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`. `tick`
+        (schedules, question deadlines) runs after a pass at most once an `interval_s`, as
+        often as an idle loop runs it, however often finishes wake the loop.
 
         A Redis outage of any kind (unreachable, full, read-only, loading: `is_outage`) is
         one warning when it starts and one line when Redis answers again, with passes backing
@@ -272,15 +274,16 @@ class Dispatcher:
         logged with its traceback, and the loop goes on."""
         down_since: float | None = None
         failed_passes = 0
-        swept_at = float("-inf")
+        swept_at = ticked_at = float("-inf")
         while not stop.is_set():
             try:
                 if time.monotonic() - swept_at >= max(interval_s, SWEEP_EVERY_S):
                     self.sweep()  # its bounds are seconds to minutes: not on every wake-up
                     swept_at = time.monotonic()
                 self.dispatch()
-                if tick is not None:
+                if tick is not None and time.monotonic() - ticked_at >= interval_s:
                     tick()
+                    ticked_at = time.monotonic()
                 if down_since is not None:
                     log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
                     down_since, failed_passes = None, 0

@@ -23,7 +23,7 @@ from scheduler.errors import (
     NotFoundError,
     TooManyPendingError,
 )
-from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.service.requests import BatchSubmit, RunSubmit, SuiteSubmit
 from scheduler.store.listing import RunPage, RunQuery
 from scheduler.store.runs import FleetStore
 from workers.core.model import StepRow
@@ -149,6 +149,71 @@ class Fleet:
         self._dispatch([r.id for r in runs])
         return self.store.batch(batch_id) or batch, True
 
+    def submit_suite(
+        self,
+        sub: SuiteSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
+    ) -> tuple[BatchRecord, bool]:
+        """A suite as one batch: each flow's run on every live, healthy device each cell of
+        its matrix matches (a device once per flow), its request stored once per flow."""
+        now = time.time()
+        batch_id = new_id()
+        runs: list[RunRecord] = []
+        for i, flow in enumerate(sub.flows):
+            request = flow.goal_request()
+            seen: set[str] = set()
+            for j, cell in enumerate(flow.matrix):
+                field = f"flows[{i}].matrix[{j}]"
+                for device in self._fan_out(cell, field):
+                    if device.info.id in seen:
+                        continue
+                    seen.add(device.info.id)
+                    runs.append(
+                        RunRecord(
+                            id=new_id(),
+                            request=request,
+                            target=device.info.id,
+                            batch=batch_id,
+                            priority=flow.priority,
+                            submitted_at=now,
+                            schedule=schedule,
+                            owner=owner,
+                            suite=sub.suite,
+                            flow=flow.name,
+                            retries=flow.retries,
+                        )
+                    )
+        self._check_backlog(len(runs))
+        batch = BatchRecord(
+            id=batch_id,
+            total=len(runs),
+            created_at=now,
+            goal=sub.flows[0].goal,
+            runs=tuple(r.id for r in runs),
+            suite=sub.suite,
+            owner=owner,
+        )
+        idem = self._idem(idempotency_key, sub, owner)
+        existing = self.store.create(runs, batch=batch, idem=idem, webhook=sub.webhook)
+        if existing is not None:
+            ref = self._replay(existing, idem, "batch")
+            found = self.store.batch(ref)
+            if found is None:
+                raise NotFoundError(f"batch {ref} named by the idempotency key has expired")
+            return found, False
+        self._dispatch([r.id for r in runs])
+        return self.store.batch(batch_id) or batch, True
+
+    def _fan_out(self, selector: Selector, field: str) -> list[DeviceState]:
+        try:
+            return self._batch_targets(BatchSubmit(goal="-", selector=selector))
+        except InvalidRequestError as exc:
+            problem = exc.problems[0]
+            raise InvalidRequestError(field, problem.problem, problem.fix) from None
+
     def _batch_targets(self, sub: BatchSubmit) -> list[DeviceState]:
         """The devices a batch's selector matches, read afresh (a fan-out: the live, healthy
         ones, one run each); refused when there are none."""
@@ -231,7 +296,7 @@ class Fleet:
 
     @staticmethod
     def _idem(
-        key: str | None, sub: RunSubmit | BatchSubmit, owner: str | None
+        key: str | None, sub: RunSubmit | BatchSubmit | SuiteSubmit, owner: str | None
     ) -> Idempotency | None:
         """The key, the owner's own (`owner/key`: a key never names another's run; `/` is in
         no key or owner name), and the body's hash (serialised only when a key is given)."""

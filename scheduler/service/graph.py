@@ -15,6 +15,7 @@ import redis
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.service.fleet import Fleet
 from scheduler.service.schedules import Schedules
+from scheduler.service.webhooks import Webhooks
 from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.fleet.artifacts import Retention, artifacts
@@ -107,7 +108,31 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         graph.questions.expire()  # unanswered past their deadline: escalated, as without a person
         pictures.tick()  # step pictures no kept run refers to any more
 
+    hooks = webhooks(settings, graph)
+    served = None
+    if hooks is not None:  # on its own thread: a slow receiver never delays a dispatch
+        served = threading.Thread(target=hooks.serve, args=(stop,), name="goalfleet-webhooks")
+        served.daemon = True
+        served.start()
     try:
         graph.dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
     finally:
+        if served is not None and hooks is not None:
+            served.join(timeout=5)
+            hooks.close()
         graph.client.close()
+
+
+def webhooks(settings: Settings, graph: Graph) -> Webhooks | None:
+    """The scheduler's webhook caller, or None when the fleet signs none (no secret)."""
+    if settings.webhook_secret is None:
+        return None
+    return Webhooks(
+        graph.client,
+        graph.keys,
+        graph.store,
+        secret=settings.webhook_secret.get_secret_value(),
+        fleet_url=settings.webhook_url,
+        attempts=settings.webhook_attempts,
+        timeout_s=settings.webhook_timeout_s,
+    )

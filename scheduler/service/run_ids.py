@@ -12,11 +12,14 @@ to the store, left for when a fleet's keyspace makes the SCAN noticeable.
 from __future__ import annotations
 
 import re
-
-import redis
+from typing import TYPE_CHECKING
 
 from scheduler.errors import AmbiguousIdError, NotFoundError
-from workers.fleet.keys import Keys
+
+if TYPE_CHECKING:  # the CLI reads MIN_PREFIX from here without loading redis
+    import redis
+
+    from workers.fleet.keys import Keys
 
 MIN_PREFIX = 6
 RUN_ID_LENGTH = 32

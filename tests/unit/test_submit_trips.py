@@ -186,3 +186,32 @@ def test_the_send_rides_in_the_submit_script(redis_server, client):
         assert store.pending_ids() == [second.id]
     finally:
         app.close()
+
+
+def test_a_dispatch_pass_sends_in_the_reserve_script(redis_server, client):
+    """The scheduler's pass (and a batch's placement) reserves an idle device for a pending
+    run and pushes the run's message in the same script: one round trip past the reads (no
+    send of its own); the device's queue holds the message, once."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, CeleryEnqueuer(app)), max_pending=9)
+    try:
+        register(store, "d1")
+        busy, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+        waiting, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+        client.hset(keys.device("d1"), "run", "")  # d1 is free again (its run ended)
+        client.delete(keys.queue("d1"))
+        fleet.dispatcher.view.reload()
+        enq = CeleryEnqueuer(app)
+        store.reserve("no-such-run", "d1", enq.message("no-such-run", "d1"))  # loads the script
+        sent = wire(client, fleet.dispatcher.dispatch)
+        assert sent.count("EVALSHA") == 1, " ".join(sent)  # the reserve, its message in it
+        assert "LPUSH" not in sent, sent
+        queued = [json.loads(m) for m in client.lrange(keys.queue("d1"), 0, -1)]
+        assert [m["headers"]["id"] for m in queued] == [waiting.id]
+        assert store.load(waiting.id).device == "d1"
+        assert store.pending_ids() == []
+        assert busy.id != waiting.id
+    finally:
+        app.close()

@@ -46,6 +46,7 @@ __all__ = [
     "channel_dir",
     "install_shim",
     "mark_daemon",
+    "record_name",
     "typed_value",
 ]
 

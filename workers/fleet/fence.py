@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from workers.core.errors import GoalfleetError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import DevicePort
+from workers.core.ports import DevicePort, KnownScreen
 from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
 DRIFT_MARGIN = 0.1
@@ -165,6 +165,10 @@ class FencedDevice:
 
     def close(self) -> None:
         self.device.close()
+
+    def expect_known_screen(self) -> None:
+        if isinstance(self.device, KnownScreen):
+            self.device.expect_known_screen()
 
 
 def open_fenced(

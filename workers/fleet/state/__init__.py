@@ -35,6 +35,9 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     end overdue       running           errored (the scheduler, by claim)     finish
 
     * a redelivered message claims again: attempt + 1, past the cap it is finished errored.
+    A finish that fails a run with `retries` left also submits its next attempt (a new run,
+    pending, for the same device, in the same batch: `lib/retry.lua`). Every script that ends
+    or parks a run appends an event for webhooks when someone listens (`lib/events.lua`).
     unreserve (its device is down), release_stray (no registered device holds the
     reservation) and deregister (the device leaves) also take reserved -> pending.
 

@@ -79,10 +79,13 @@ class RunQueue(RedisStore):
         *,
         batch: BatchRecord | None = None,
         idem: Idempotency | None = None,
+        webhook: str | None = None,
     ) -> str | None:
         """Write runs (and their batch) as pending, all or nothing. With an idempotency key
         already used, write nothing and return what it names (`run:<id>` / `batch:<id>`,
-        then `|` and the body hash)."""
+        then `|` and the body hash). A batch holds the first run's request once; a run with
+        a request of its own (a suite's other flows) keeps it. `webhook`: the batch's URL
+        for its events (`scheduler.service.webhooks`)."""
         ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
         idem_key = self.k.idem(idem.key) if idem is not None else None
         existing: str | None = None
@@ -99,7 +102,7 @@ class RunQueue(RedisStore):
                 p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
             for run in runs:
                 fields = run.to_hash()
-                if batch is not None:
+                if batch is not None and run.request is runs[0].request:
                     fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
                 p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
                 p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
@@ -115,6 +118,8 @@ class RunQueue(RedisStore):
                         "goal": batch.goal,
                         "request": runs[0].request.model_dump_json(),
                         "owner": batch.owner or "",
+                        "suite": batch.suite or "",
+                        "webhook": webhook or "",
                     },
                 )
                 p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
