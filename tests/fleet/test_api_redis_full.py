@@ -58,7 +58,7 @@ PARKED = ("cancel", "target", "done", "blocked")
 DEVICES = ("idle-1", "busy-1", "run-1", *(f"park-{p}" for p in PARKED))
 SPARE = "idle-1"
 """Out of POOL, so no batch takes it: a submit naming it is reserved and sent in its script."""
-NO_REDIS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+NO_REDIS = {"/openapi.json", "/docs", "/redoc"}
 """FastAPI's own routes: they never touch Redis (still called, still no 500)."""
 CANCEL = ("POST", "/v1/runs/{run_id}/cancel")
 REFUSED = 503
@@ -122,9 +122,13 @@ class Call:
     full: int = REFUSED
     free: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    form: dict[str, str] | None = None
+    """A console form's fields (sent as one, with the client's session cookie)."""
 
     def send(self, http: httpx.Client) -> httpx.Response:
         method = self.route[0]
+        if self.form is not None:
+            return http.request(method, self.url, data=self.form, headers=self.headers)
         return http.request(method, self.url, json=self.body, headers=self.headers)
 
 
@@ -139,6 +143,8 @@ class Made:
     batch: str
     schedule: str
     memory: tuple[str, str]
+    csrf: str
+    """The console session's form token (the client holds its cookie)."""
     """An entry for GOAL and one for "Check out"."""
 
 
@@ -168,6 +174,7 @@ def calls(m: Made) -> list[Call]:
         Call(("GET", "/v1/memory"), "/v1/memory", full=200),
         Call(("GET", "/v1/memory/{key}"), f"/v1/memory/{m.memory[0]}", full=200),
         *(Call(("GET", path), path, full=200) for path in sorted(NO_REDIS)),
+        *console_reads(m),
     ]
     runs = ("POST", "/v1/runs")
     batches = ("POST", "/v1/batches")
@@ -198,10 +205,47 @@ def calls(m: Made) -> list[Call]:
         ),
         Call(("DELETE", "/v1/schedules/{schedule_id}"), f"/v1/schedules/{m.schedule}", free=204),
         Call(("DELETE", "/v1/memory/{key}"), f"/v1/memory/{m.memory[0]}", free=204),
+        *console_writes(m),
         Call(forget, "/v1/memory?goal=Check+out", free=200),
         Call(forget, "/v1/memory?all=true", free=200),
     ]
     return reads + writes
+
+
+def console_reads(m: Made) -> list[Call]:
+    """The console's pages, signed in (`make`): reads, so they answer as usual."""
+    page = [
+        ("/ui", "/ui", 303),
+        ("/ui/login", "/ui/login", 200),
+        ("/ui/static/{name}", "/ui/static/console.js", 200),
+        ("/docs-assets/{name}", "/docs-assets/swagger-ui.css", 200),
+        ("/ui/fleet", "/ui/fleet", 200),
+        ("/ui/fleet/rows", "/ui/fleet/rows", 200),
+        ("/ui/runs", "/ui/runs", 200),
+        ("/ui/runs/{run_id}", f"/ui/runs/{m.running}", 200),
+        ("/ui/runs/{run_id}/rows", f"/ui/runs/{m.running}/rows", 200),
+        ("/ui/runs/{run_id}/pictures/{artifact}", f"/ui/runs/{m.running}/pictures/{'0' * 64}", 404),
+        ("/ui/questions", "/ui/questions", 200),
+        ("/ui/questions/{run_id}", f"/ui/questions/{m.parked['target']}", 200),
+        ("/ui/memory", "/ui/memory", 200),
+    ]
+    return [Call(("GET", route), url, full=status) for route, url, status in page]
+
+
+def console_writes(m: Made) -> list[Call]:
+    """The console's forms: a refused sign-in and sign-out (refused: the session `make` opened
+    stays the client's) touch no Redis; forgetting and answering are writes (503 while
+    refused; then as usual: the question was answered through the API meanwhile)."""
+    csrf = m.csrf
+    answer = f"/ui/questions/{m.parked['target']}/answer"
+    return [
+        Call(("POST", "/ui/login"), "/ui/login", full=401, form={"token": "not-a-token"}),
+        Call(("POST", "/ui/logout"), "/ui/logout", full=403, form={"csrf": "not-this-one"}),
+        Call(("POST", "/ui/memory/{key}/forget"), f"/ui/memory/{m.memory[1]}/forget",
+             free=303, form={"csrf": csrf}),
+        Call(("POST", "/ui/questions/{run_id}/answer"), answer,
+             free=409, form={"csrf": csrf, "target": "Next"}),
+    ]  # fmt: skip
 
 
 def routes(app: FastAPI) -> set[tuple[str, str]]:
@@ -272,7 +316,12 @@ def make(http: httpx.Client, db: redis.Redis, keys: Keys) -> Made:
         Remembered(key=key, done=True, source="rules", origin="rules", goal=normalise_goal(g))
         for key, g in zip(memory, (GOAL, "Check out"), strict=True)
     )
+    signed_in = http.post("/ui/login", data={"token": TOKEN})
+    assert signed_in.status_code == 303, signed_in.text
+    form = http.get("/ui/fleet").text
+    csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
     made = Made(
+        csrf=csrf,
         reserved=reserved,
         pending=pending,
         running=running,

@@ -79,7 +79,7 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /health":                                 (200, 200, 200, 200, 200, 200),
     "GET /openapi.json":                           (200, 200, 200, 200, 200, 200),
     "GET /docs":                                   (200, 200, 200, 200, 200, 200),
-    "GET /docs/oauth2-redirect":                   (200, 200, 200, 200, 200, 200),
+    "GET /docs-assets/{name}":                     (200, 200, 200, 200, 200, 200),
     "GET /redoc":                                  (200, 200, 200, 200, 200, 200),
     "GET /metrics":                                (401, 200, 403, 403, 403, 200),
     "POST /v1/runs":                               (401, 403, 201, 201, 403, 201),
@@ -101,6 +101,25 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /v1/memory/{key}":                        (401, 200, 403, 403, 403, 200),
     "DELETE /v1/memory/{key}":                     (401, 403, 403, 403, 403, 204),
     "GET /v1/questions":                           (401, 200, 200, 200, 200, 200),
+    # the console: a bearer token opens nothing there (its pages ask for a signed-in session:
+    # a page sends the browser to sign in, a live fragment is a 401, a form without its
+    # fields a 422); tests/console holds what a session of each role may do
+    "GET /ui":                                     (303, 303, 303, 303, 303, 303),
+    "GET /ui/login":                               (200, 200, 200, 200, 200, 200),
+    "POST /ui/login":                              (422, 422, 422, 422, 422, 422),
+    "POST /ui/logout":                             (422, 422, 422, 422, 422, 422),
+    "GET /ui/static/{name}":                       (200, 200, 200, 200, 200, 200),
+    "GET /ui/fleet":                               (303, 303, 303, 303, 303, 303),
+    "GET /ui/fleet/rows":                          (401, 401, 401, 401, 401, 401),
+    "GET /ui/runs":                                (303, 303, 303, 303, 303, 303),
+    "GET /ui/runs/{run_id}":                       (303, 303, 303, 303, 303, 303),
+    "GET /ui/runs/{run_id}/rows":                  (401, 401, 401, 401, 401, 401),
+    "GET /ui/runs/{run_id}/pictures/{artifact}":   (303, 303, 303, 303, 303, 303),
+    "GET /ui/questions":                           (303, 303, 303, 303, 303, 303),
+    "GET /ui/questions/{run_id}":                  (303, 303, 303, 303, 303, 303),
+    "POST /ui/questions/{run_id}/answer":          (422, 422, 422, 422, 422, 422),
+    "GET /ui/memory":                              (303, 303, 303, 303, 303, 303),
+    "POST /ui/memory/{key}/forget":                (422, 422, 422, 422, 422, 422),
 }  # fmt: skip
 
 
@@ -206,8 +225,15 @@ class World:
 
     def call(self, route: str, who: str, o: Owned) -> int:
         method, template = route.split(" ")
+        name = "swagger-ui.css" if template.startswith("/docs-assets/") else "console.js"
         path = template.format(
-            run_id=o.run, batch_id=o.batch, schedule_id=o.schedule, key=o.memory, index=1
+            run_id=o.run,
+            batch_id=o.batch,
+            schedule_id=o.schedule,
+            key=o.memory,
+            index=1,
+            name=name,
+            artifact="0" * 64,
         )
         bodies: dict[str, dict[str, Any]] = {
             "POST /v1/runs": {"goal": "Sign in", "device": o.device},
@@ -217,7 +243,9 @@ class World:
         }
         body = bodies.get(route)
         params = {"all": "true"} if route == "DELETE /v1/memory" else None
-        resp = self.client.request(method, path, json=body, params=params, headers=auth(who))
+        resp = self.client.request(
+            method, path, json=body, params=params, headers=auth(who), follow_redirects=False
+        )
         return resp.status_code
 
 
