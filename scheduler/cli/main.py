@@ -25,6 +25,7 @@ def commands() -> list[ModuleType]:
     from scheduler.cli import demo as demo_command  # noqa: PLC0415
     from scheduler.cli import devices as devices_command  # noqa: PLC0415
     from scheduler.cli import eval as eval_command  # noqa: PLC0415
+    from scheduler.cli import history as history_command  # noqa: PLC0415
     from scheduler.cli import memory as memory_command  # noqa: PLC0415
     from scheduler.cli import questions as questions_command  # noqa: PLC0415
     from scheduler.cli import run as run_command  # noqa: PLC0415
@@ -47,6 +48,7 @@ def commands() -> list[ModuleType]:
         cancel_command,
         devices_command,
         eval_command,
+        history_command,
         memory_command,
         questions_command,
         api_command,

@@ -99,6 +99,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
 
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     graph = build(settings, client=redis_client(settings.redis_url))
+    history = start_history(settings, graph.store, stop)
 
     def tick() -> None:
         graph.schedules.tick(graph.fleet)
@@ -107,4 +108,38 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     try:
         graph.dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
     finally:
+        if history is not None:
+            history.join(timeout=10)
         graph.client.close()
+
+
+def start_history(
+    settings: Settings, store: FleetStore, stop: threading.Event
+) -> threading.Thread | None:
+    """With `database_url` set, a thread draining the history outbox into it until `stop`
+    (an embedded SQLite database gets its tables here; a PostgreSQL one from `goalfleet db
+    upgrade`, and the writer waits, holding every ended run, until it has them)."""
+    if settings.database_url is None:
+        return None
+    from scheduler.store.history.outbox import HistoryWriter  # noqa: PLC0415 - psycopg: only on
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415
+
+    url = settings.database_url.get_secret_value()
+    history = SqlHistory.open(url, upgrade=url.startswith("sqlite"))
+    writer = HistoryWriter(
+        store,
+        history,
+        retention_s=settings.retention_s,
+        history_retention_s=settings.history_retention_days * 86_400,
+    )
+    writer.turn_on()  # runs that end from here on are held for it, even before its first drain
+
+    def drain() -> None:
+        try:
+            writer.loop(stop)
+        finally:
+            history.close()
+
+    t = threading.Thread(target=drain, name="goalfleet-history", daemon=True)
+    t.start()
+    return t
