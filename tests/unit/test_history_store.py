@@ -5,10 +5,10 @@ three questions give the numbers worked out by hand here, and the same numbers o
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pgkit
 import pytest
 
 from scheduler.store.history.db import Database, HistoryUnavailableError
@@ -17,9 +17,6 @@ from scheduler.store.history.store import SqlHistory
 from workers.core.model import Outcome, PhaseTotals, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo, RunRecord
 from workers.core.request import GoalRunRequest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-import pgkit
 
 T0 = 1_700_000_000.0
 DAY = 86_400
