@@ -4,26 +4,24 @@ the columns' order (`migrations/0001_runs_steps.sql`).
 Only names, statuses, counts and times leave Redis. The request's body (its inputs' values, its
 secrets' references) is never copied; the free texts that could quote a typed value — the run's
 reason, a screen's name, the decided element's name — have every plain input's value replaced by
-`{name}`, as the step tables show a fill. Secret values never reach the fleet's Redis in the
-first place (the worker redacts them before it writes a row), so none can reach the database.
+`{name}` (`Inputs.scrub`, as the loop scrubs its step rows). Secret values never reach the
+fleet's Redis in the first place (the worker redacts them before it writes a row), so none can
+reach the database.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
 
-from workers.core.model import RunStatus, StepRow
+from workers.core.model import Inputs, RunStatus, StepRow
 from workers.core.records import DeviceInfo, RunRecord
 
 UNCOUNTED = frozenset({RunStatus.CANCELLED, RunStatus.UNPLACEABLE})
 """Ends that say nothing about the flow or the device (the run never ran to its end): kept, but
 left out of pass, flaky and failure rates."""
-MIN_SCRUB_CHARS = 2
-"""A plain input's value this long or longer is replaced in free texts (a one-letter value
-would mangle every word)."""
 
 
 @dataclass(frozen=True)
@@ -102,20 +100,7 @@ def device_class(info: DeviceInfo | None) -> str:
     return "/".join(p for p in (info.platform.value, info.model, major) if p)
 
 
-class Scrub:
-    """Replaces each plain input's value in a text with `{name}` (longest value first)."""
-
-    def __init__(self, inputs: Mapping[str, str]) -> None:
-        pairs = [(v, n) for n, v in inputs.items() if len(v) >= MIN_SCRUB_CHARS]
-        self.pairs = sorted(pairs, key=lambda p: -len(p[0]))
-
-    def __call__(self, text: str) -> str:
-        for value, name in self.pairs:
-            text = text.replace(value, "{" + name + "}")
-        return text
-
-
-def _decision(row: StepRow, scrub: Scrub) -> str:
+def _decision(row: StepRow, scrub: Callable[[str], str]) -> str:
     d = row.decision
     if d is None:
         return ""
@@ -135,10 +120,17 @@ def _decided_by(row: StepRow) -> str:
     return row.decision.decided_by if row.decision else ""
 
 
-def history_of(record: RunRecord, steps: Sequence[StepRow], info: DeviceInfo | None) -> RunHistory:
-    """The run's rows: `steps` are its last attempt's (the claim wipes earlier ones)."""
+def history_of(
+    record: RunRecord,
+    steps: Sequence[StepRow],
+    info: DeviceInfo | None,
+    *,
+    peers: str | None = None,
+) -> RunHistory:
+    """The run's rows: `steps` are its last attempt's (the claim wipes earlier ones); its
+    device's class is `peers` when given, else `device_class(info)`."""
     result = record.result
-    scrub = Scrub(record.request.inputs)
+    scrub = Inputs.of(record.request.inputs).scrub  # as the loop scrubs its rows
     finished = record.finished_at or record.started_at or record.submitted_at
     flow = record.request.goal.strip()
     totals = result.totals if result else None
@@ -152,7 +144,7 @@ def history_of(record: RunRecord, steps: Sequence[StepRow], info: DeviceInfo | N
         flow=flow,
         goal=record.request.goal,
         device=record.device or "",
-        device_class=device_class(info) if record.device else "",
+        device_class=peers or (device_class(info) if record.device else ""),
         platform=info.platform.value if info else "",
         labels=json.dumps(dict(sorted(info.labels.items())) if info else {}),
         status=status.value,
