@@ -3,7 +3,7 @@
 
 GET /v1/history?since=7d&until=...&bucket=1d&min_runs=10   all three, as `goalfleet history`
 GET /v1/history/pass-rates                                   pass and flaky rate, flow x class
-GET /v1/history/step-times                                   step p50 / p95, flow x phase x bucket
+GET /v1/history/step-times                                   step p50 / p95, flow x phase x days
 GET /v1/history/outliers                                     devices failing more than their class
 """
 
@@ -26,7 +26,7 @@ from workers.core.errors import ConfigError
 T = TypeVar("T")
 SINCE = Query(max_length=40, description="a span back (7d, 24h, 90m) or a UTC date")
 UNTIL = Query(max_length=40, description="a UTC date or time (default: now)")
-BUCKET = Query(max_length=10, description="the step-time bucket: 1h, 6h, 1d, ...")
+BUCKET = Query(max_length=10, description="the step-time bucket: whole days (1d, 7d)")
 
 
 class _Window:
@@ -36,6 +36,8 @@ class _Window:
             self.since = parse_since(since, now, "since")
             self.until = parse_since(until, now, "until") if until else now
             self.bucket_s = parse_span(bucket, "bucket")
+            if self.bucket_s % 86_400:
+                raise ConfigError("bucket: step times are counted by the day; give 1d or 7d")
         except ConfigError as exc:
             field, _, problem = exc.message.partition(": ")
             raise InvalidRequestError(field, problem, "e.g. since=7d&bucket=1d") from None

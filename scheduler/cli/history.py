@@ -32,7 +32,9 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p = sub.add_parser("history", help="pass and flaky rates, step times, devices that stand out")
     p.add_argument("--since", default="7d", help="a span back (7d, 24h) or a date (default: 7d)")
     p.add_argument("--until", default=None, help="a date or time (default: now)")
-    p.add_argument("--bucket", default="1d", help="step-time bucket: 1h, 6h, 1d, ... (default 1d)")
+    p.add_argument(
+        "--bucket", default="1d", help="step-time bucket in whole days: 1d, 7d (default 1d)"
+    )
     p.add_argument(
         "--min-runs", type=int, default=10, help="runs a device needs to be judged (default 10)"
     )

@@ -26,6 +26,9 @@ from workers.core.errors import GoalfleetError
 from workers.settings import checked_database_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+WORK_MEM = "32MB"
+"""PostgreSQL's sort memory for this connection: the questions' window sorts (tens of thousands
+of step-time counts) stay in memory instead of spilling to disk at the 4 MB default."""
 Dialect = Literal["postgresql", "sqlite"]
 
 
@@ -69,7 +72,11 @@ class Database:
                 conn: Any = sqlite3.connect(path, timeout=self.timeout_s, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
             else:
-                conn = psycopg.connect(self.url, connect_timeout=max(1, round(self.timeout_s)))
+                conn = psycopg.connect(
+                    self.url,
+                    connect_timeout=max(1, round(self.timeout_s)),
+                    options=f"-c work_mem={WORK_MEM}",
+                )
         except (psycopg.Error, sqlite3.Error, OSError) as exc:
             raise HistoryUnavailableError(
                 f"history database {self.where()} unreachable: {type(exc).__name__}",

@@ -5,8 +5,9 @@
   consecutive pairs of counted runs of one flow on one device, the share whose outcome (passed
   or not) differs from the run before: a flow that always fails is broken, not flaky.
 - `step_times`: step p50 / p95 per flow and phase (snapshot, decide, action) per time bucket
-  (a day by default): PostgreSQL's `percentile_disc`; SQLite has none, so there the same
-  discrete percentile comes from a window (the first value whose rank reaches p of the count).
+  (a day by default), from the daily step-time histograms (`hist`, table `step_hist`): a
+  bucket's upper bound, at most 9 % above the exact percentile, read from counts instead of
+  sorting every step's time (1,000,000 steps: docs/benchmarks.md).
 - `outliers`: devices whose failure rate stands out from the rest of their class: at least
   `min_runs` counted runs, a rate `min_gap` above the others' and 3 binomial standard
   deviations above it.
@@ -17,9 +18,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scheduler.store.history import hist
 from scheduler.store.history.db import Database
+from workers.core.errors import ConfigError
 
-PHASES = ("snapshot", "decide", "action")
 Z_OUTLIER = 3.0
 
 
@@ -84,50 +86,50 @@ def pass_rates(db: Database, since: float, until: float) -> list[PassRate]:
     return out
 
 
-def _phase_rows(dialect: str, bucket_s: int) -> str:
-    # SQLite may lack FLOOR; its CAST truncates, PostgreSQL's rounds (times are positive)
-    whole = "FLOOR" if dialect == "postgresql" else ""
-    bucket = f"(CAST({whole}(finished_at / {bucket_s}) AS BIGINT) * {bucket_s})"
-    return " UNION ALL ".join(
-        f"SELECT flow, '{ph}' AS phase, {bucket} AS bucket, {ph}_ms AS ms FROM steps "  # noqa: S608 - our names and an int
-        "WHERE finished_at >= ? AND finished_at < ?"
-        for ph in PHASES
-    )
-
-
-def step_times_sql(dialect: str, bucket_s: int) -> str:
-    rows = _phase_rows(dialect, bucket_s)
-    if dialect == "postgresql":
-        return (
-            "SELECT flow, phase, bucket, COUNT(*), "  # noqa: S608 - `rows` is ours
-            "percentile_disc(0.5) WITHIN GROUP (ORDER BY ms), "
-            "percentile_disc(0.95) WITHIN GROUP (ORDER BY ms) "
-            f"FROM ({rows}) AS s GROUP BY flow, phase, bucket ORDER BY flow, phase, bucket"
-        )
-    return (
-        "SELECT flow, phase, bucket, MAX(n), "  # noqa: S608 - `rows` is ours
-        "MIN(CASE WHEN rn * 100 >= 50 * n THEN ms END), "
-        "MIN(CASE WHEN rn * 100 >= 95 * n THEN ms END) "
-        "FROM (SELECT flow, phase, bucket, ms, "
-        "ROW_NUMBER() OVER (PARTITION BY flow, phase, bucket ORDER BY ms) AS rn, "
-        "COUNT(*) OVER (PARTITION BY flow, phase, bucket) AS n "
-        f"FROM ({rows}) AS s) AS w GROUP BY flow, phase, bucket ORDER BY flow, phase, bucket"
-    )
+_PERCENTILES = """
+SELECT flow, phase, b, MAX(total),
+       MIN(CASE WHEN cum * 100 >= 50 * total THEN bucket END),
+       MIN(CASE WHEN cum * 100 >= 95 * total THEN bucket END)
+FROM (
+  SELECT b, flow, phase, bucket,
+         SUM(n) OVER (PARTITION BY b, flow, phase ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS cum,
+         SUM(n) OVER (PARTITION BY b, flow, phase) AS total
+  FROM ({counts}) AS h
+) AS c WHERE total > 0 GROUP BY flow, phase, b ORDER BY flow, phase, b
+"""
+DAILY = _PERCENTILES.format(
+    counts="SELECT day AS b, flow, phase, bucket, n FROM step_hist WHERE day >= ? AND day < ?"
+)
+"""Day buckets: the table's own rows, in its key's order (day, flow, phase, bucket)."""
+REGROUPED = _PERCENTILES.format(
+    counts="SELECT (day / ?) * ? AS b, flow, phase, bucket, SUM(n) AS n FROM step_hist "
+    "WHERE day >= ? AND day < ? GROUP BY 1, flow, phase, bucket"
+)
+"""Per group, the first bucket whose running count reaches p of the total (the rank
+ceil(p * total)): `hist.percentile` in SQL, so only one row per group leaves the database."""
 
 
 def step_times(db: Database, since: float, until: float, *, bucket_s: int) -> list[StepTime]:
-    sql = step_times_sql(db.dialect, bucket_s)
-    rows = db.query(sql, (since, until) * len(PHASES))
+    """Whole UTC days: the days that start in [since, until), counted into `bucket_s`
+    buckets (a whole number of days)."""
+    if bucket_s <= 0 or bucket_s % hist.DAY:
+        raise ConfigError(f"bucket: {bucket_s} s is not a whole number of days; give 1d, 7d")
+    start = math.ceil(since / hist.DAY) * hist.DAY
+    end = math.ceil(until)
+    if bucket_s == hist.DAY:
+        rows = db.query(DAILY, (start, end))
+    else:
+        rows = db.query(REGROUPED, (bucket_s, bucket_s, start, end))
     return [
         StepTime(
             flow=flow,
             phase=phase,
-            bucket=float(bucket),
+            bucket=float(b),
             steps=int(n),
-            p50_ms=float(p50),
-            p95_ms=float(p95),
+            p50_ms=hist.upper_ms(int(k50)),
+            p95_ms=hist.upper_ms(int(k95)),
         )
-        for flow, phase, bucket, n, p50, p95 in rows
+        for flow, phase, b, n, k50, k95 in rows
     ]
 
 

@@ -14,7 +14,6 @@ from workers.core.errors import ConfigError
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
 _UNIT_S = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-BUCKETS = ("1h", "6h", "1d", "1w")
 
 
 def parse_span(value: str, field: str) -> int:

@@ -1,15 +1,18 @@
 """The history store seam (`HistoryStore`) and its one implementation over SQL
 (`SqlHistory`: PostgreSQL for a fleet, SQLite embedded for `goalfleet run` and the demo).
 
-Writes are idempotent upserts: a run by its id, a step by (run, attempt, step). A writer that
-stored a batch and died before it said so stores it again and nothing is there twice. A run
-whose attempt grew since it was stored (a person's answer re-queued it) replaces its steps.
+Writes are idempotent: a run by its id, a step by (run, attempt, step). A writer that stored a
+slice and died before it said so stores it again and nothing changes (a run already stored at
+its attempt is skipped, so the step-time counts of `step_hist` count each step once). A run
+whose attempt grew since it was stored (a person's answer re-queued it) replaces its steps and
+their counts.
 
-Retention is by time, not partitions: `prune(before)` deletes runs and steps that ended before
-it through the end-time indexes, in bounded slices. Why not partitions: the same schema and
-code serve SQLite, and at the sizes measured (docs/benchmarks.md: 1,000,000 steps) the
-window's index answers in milliseconds; a farm past ~10^8 steps would partition `steps` by
-month in PostgreSQL and drop whole months instead.
+Retention is by time, not partitions: `prune(before)` deletes runs, steps and counts that ended
+before it (whole days) through the end-time indexes, in bounded slices. Why not partitions:
+the same schema and code serve SQLite, the questions read the runs table and the step-time
+counts (`step_hist`), not the steps, so the steps table's size does not slow them (1,000,000
+steps: docs/benchmarks.md); a farm past ~10^8 steps would partition `steps` by month in
+PostgreSQL and drop whole months instead of deleting rows.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from scheduler.store.history import queries
+from scheduler.store.history import hist, queries
 from scheduler.store.history.db import Database
 from scheduler.store.history.queries import Outlier, PassRate, StepTime
 from scheduler.store.history.rows import RUN_COLUMNS, STEP_COLUMNS, RunHistory
@@ -60,6 +63,17 @@ def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
 
 UPSERT_RUN = _upsert("runs", RUN_COLUMNS, ("run_id",))
 UPSERT_STEP = _upsert("steps", STEP_COLUMNS, ("run_id", "attempt", "step"))
+ADD_HIST = (
+    "INSERT INTO step_hist (day, flow, phase, bucket, n) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (day, flow, phase, bucket) DO UPDATE SET n = step_hist.n + excluded.n"
+)
+STEP_TIMES_OF = (
+    "SELECT flow, finished_at, snapshot_ms, decide_ms, action_ms FROM steps "
+    "WHERE run_id = ? AND attempt < ?"
+)
+WRITE_LOCK = 280_001
+"""The PostgreSQL advisory lock every history write takes (two schedulers never race on the
+step-time counts)."""
 
 
 class SqlHistory:
@@ -83,22 +97,41 @@ class SqlHistory:
         if not runs:
             return
         with self.db.transaction() as cur:
-            ids = [(h.run.run_id, h.run.attempt) for h in runs]
-            # a run stored at an earlier attempt keeps no step of it
-            cur.many("DELETE FROM steps WHERE run_id = ? AND attempt < ?", ids)
-            cur.many(UPSERT_RUN, [h.run_values() for h in runs])
-            cur.many(UPSERT_STEP, [v for h in runs for v in h.step_values()])
+            if self.db.dialect == "postgresql":  # one writer at a time keeps `step_hist` exact
+                cur.run("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+            marks = ", ".join("?" for _ in runs)
+            ids = [h.run.run_id for h in runs]
+            query = f"SELECT run_id, attempt FROM runs WHERE run_id IN ({marks})"  # noqa: S608
+            stored = dict(cur.fetch(query, ids))
+            fresh = [h for h in runs if stored.get(h.run.run_id, -1) < h.run.attempt]
+            if not fresh:
+                return
+            delta = hist.counts(
+                (s.flow, s.finished_at, s.snapshot_ms, s.decide_ms, s.action_ms)
+                for h in fresh
+                for s in h.steps
+            )
+            replaced = [(h.run.run_id, h.run.attempt) for h in fresh if h.run.run_id in stored]
+            for rid, attempt in replaced:  # an earlier attempt's steps: out of the counts too
+                delta.subtract(hist.counts(cur.fetch(STEP_TIMES_OF, (rid, attempt))))
+            cur.many("DELETE FROM steps WHERE run_id = ? AND attempt < ?", replaced)
+            cur.many(UPSERT_RUN, [h.run_values() for h in fresh])
+            cur.many(UPSERT_STEP, [v for h in fresh for v in h.step_values()])
+            cur.many(ADD_HIST, [(*k, n) for k, n in delta.items() if n])
 
     def prune(self, before: float) -> int:
+        """Whole days: what ended before the UTC day `before` falls in."""
+        cutoff = hist.day_of(before)
         deleted = 0
         while True:
             with self.db.transaction() as cur:
                 ids = cur.fetch(
                     "SELECT run_id FROM runs WHERE finished_at < ? ORDER BY finished_at LIMIT ?",
-                    (before, PRUNE_SLICE),
+                    (cutoff, PRUNE_SLICE),
                 )
                 cur.many("DELETE FROM steps WHERE run_id = ?", ids)
                 cur.many("DELETE FROM runs WHERE run_id = ?", ids)
+                cur.run("DELETE FROM step_hist WHERE day < ?", (cutoff,))
             deleted += len(ids)
             if len(ids) < PRUNE_SLICE:
                 return deleted
