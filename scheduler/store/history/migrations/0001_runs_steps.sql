@@ -31,9 +31,11 @@ CREATE TABLE runs (
   output_tokens BIGINT NOT NULL,
   decided_by    TEXT NOT NULL DEFAULT '{}'
 );
--- pass and flaky rates per flow x device class over a window; devices against their class
-CREATE INDEX runs_by_flow ON runs (flow, device_class, finished_at);
-CREATE INDEX runs_by_device ON runs (device_class, device, finished_at);
+-- pass and flaky rates: each flow's runs on each device in end order (the flip rate's LAG),
+-- every column the question reads in the index, so PostgreSQL neither sorts nor reads the table
+CREATE INDEX runs_by_flow ON runs (flow, device, finished_at, run_id, passed, counted, device_class);
+-- devices against their class, the same way
+CREATE INDEX runs_by_device ON runs (device_class, device, finished_at, counted, passed);
 -- retention: the prune deletes by end time
 CREATE INDEX runs_by_end ON runs (finished_at);
 
