@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 from workers.core.model import Inputs, RunStatus, StepRow
 from workers.core.records import DeviceInfo, RunRecord
@@ -83,10 +83,10 @@ class RunHistory:
     steps: tuple[StepHistory, ...]
 
     def run_values(self) -> tuple[object, ...]:
-        return astuple(self.run)
+        return tuple(vars(self.run).values())  # in field order; `astuple` deep-copies (slow)
 
     def step_values(self) -> list[tuple[object, ...]]:
-        return [astuple(s) for s in self.steps]
+        return [tuple(vars(s).values()) for s in self.steps]
 
 
 def device_class(info: DeviceInfo | None) -> str:
