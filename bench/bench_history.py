@@ -104,12 +104,14 @@ def load(url: str, runs: int, steps_per_run: int, now: float) -> None:
             for s in range(1, steps_per_run + 1)
         )  # fmt: skip
     counts = hist.counts((r[3], r[4], r[8], r[9], r[10]) for r in step_rows)  # type: ignore[misc]
-    hist_rows: list[tuple[object, ...]] = [(*k, n) for k, n in counts.items()]
+    hist_rows: list[tuple[object, ...]] = [
+        (*g, sum(c.values()), hist.dumps(c)) for g, c in counts.items()
+    ]
     with psycopg.connect(url) as conn, conn.cursor() as cur:
         for table, cols, rows in (
             ("runs", RUN_COLUMNS, run_rows),
             ("steps", STEP_COLUMNS, step_rows),
-            ("step_hist", ("day", "flow", "phase", "bucket", "n"), hist_rows),
+            ("step_hist", ("day", "flow", "phase", "steps", "counts"), hist_rows),
         ):
             for start in range(0, len(rows), 100_000):
                 with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:

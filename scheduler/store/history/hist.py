@@ -6,6 +6,9 @@ at most `RATIO` times it.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -16,8 +19,8 @@ FLOOR_MS = 0.1
 DAY = 86_400
 PHASES = ("snapshot", "decide", "action")
 
-Key = tuple[int, str, str, int]
-"""(day, flow, phase, bucket)"""
+Group = tuple[int, str, str]
+"""(day, flow, phase): one row of `step_hist`"""
 
 
 def bucket(ms: float) -> int:
@@ -36,24 +39,64 @@ def day_of(ts: float) -> int:
     return int(ts // DAY) * DAY
 
 
-def counts(rows: Iterable[tuple[str, float, float, float, float]]) -> Counter[Key]:
-    """(flow, finished_at, snapshot_ms, decide_ms, action_ms) rows as histogram counts."""
-    out: Counter[Key] = Counter()
+def counts(rows: Iterable[tuple[str, float, float, float, float]]) -> dict[Group, Counter[int]]:
+    """(flow, finished_at, snapshot_ms, decide_ms, action_ms) rows as histograms."""
+    out: dict[Group, Counter[int]] = {}
     for flow, at, *times in rows:
         d = day_of(at)
         for phase, ms in zip(PHASES, times, strict=True):
-            out[d, flow, phase, bucket(ms)] += 1
+            out.setdefault((d, flow, phase), Counter())[bucket(ms)] += 1
     return out
 
 
-def percentile(hist: list[tuple[int, int]], p: float) -> float:
-    """The upper bound of the bucket holding the discrete `p` percentile of the (bucket, n)
-    counts `hist`."""
-    total = sum(n for _, n in hist)
-    rank = max(1, math.ceil(p * total - 1e-9))
-    seen = 0
-    for k, n in sorted(hist):
-        seen += n
-        if seen >= rank:
-            return upper_ms(k)
-    raise ValueError("an empty histogram has no percentile")
+Dense = tuple[int, list[int]]
+"""A histogram as stored: its lowest bucket, then the count of every bucket from there on."""
+
+
+def dumps(hist: Counter[int]) -> str:
+    """`hist` as the JSON array `[lowest bucket, n, n, ...]` (what `step_hist.counts` holds:
+    dense, so a reader parses it in C and sums it with `accumulate`)."""
+    used = [k for k, n in hist.items() if n]
+    if not used:
+        return "[0]"
+    lo, hi = min(used), max(used)
+    return json.dumps([lo, *(hist.get(k, 0) for k in range(lo, hi + 1))], separators=(",", ":"))
+
+
+def loads(text: str) -> Dense:
+    values: list[int] = json.loads(text)
+    return values[0], values[1:]
+
+
+def counter(dense: Dense) -> Counter[int]:
+    lo, ns = dense
+    return Counter({lo + i: n for i, n in enumerate(ns) if n})
+
+
+def add(a: Dense, b: Dense) -> Dense:
+    """The histogram of both (several days merged into one bucket of time)."""
+    if not a[1]:
+        return b
+    if not b[1]:
+        return a
+    lo = min(a[0], b[0])
+    hi = max(a[0] + len(a[1]), b[0] + len(b[1]))
+    out = [0] * (hi - lo)
+    for start, ns in (a, b):
+        for i, n in enumerate(ns, start - lo):
+            out[i] += n
+    return lo, out
+
+
+def total(dense: Dense) -> int:
+    return sum(dense[1])
+
+
+def percentile(dense: Dense, p: float) -> float:
+    """The upper bound of the bucket holding the discrete `p` percentile of `dense`."""
+    lo, ns = dense
+    running = list(itertools.accumulate(ns))
+    if not running or running[-1] <= 0:
+        raise ValueError("an empty histogram has no percentile")
+    rank = max(1, math.ceil(p * running[-1] - 1e-9))
+    return upper_ms(lo + bisect.bisect_left(running, rank))

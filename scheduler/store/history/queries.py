@@ -86,50 +86,31 @@ def pass_rates(db: Database, since: float, until: float) -> list[PassRate]:
     return out
 
 
-_PERCENTILES = """
-SELECT flow, phase, b, MAX(total),
-       MIN(CASE WHEN cum * 100 >= 50 * total THEN bucket END),
-       MIN(CASE WHEN cum * 100 >= 95 * total THEN bucket END)
-FROM (
-  SELECT b, flow, phase, bucket,
-         SUM(n) OVER (PARTITION BY b, flow, phase ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS cum,
-         SUM(n) OVER (PARTITION BY b, flow, phase) AS total
-  FROM ({counts}) AS h
-) AS c WHERE total > 0 GROUP BY flow, phase, b ORDER BY flow, phase, b
-"""
-DAILY = _PERCENTILES.format(
-    counts="SELECT day AS b, flow, phase, bucket, n FROM step_hist WHERE day >= ? AND day < ?"
-)
-"""Day buckets: the table's own rows, in its key's order (day, flow, phase, bucket)."""
-REGROUPED = _PERCENTILES.format(
-    counts="SELECT (day / ?) * ? AS b, flow, phase, bucket, SUM(n) AS n FROM step_hist "
-    "WHERE day >= ? AND day < ? GROUP BY 1, flow, phase, bucket"
-)
-"""Per group, the first bucket whose running count reaches p of the total (the rank
-ceil(p * total)): `hist.percentile` in SQL, so only one row per group leaves the database."""
+STEP_HIST = "SELECT day, flow, phase, counts FROM step_hist WHERE day >= ? AND day < ?"
 
 
 def step_times(db: Database, since: float, until: float, *, bucket_s: int) -> list[StepTime]:
-    """Whole UTC days: the days that start in [since, until), counted into `bucket_s`
-    buckets (a whole number of days)."""
+    """Whole UTC days: the days that start in [since, until), merged into `bucket_s` buckets
+    (a whole number of days)."""
     if bucket_s <= 0 or bucket_s % hist.DAY:
         raise ConfigError(f"bucket: {bucket_s} s is not a whole number of days; give 1d, 7d")
     start = math.ceil(since / hist.DAY) * hist.DAY
-    end = math.ceil(until)
-    if bucket_s == hist.DAY:
-        rows = db.query(DAILY, (start, end))
-    else:
-        rows = db.query(REGROUPED, (bucket_s, bucket_s, start, end))
+    groups: dict[tuple[str, str, int], hist.Dense] = {}
+    for day, flow, phase, counts in db.query(STEP_HIST, (start, math.ceil(until))):
+        key = (flow, phase, int(day) // bucket_s * bucket_s)
+        dense = hist.loads(counts)
+        groups[key] = hist.add(groups[key], dense) if key in groups else dense
     return [
         StepTime(
             flow=flow,
             phase=phase,
             bucket=float(b),
-            steps=int(n),
-            p50_ms=hist.upper_ms(int(k50)),
-            p95_ms=hist.upper_ms(int(k95)),
+            steps=n,
+            p50_ms=hist.percentile(dense, 0.5),
+            p95_ms=hist.percentile(dense, 0.95),
         )
-        for flow, phase, b, n, k50, k95 in rows
+        for (flow, phase, b), dense in sorted(groups.items())
+        if (n := hist.total(dense)) > 0
     ]
 
 

@@ -17,8 +17,9 @@ PostgreSQL and drop whole months instead of deleting rows.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from scheduler.store.history import hist, queries
 from scheduler.store.history.db import Database
@@ -63,9 +64,9 @@ def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
 
 UPSERT_RUN = _upsert("runs", RUN_COLUMNS, ("run_id",))
 UPSERT_STEP = _upsert("steps", STEP_COLUMNS, ("run_id", "attempt", "step"))
-ADD_HIST = (
-    "INSERT INTO step_hist (day, flow, phase, bucket, n) VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT (day, flow, phase, bucket) DO UPDATE SET n = step_hist.n + excluded.n"
+UPSERT_HIST = (
+    "INSERT INTO step_hist (day, flow, phase, steps, counts) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (day, flow, phase) DO UPDATE SET steps = excluded.steps, counts = excluded.counts"
 )
 STEP_TIMES_OF = (
     "SELECT flow, finished_at, snapshot_ms, decide_ms, action_ms FROM steps "
@@ -74,6 +75,28 @@ STEP_TIMES_OF = (
 WRITE_LOCK = 280_001
 """The PostgreSQL advisory lock every history write takes (two schedulers never race on the
 step-time counts)."""
+
+
+def _merged(cur: Any, delta: dict[hist.Group, Counter[int]]) -> list[tuple[object, ...]]:  # noqa: ANN401
+    """The `step_hist` rows `delta` changes, read (in the write's transaction) and added to."""
+    if not delta:
+        return []
+    days = sorted({d for d, _, _ in delta})
+    flows = sorted({f for _, f, _ in delta})
+    marks = ", ".join("?" for _ in days), ", ".join("?" for _ in flows)
+    query = (
+        "SELECT day, flow, phase, counts FROM step_hist "  # noqa: S608 - marks only
+        f"WHERE day IN ({marks[0]}) AND flow IN ({marks[1]})"
+    )
+    now = {
+        (d, f, p): hist.counter(hist.loads(c)) for d, f, p, c in cur.fetch(query, [*days, *flows])
+    }
+    rows: list[tuple[object, ...]] = []
+    for group, change in delta.items():
+        merged = now.get(group, Counter())
+        merged.update(change)
+        rows.append((*group, sum(merged.values()), hist.dumps(merged)))
+    return rows
 
 
 class SqlHistory:
@@ -113,11 +136,12 @@ class SqlHistory:
             )
             replaced = [(h.run.run_id, h.run.attempt) for h in fresh if h.run.run_id in stored]
             for rid, attempt in replaced:  # an earlier attempt's steps: out of the counts too
-                delta.subtract(hist.counts(cur.fetch(STEP_TIMES_OF, (rid, attempt))))
+                for group, old in hist.counts(cur.fetch(STEP_TIMES_OF, (rid, attempt))).items():
+                    delta.setdefault(group, Counter()).subtract(old)
             cur.many("DELETE FROM steps WHERE run_id = ? AND attempt < ?", replaced)
             cur.many(UPSERT_RUN, [h.run_values() for h in fresh])
             cur.many(UPSERT_STEP, [v for h in fresh for v in h.step_values()])
-            cur.many(ADD_HIST, [(*k, n) for k, n in delta.items() if n])
+            cur.many(UPSERT_HIST, _merged(cur, delta))
 
     def prune(self, before: float) -> int:
         """Whole days: what ended before the UTC day `before` falls in."""

@@ -60,16 +60,17 @@ CREATE TABLE steps (
 -- PostgreSQL answers from it alone
 CREATE INDEX steps_by_time ON steps (finished_at, flow, snapshot_ms, decide_ms, action_ms);
 
--- Step times per flow, phase and UTC day as a histogram (bucket k holds times in
--- (0.1 ms * r^(k-1), 0.1 ms * r^k], r = 2^(1/8): `scheduler.store.history.hist`): the p50 / p95
--- question reads these counts, not a million steps. Kept exactly in step with `steps` by the
--- writes that change it (the same transaction adds a run's new steps and takes away the
--- steps of the attempt it replaces) and by the prune (whole days).
+-- Step times per UTC day, flow and phase as one histogram each: `counts` is a JSON object
+-- {bucket: steps}, bucket k holding times in (0.1 ms * r^(k-1), 0.1 ms * r^k], r = 2^(1/8)
+-- (`scheduler.store.history.hist`). The p50 / p95 question reads one row per day, flow and
+-- phase, not a million steps. Kept exactly in step with `steps` by the writes that change it
+-- (the same transaction adds a run's new steps and takes away those of the attempt it
+-- replaces) and by the prune (whole days).
 CREATE TABLE step_hist (
   day     BIGINT NOT NULL,
   flow    TEXT NOT NULL,
   phase   TEXT NOT NULL,
-  bucket  INTEGER NOT NULL,
-  n       INTEGER NOT NULL,
-  PRIMARY KEY (day, flow, phase, bucket)
+  steps   BIGINT NOT NULL,
+  counts  TEXT NOT NULL,
+  PRIMARY KEY (day, flow, phase)
 );
