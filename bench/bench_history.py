@@ -85,6 +85,7 @@ def load(url: str, runs: int, steps_per_run: int, now: float) -> None:
     devices = [(f"dev{i:03d}", classes[i % len(classes)]) for i in range(200)]
     run_rows: list[tuple[object, ...]] = []
     step_rows: list[tuple[object, ...]] = []
+    last: dict[tuple[str, str], int] = {}  # the flip of each run, as the write sets it
     for i in range(runs):
         rid = f"r{i:07d}"
         device, cls = devices[i % len(devices)]
@@ -92,10 +93,14 @@ def load(url: str, runs: int, steps_per_run: int, now: float) -> None:
         at = now - 30 * DAY * (1 - i / runs)
         fails = 0.5 if device == "dev007" else 0.08
         status = "blocked" if rng.random() < fails else "done"
+        passed = int(status == "done")
+        prev = last.get((flow, device))
+        last[flow, device] = passed
         run_rows.append(
             (rid, 1, "", "", flow, flow, device, cls, cls.split("/")[0], "{}", status,
-             int(status == "done"), 1, "", "", at - 8, at - 7, at, steps_per_run, 6000.0,
-             500.0, 4000.0, 1500.0, 2000, 100, "{}")
+             passed, 1, "", "", at - 8, at - 7, at, steps_per_run, 6000.0,
+             500.0, 4000.0, 1500.0, 2000, 100, "{}", int(prev is not None),
+             int(prev is not None and prev != passed))
         )  # fmt: skip
         step_rows.extend(
             (rid, 1, s, flow, at, "Sign in", "press 'Continue'", "acted",

@@ -103,7 +103,8 @@ def test_writes_are_idempotent_and_a_new_attempt_replaces_its_steps(history: Sql
 
 def test_pass_and_flaky_rates_per_flow_and_device_class(history: SqlHistory) -> None:
     """Pass rate over the counted runs; flaky = outcome flips between consecutive runs on one
-    device; a cancelled run and a run outside the window count for nothing."""
+    device (the run before the window is the first one's previous); a cancelled run and a run
+    outside the window count for nothing."""
     seq = [RunStatus.DONE, RunStatus.BLOCKED, RunStatus.DONE, RunStatus.DONE]  # 2 flips of 3
     runs = [ended(f"a{i}", status=s, at=T0 + i) for i, s in enumerate(seq)]
     runs += [ended(f"b{i}", device="d2", status=RunStatus.ERRORED, at=T0 + i) for i in range(2)]
@@ -115,9 +116,22 @@ def test_pass_and_flaky_rates_per_flow_and_device_class(history: SqlHistory) -> 
     ios = rates["Sign in", "ios/iPhone15/17"]
     assert (ios.runs, ios.passed) == (6, 3)
     assert ios.pass_rate == 0.5
-    assert ios.flaky_rate == pytest.approx(2 / 4)  # d1: 2 flips in 3 pairs; d2: 0 in 1
+    assert ios.flaky_rate == pytest.approx(3 / 5)  # d1: old, then 3 flips in 4; d2: 0 in 1
     assert rates["Sign in", "ios/Pixel8/17"].runs == 1
     assert len(rates) == 2
+
+
+def test_a_flip_is_seen_across_writes_and_only_on_its_own_device(history: SqlHistory) -> None:
+    """Runs stored one write after another: each follows the last counted one of its flow on
+    its device, whatever else was stored between."""
+    history.write([ended("a", status=RunStatus.DONE, at=T0)])
+    history.write([ended("x", device="d2", status=RunStatus.BLOCKED, at=T0 + 1)])
+    history.write([ended("c", status=RunStatus.CANCELLED, at=T0 + 2)])
+    history.write([ended("b", status=RunStatus.BLOCKED, at=T0 + 3)])
+    got = dict(
+        (r[0], (r[1], r[2])) for r in history.db.query("SELECT run_id, follows, flipped FROM runs")
+    )
+    assert got == {"a": (0, 0), "x": (0, 0), "c": (0, 0), "b": (1, 1)}
 
 
 def _discrete(values: list[float], p: float) -> float:

@@ -1,9 +1,10 @@
 """The questions a farm asks of its run history, as SQL both dialects answer:
 
 - `pass_rates`: per flow x device class over a window, runs, pass rate and flaky rate. A run
-  that was cancelled or never placed is not counted. *Flaky* is the flip rate: of the
-  consecutive pairs of counted runs of one flow on one device, the share whose outcome (passed
-  or not) differs from the run before: a flow that always fails is broken, not flaky.
+  that was cancelled or never placed is not counted. *Flaky* is the flip rate: of the counted
+  runs that followed another of the same flow on the same device, the share whose outcome
+  (passed or not) differs from the run before (`follows` / `flipped`, set as the run is
+  stored): a flow that always fails is broken, not flaky.
 - `step_times`: step p50 / p95 per flow and phase (snapshot, decide, action) per time bucket
   (a day by default), from the daily step-time histograms (`hist`, table `step_hist`): a
   bucket's upper bound, at most 9 % above the exact percentile, read from counts instead of
@@ -60,12 +61,8 @@ class Outlier:
 
 
 RATES_SQL = """
-SELECT flow, device_class, COUNT(*), SUM(passed),
-       SUM(CASE WHEN prev IS NOT NULL AND prev <> passed THEN 1 ELSE 0 END),
-       SUM(CASE WHEN prev IS NOT NULL THEN 1 ELSE 0 END)
-FROM (SELECT flow, device_class, passed,
-             LAG(passed) OVER (PARTITION BY flow, device ORDER BY finished_at, run_id) AS prev
-      FROM runs WHERE finished_at >= ? AND finished_at < ? AND counted = 1) AS r
+SELECT flow, device_class, COUNT(*), SUM(passed), SUM(flipped), SUM(follows)
+FROM runs WHERE finished_at >= ? AND finished_at < ? AND counted = 1
 GROUP BY flow, device_class ORDER BY flow, device_class
 """
 

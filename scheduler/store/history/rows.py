@@ -52,6 +52,10 @@ class RunRow:
     input_tokens: int
     output_tokens: int
     decided_by: str
+    follows: int = 0
+    """1 when a counted run of this flow on this device ended before it (set by the write)."""
+    flipped: int = 0
+    """1 when that run's outcome (passed or not) differs from this one's."""
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,39 @@ def _merged(cur: Any, delta: dict[hist.Group, Counter[int]]) -> list[tuple[objec
     return rows
 
 
+def _flips(cur: Any, runs: list[RunHistory]) -> dict[str, tuple[int, int]]:  # noqa: ANN401
+    """(follows, flipped) of each run: against the counted run of its flow on its device that
+    ended last before it, in `runs` or already stored (one lookup per flow and device)."""
+    out = {h.run.run_id: (0, 0) for h in runs}
+    counted = sorted(
+        (h.run for h in runs if h.run.counted and h.run.device),
+        key=lambda r: (r.finished_at, r.run_id),
+    )
+    first: dict[tuple[str, str], float] = {}
+    for r in counted:
+        first.setdefault((r.flow, r.device), r.finished_at)
+    if not first:
+        return out
+    pairs = list(first.items())
+    values = ", ".join("(?, ?, ?)" for _ in pairs)
+    query = (
+        f"WITH p(flow, device, before) AS (VALUES {values}) "  # noqa: S608 - marks only
+        "SELECT p.flow, p.device, (SELECT r.passed FROM runs AS r WHERE r.flow = p.flow "
+        "AND r.device = p.device AND r.counted = 1 AND r.finished_at < p.before "
+        "ORDER BY r.finished_at DESC LIMIT 1) FROM p"
+    )
+    params = [v for (flow, device), before in pairs for v in (flow, device, before)]
+    last: dict[tuple[str, str], int | None] = {
+        (flow, device): passed for flow, device, passed in cur.fetch(query, params)
+    }
+    for r in counted:
+        prev = last.get((r.flow, r.device))
+        if prev is not None:
+            out[r.run_id] = (1, int(prev != r.passed))
+        last[r.flow, r.device] = r.passed
+    return out
+
+
 class SqlHistory:
     """`HistoryStore` over a `Database` (the schema must be upgraded: `goalfleet db upgrade`,
     or `upgrade()`)."""
@@ -139,7 +172,8 @@ class SqlHistory:
                 for group, old in hist.counts(cur.fetch(STEP_TIMES_OF, (rid, attempt))).items():
                     delta.setdefault(group, Counter()).subtract(old)
             cur.many("DELETE FROM steps WHERE run_id = ? AND attempt < ?", replaced)
-            cur.many(UPSERT_RUN, [h.run_values() for h in fresh])
+            flips = _flips(cur, fresh)
+            cur.many(UPSERT_RUN, [(*h.run_values()[:-2], *flips[h.run.run_id]) for h in fresh])
             cur.many(UPSERT_STEP, [v for h in fresh for v in h.step_values()])
             cur.many(UPSERT_HIST, _merged(cur, delta))
 

@@ -29,15 +29,16 @@ CREATE TABLE runs (
   action_ms     DOUBLE PRECISION NOT NULL,
   input_tokens  BIGINT NOT NULL,
   output_tokens BIGINT NOT NULL,
-  decided_by    TEXT NOT NULL DEFAULT '{}'
+  decided_by    TEXT NOT NULL DEFAULT '{}',
+  follows       INTEGER NOT NULL DEFAULT 0,
+  flipped       INTEGER NOT NULL DEFAULT 0
 );
--- pass and flaky rates: each flow's runs on each device in end order (the flip rate's LAG),
--- every column the question reads in the index, so PostgreSQL neither sorts nor reads the table
-CREATE INDEX runs_by_flow ON runs (flow, device, finished_at, run_id, passed, counted, device_class);
--- devices against their class, the same way
-CREATE INDEX runs_by_device ON runs (device_class, device, finished_at, counted, passed);
--- retention: the prune deletes by end time
-CREATE INDEX runs_by_end ON runs (finished_at);
+-- `follows` / `flipped`: a counted run of the same flow on the same device ended before this
+-- one / and its outcome differs (set by the write, from this index)
+CREATE INDEX runs_by_flow ON runs (flow, device, finished_at);
+-- pass and flaky rates per flow x device class, devices against their class, the prune: by end
+-- time, with every column those questions read, so PostgreSQL answers from the index alone
+CREATE INDEX runs_by_end ON runs (finished_at, counted, flow, device_class, device, passed, follows, flipped);
 
 CREATE TABLE steps (
   run_id       TEXT NOT NULL,
