@@ -128,9 +128,8 @@ def test_a_flip_is_seen_across_writes_and_only_on_its_own_device(history: SqlHis
     history.write([ended("x", device="d2", status=RunStatus.BLOCKED, at=T0 + 1)])
     history.write([ended("c", status=RunStatus.CANCELLED, at=T0 + 2)])
     history.write([ended("b", status=RunStatus.BLOCKED, at=T0 + 3)])
-    got = dict(
-        (r[0], (r[1], r[2])) for r in history.db.query("SELECT run_id, follows, flipped FROM runs")
-    )
+    rows = history.db.query("SELECT run_id, follows, flipped FROM runs")
+    got = {r[0]: (r[1], r[2]) for r in rows}
     assert got == {"a": (0, 0), "x": (0, 0), "c": (0, 0), "b": (1, 1)}
 
 
