@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -99,11 +100,19 @@ class HistoryWriter:
         """Store one slice of the outbox; returns how many runs it took off (0: empty).
         Raises `HistoryUnavailableError` (nothing taken off) when the database is down."""
         self.turn_on()
-        ids = cast("list[str]", self.r.zrange(self.k.history_outbox, 0, self.slice_size - 1))
-        if not ids:
-            return 0
-        rows = self._load(ids)
-        self.history.write(rows)
+        ids = self._ids(0)
+        if ids:
+            self.history.write(self._load(ids))
+            self._ack(ids)
+        return len(ids)
+
+    def _ids(self, skip: int) -> list[str]:
+        """The oldest slice of the outbox after the first `skip` entries."""
+        last = skip + self.slice_size - 1
+        return cast("list[str]", self.r.zrange(self.k.history_outbox, skip, last))
+
+    def _ack(self, ids: list[str]) -> None:
+        """`ids` are stored: their retention starts, and they leave the outbox."""
         with self.r.pipeline(transaction=False) as p:
             for rid in ids:
                 if self.retention_s > 0:
@@ -111,7 +120,6 @@ class HistoryWriter:
                     p.expire(self.k.steps(rid), self.retention_s)
             p.zrem(self.k.history_outbox, *ids)
             p.execute()
-        return len(ids)
 
     def _load(self, ids: list[str]) -> list[RunHistory]:
         records = {r.id: r for r in self.fleet.load_many(ids)}
@@ -148,10 +156,21 @@ class HistoryWriter:
         ]
 
     def drain(self) -> int:
-        """Drain until the outbox is empty; returns the runs stored."""
+        """Drain until the outbox is empty, reading the next slice from Redis while the last
+        one is written (the two take about as long); returns the runs stored. A failure stops
+        it with nothing of the unwritten slices acknowledged."""
+        self.turn_on()
         total = 0
-        while n := self.drain_once():
-            total += n
+        with ThreadPoolExecutor(1, thread_name_prefix="history-read") as pool:
+            ids = self._ids(0)
+            rows = self._load(ids) if ids else []
+            while ids:
+                after = self._ids(len(ids))  # the entries after this slice, not yet removed
+                ahead = pool.submit(self._load, after) if after else None
+                self.history.write(rows)
+                self._ack(ids)
+                total += len(ids)
+                ids, rows = after, ahead.result() if ahead else []
         return total
 
     def _prune(self) -> None:
@@ -169,7 +188,7 @@ class HistoryWriter:
         failures = 0
         while not stop.is_set():
             try:
-                n = self.drain_once()
+                self.drain()
                 self._prune()
             except (HistoryUnavailableError, redis.ConnectionError, redis.TimeoutError) as exc:
                 failures += 1
@@ -180,5 +199,4 @@ class HistoryWriter:
             if failures:
                 log.info("history.write_resumed", after_failures=failures)
                 failures = 0
-            if n < self.slice_size:
-                stop.wait(idle_s)
+            stop.wait(idle_s)  # the outbox was empty a moment ago
