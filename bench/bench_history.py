@@ -10,11 +10,12 @@ asked over the last 7 days and over all 30, rounds interleaved, medians reported
 
 Writer: N runs of 10 steps are ended through the fleet's real scripts (submit, claim, steps,
 finish) in a private redis-server with the outbox on, then `HistoryWriter.drain()` stores them
-(slices of 500); runs/s is N over the drain's time. Its baseline in the same run: the bare
-`SqlHistory.write` of the same rows (no Redis read, no acknowledgement).
+(slices of 500, the next read while the last is written); runs/s is N over the drain's time.
+In the same rounds, interleaved: the same slices one after another (`drain_once`), and the
+bare `SqlHistory.write` of the same rows (no Redis read, no acknowledgement).
 
-    .venv/bin/python -m bench.bench_history            # 1,000,000 steps, 7 rounds; 5,000 runs
-    .venv/bin/python -m bench.bench_history --quick    # CI: 50,000 steps, 3 rounds; 500 runs
+    .venv/bin/python -m bench.bench_history            # 1,000,000 steps, 7 rounds; 5,000 runs x 3
+    .venv/bin/python -m bench.bench_history --quick    # 50,000 steps, 3 rounds; 1,000 runs x 1
 """
 
 from __future__ import annotations
@@ -193,32 +194,48 @@ def end_runs(store: FleetStore, rs: RunStore, n: int, steps: int) -> None:
         check(ended, run.id)
 
 
-def time_writer(url: str, n: int, steps: int) -> tuple[float, float]:
-    """(runs/s through the writer, runs/s of the bare write of the same rows)."""
+def time_writer(url: str, n: int, steps: int, rounds: int) -> dict[str, list[float]]:
+    """Runs/s of: the writer's drain (the next slice read while the last is written), the same
+    slices one after another (`drain_once` in a loop), and the bare write of the same rows;
+    rounds interleaved, the outbox and the tables put back between them."""
+    out: dict[str, list[float]] = {"drain": [], "slice by slice": [], "bare write": []}
     with LocalRedis().start() as server:
         r = redis_client(server.url)
-        store = FleetStore(r, Keys("bh"), retention_s=60)
+        store = FleetStore(r, Keys("bh"), retention_s=3600)
         history = SqlHistory.open(url)
-        writer = HistoryWriter(store, history, retention_s=60)
+        writer = HistoryWriter(store, history, retention_s=3600)
         writer.turn_on()
         end_runs(store, RunStore(r, Keys("bh")), n, steps)
-        ids = r.zrange(store.k.history_outbox, 0, -1)
+        entries = r.zrange(store.k.history_outbox, 0, -1, withscores=True)
+        ids = [i for i, _ in entries]
         check(len(ids) == n, len(ids))
         rows = [h for i in range(0, n, 500) for h in writer._load(ids[i : i + 500])]  # noqa: SLF001
-        t0 = time.perf_counter()
-        for i in range(0, n, 500):
-            history.write(rows[i : i + 500])
-        bare = n / (time.perf_counter() - t0)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("TRUNCATE runs, steps, step_hist")
-        t0 = time.perf_counter()
-        drained = writer.drain()
-        through = n / (time.perf_counter() - t0)
-        (count,) = history.db.query("SELECT COUNT(*) FROM steps")[0]
-        check(drained == n and count == n * steps, (drained, count))
+
+        def bare() -> int:
+            for i in range(0, n, 500):
+                history.write(rows[i : i + 500])
+            return n
+
+        def one_by_one() -> int:
+            done = 0
+            while got := writer.drain_once():
+                done += got
+            return done
+
+        for _ in range(rounds):
+            for name, run in (("drain", writer.drain), ("slice by slice", one_by_one), ("bare write", bare)):  # fmt: skip
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("TRUNCATE runs, steps, step_hist")
+                r.zadd(store.k.history_outbox, dict(entries))
+                t0 = time.perf_counter()
+                done = run()
+                out[name].append(n / (time.perf_counter() - t0))
+                (count,) = history.db.query("SELECT COUNT(*) FROM steps")[0]
+                check(done == n and count == n * steps, (name, done, count))
+        r.delete(store.k.history_outbox)
         history.close()
         r.close()
-    return through, bare
+    return out
 
 
 def main() -> None:
@@ -226,7 +243,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--server", default=SERVER, help="a PostgreSQL server (a scratch db is made)")
     args = ap.parse_args()
-    runs, rounds, writer_runs = (5_000, 3, 500) if args.quick else (100_000, 7, 5_000)
+    runs, rounds, writer_runs = (5_000, 3, 1_000) if args.quick else (100_000, 7, 5_000)
+    writer_rounds = 1 if args.quick else 3
     now = time.time()
     print(machine())
     with scratch(args.server) as url:
@@ -241,10 +259,14 @@ def main() -> None:
             print(f"| {name} | {median(ms):.1f} | {max(ms):.1f} |")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("TRUNCATE runs, steps, step_hist")
-        through, bare = time_writer(url, writer_runs, 10)
-        print(f"writer: {writer_runs:,} finished runs of 10 steps drained at {through:,.0f} runs/s")
-        print(f"bare SqlHistory.write of the same rows: {bare:,.0f} runs/s "
-              f"(writer / bare = {through / bare:.2f})")  # fmt: skip
+        rates = time_writer(url, writer_runs, 10, writer_rounds)
+        print(
+            f"| {writer_runs:,} finished runs of 10 steps into PostgreSQL | runs/s (median) | each round |"
+        )
+        print("| --- | ---: | --- |")
+        for name, per in rates.items():
+            each = " · ".join(f"{x:,.0f}" for x in per)
+            print(f"| {name} | {median(per):,.0f} | {each} |")
 
 
 if __name__ == "__main__":
