@@ -10,9 +10,8 @@ asked over the last 7 days and over all 30, rounds interleaved, medians reported
 
 Writer: N runs of 10 steps are ended through the fleet's real scripts (submit, claim, steps,
 finish) in a private redis-server with the outbox on, then `HistoryWriter.drain()` stores them
-(slices of 500, the next read while the last is written); runs/s is N over the drain's time.
-In the same rounds, interleaved: the same slices one after another (`drain_once`), and the
-bare `SqlHistory.write` of the same rows (no Redis read, no acknowledgement).
+(slices of 500); runs/s is N over the drain's time. Its baseline, in the same rounds,
+interleaved: the bare `SqlHistory.write` of the same rows (no Redis read, no acknowledgement).
 
     .venv/bin/python -m bench.bench_history            # 1,000,000 steps, 7 rounds; 5,000 runs x 3
     .venv/bin/python -m bench.bench_history --quick    # 50,000 steps, 3 rounds; 1,000 runs x 1
@@ -195,10 +194,9 @@ def end_runs(store: FleetStore, rs: RunStore, n: int, steps: int) -> None:
 
 
 def time_writer(url: str, n: int, steps: int, rounds: int) -> dict[str, list[float]]:
-    """Runs/s of: the writer's drain (the next slice read while the last is written), the same
-    slices one after another (`drain_once` in a loop), and the bare write of the same rows;
-    rounds interleaved, the outbox and the tables put back between them."""
-    out: dict[str, list[float]] = {"drain": [], "slice by slice": [], "bare write": []}
+    """Runs/s of the writer's drain and of the bare write of the same rows; rounds
+    interleaved, the outbox and the tables put back between them."""
+    out: dict[str, list[float]] = {"drain": [], "bare write": []}
     with LocalRedis().start() as server:
         r = redis_client(server.url)
         store = FleetStore(r, Keys("bh"), retention_s=3600)
@@ -216,14 +214,8 @@ def time_writer(url: str, n: int, steps: int, rounds: int) -> dict[str, list[flo
                 history.write(rows[i : i + 500])
             return n
 
-        def one_by_one() -> int:
-            done = 0
-            while got := writer.drain_once():
-                done += got
-            return done
-
         for _ in range(rounds):
-            for name, run in (("drain", writer.drain), ("slice by slice", one_by_one), ("bare write", bare)):  # fmt: skip
+            for name, run in (("drain", writer.drain), ("bare write", bare)):
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute("TRUNCATE runs, steps, step_hist")
                 r.zadd(store.k.history_outbox, dict(entries))

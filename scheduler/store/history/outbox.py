@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
@@ -156,21 +155,11 @@ class HistoryWriter:
         ]
 
     def drain(self) -> int:
-        """Drain until the outbox is empty, reading the next slice from Redis while the last
-        one is written (the two take about as long); returns the runs stored. A failure stops
-        it with nothing of the unwritten slices acknowledged."""
-        self.turn_on()
+        """Drain until the outbox is empty; returns the runs stored. (Reading the next slice
+        while the last is written measured no faster on 2 cores: docs/benchmarks.md §14.)"""
         total = 0
-        with ThreadPoolExecutor(1, thread_name_prefix="history-read") as pool:
-            ids = self._ids(0)
-            rows = self._load(ids) if ids else []
-            while ids:
-                after = self._ids(len(ids))  # the entries after this slice, not yet removed
-                ahead = pool.submit(self._load, after) if after else None
-                self.history.write(rows)
-                self._ack(ids)
-                total += len(ids)
-                ids, rows = after, ahead.result() if ahead else []
+        while n := self.drain_once():
+            total += n
         return total
 
     def _prune(self) -> None:
