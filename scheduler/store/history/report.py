@@ -14,6 +14,7 @@ from workers.core.errors import ConfigError
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
 _UNIT_S = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+MAX_SPAN_S = 100 * 366 * 86_400
 
 
 def parse_span(value: str, field: str) -> int:
@@ -21,7 +22,10 @@ def parse_span(value: str, field: str) -> int:
     m = _SPAN.fullmatch(value.strip())
     if not m or float(m.group(1)) <= 0:
         raise ConfigError(f"{field}: {value!r} is not a span; give one like 90m, 24h, 7d or 2w")
-    return round(float(m.group(1)) * _UNIT_S[m.group(2)])
+    seconds = round(float(m.group(1)) * _UNIT_S[m.group(2)])
+    if seconds > MAX_SPAN_S:
+        raise ConfigError(f"{field}: {value!r} is longer than 100 years; give a shorter span")
+    return seconds
 
 
 def parse_since(value: str, now: float, field: str = "since") -> float:
