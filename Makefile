@@ -10,7 +10,7 @@ MODEL_STAMP := $(VENV)/.installed-model
 AD_DIR := deploy/agent-device
 AD_STAMP := $(AD_DIR)/node_modules/.installed
 
-.PHONY: demo test lint unit fleet install dev model agent-device linux-target observability-tools netns-tools bench clean
+.PHONY: demo test lint unit fleet install dev model agent-device linux-target observability-tools netns-tools browser bench clean
 
 # Three installs, each only what its targets need: the package (the demo), the test and lint
 # tools (`make unit`, `make lint`), and the model server with its model (`make test` only: it
@@ -52,6 +52,10 @@ observability-tools:
 netns-tools:
 	bash scripts/setup-netns.sh
 
+# Debian's chromium, which the suite tests open the HTML report in (Playwright, no download).
+browser:
+	bash scripts/setup-browser.sh
+
 # Flags go through ARGS: make demo ARGS="--runs 20 --devices 6"
 demo: install
 	$(BIN)/goalfleet demo $(ARGS)
@@ -75,7 +79,7 @@ fleet: dev
 	$(BIN)/pytest -m fleet -q
 
 # Everything: lint, types, layering, and every test (a skip fails under CI=true).
-test: model agent-device linux-target observability-tools netns-tools lint
+test: model agent-device linux-target observability-tools netns-tools browser lint
 	$(BIN)/pytest -q
 
 # Full benchmarks; figures go to docs/benchmarks.md. CI runs them in --quick mode only.
@@ -92,6 +96,8 @@ bench: dev
 	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device
+	$(BIN)/python -m bench.bench_cli_start
+	$(BIN)/python -m bench.bench_throughput
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \

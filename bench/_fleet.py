@@ -125,7 +125,14 @@ class BenchFleet(Stoppable):
     # -- processes -------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str]) -> Child:
-        child = spawn(argv, env=self.env, log=self.dir / f"{name}.log", name=name, cwd=ROOT)
+        env = (
+            self.env
+            if name.startswith(("worker-", "noop"))
+            else {  # a worker's secret only
+                k: v for k, v in self.env.items() if not k.startswith("GOALFLEET_SECRET_")
+            }
+        )  # (the API and the scheduler refuse to start holding one)
+        child = spawn(argv, env=env, log=self.dir / f"{name}.log", name=name, cwd=ROOT)
         self.procs[name] = child
         return child
 
@@ -155,14 +162,24 @@ class BenchFleet(Stoppable):
             time.sleep(0.1)
         raise RuntimeError(f"the API did not come up; see {self.dir}/{name}.log")
 
-    def start_scheduler(self) -> None:
-        argv = [sys.executable, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
+    def start_scheduler(self, *, profile: Path | None = None) -> None:
+        """`goalfleet scheduler`; under cProfile if `profile` is given (wall time: its waits
+        for a wake-up show as socket reads; the stats are written there when it stops)."""
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+        argv = [sys.executable, *profiled, "-m", "scheduler", "scheduler", "--loglevel", "WARNING"]
         self._spawn("scheduler", argv)
 
-    def start_workers(self, workers: Sequence[SimWorker], *, timeout_s: float = 240.0) -> None:
-        """One `python -m bench._worker worker` per `workers`, each with its session log."""
+    def start_workers(
+        self,
+        workers: Sequence[SimWorker],
+        *,
+        timeout_s: float = 240.0,
+        session_logs: bool = True,
+    ) -> None:
+        """One `python -m bench._worker worker` per `workers`, each with its session log
+        (unless not `session_logs`: the sim device then writes none, as in production)."""
         for w in workers:
-            logged = replace(w, session_log=self.session_log(w.device))
+            logged = replace(w, session_log=self.session_log(w.device)) if session_logs else w
             self._spawn(f"worker-{w.device}", logged.argv(module="bench._worker"))
         deadline = time.monotonic() + timeout_s
         want = {w.device for w in workers}
@@ -176,14 +193,28 @@ class BenchFleet(Stoppable):
         raise RuntimeError(f"workers did not come up in {timeout_s:g} s; see {self.dir}")
 
     def start_noop_worker(self, *, timeout_s: float = 60.0) -> None:
-        """A bare Celery worker (same settings and flags) serving the no-op baseline task."""
-        ready = self.dir / "noop.ready"
-        self._spawn("noop", [sys.executable, "-m", "bench._worker", "noop", str(ready)])
+        """A bare Celery worker (same settings and flags) serving the no-op baseline tasks."""
+        self._start_noops({"noop": []}, timeout_s)
+
+    def start_noop_workers(
+        self, devices: Sequence[str], queue: str, *, timeout_s: float = 240.0
+    ) -> None:
+        """One bare worker per `devices` (process `noop-<device>`, named for it), all
+        consuming `queue`; started at once, then waited for."""
+        self._start_noops({f"noop-{d}": [d, queue] for d in devices}, timeout_s)
+
+    def _start_noops(self, named: dict[str, list[str]], timeout_s: float) -> None:
+        ready = {name: self.dir / f"{name}.ready" for name in named}
+        for name, extra in named.items():
+            self._spawn(
+                name, [sys.executable, "-m", "bench._worker", "noop", str(ready[name]), *extra]
+            )
         deadline = time.monotonic() + timeout_s
-        while not ready.exists():
-            self._check_alive("noop")
+        while not all(path.exists() for path in ready.values()):
+            for name in named:
+                self._check_alive(name)
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the no-op worker did not come up; see {self.dir}/noop.log")
+                raise RuntimeError(f"the no-op workers did not come up; see {self.dir}")
             time.sleep(0.1)
 
     def _check_alive(self, name: str) -> None:

@@ -2,6 +2,7 @@
 
     python -m bench._worker worker --device d1 ...   # `goalfleet worker`, plus bench/rules-<ms>
     python -m bench._worker noop READY_FILE          # a bare Celery worker with a no-op task
+    python -m bench._worker noop READY_FILE DEVICE QUEUE   # the same, named for DEVICE, on QUEUE
 
 `worker` is exactly `goalfleet worker` with one more decider spec, **bench/rules-<ms>**: the
 offline rules decider after sleeping `<ms>` milliseconds, a model's think time without a model
@@ -15,7 +16,12 @@ and no production worker knows the spec.
 serving only a no-op task on its own queue. The task's first act is to take
 `time.monotonic_ns()` (`CLOCK_MONOTONIC`, like the sim device's `open` line) and append
 `start <pid> <ns>` to `noop.starts` beside the ready file: when the task body started, for the
-dispatch benchmark's one-way baseline (send → task body starts).
+dispatch benchmark's one-way baseline (send → task body starts). The same worker also serves
+**bench.bare** (`BARE_TASK`), the throughput benchmark's baseline: results ignored (as the
+fleet's run task ignores them), and its one act is to append `done <time.time()>` to
+`noop.done` beside the ready file, for the benchmark to count. Given DEVICE and QUEUE, the
+worker is named for DEVICE (`w@DEVICE`) and consumes QUEUE: several bare workers share one
+queue, as Celery's own workers would.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from workers.fleet import runtime
 BENCH_SPEC = "bench/rules-"
 NOOP_DEVICE = "bench-noop"
 NOOP_TASK = "bench.noop"
+BARE_TASK = "bench.bare"
+PROFILE_ENV = "GOALFLEET_BENCH_PROFILE_DIR"
+"""Set (a directory) for `worker`: its pool child profiles its runs there (`_profile_tasks`)."""
 
 
 class SleepyRules:
@@ -69,12 +78,40 @@ def _worker(argv: list[str]) -> int:
         return _with_bench_spec(default(*args, **kwargs))
 
     runtime.default_decider_maker = maker
+    if os.environ.get(PROFILE_ENV):
+        _profile_tasks(Path(os.environ[PROFILE_ENV]))
     from scheduler.cli.main import main  # noqa: PLC0415 - after the decider maker is wrapped
 
     return main(["worker", *argv])
 
 
-def _noop(ready_file: Path) -> int:
+def _profile_tasks(directory: Path) -> None:
+    """cProfile (CPU time) each pool child over its whole runs (from Celery's `task_prerun` to its
+    `task_postrun`: the run task's body, claim to finish), its stats written to
+    `<directory>/<pid>.prof` after every run (outside the profiled time)."""
+    import cProfile  # noqa: PLC0415 - only a profiled benchmark worker
+
+    from celery import signals  # noqa: PLC0415
+
+    profiler = cProfile.Profile(time.process_time)  # CPU time, not the waits on Redis
+
+    def prerun(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        profiler.enable()
+
+    def postrun(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        profiler.disable()
+        profiler.dump_stats(directory / f"{os.getpid()}.prof")
+
+    signals.task_prerun.connect(prerun, weak=False)
+    signals.task_postrun.connect(postrun, weak=False)
+
+
+def noop_done(directory: Path) -> Path:
+    """The file the bare task appends `done <time.time()>` to."""
+    return directory / "noop.done"
+
+
+def _noop(ready_file: Path, device: str = NOOP_DEVICE, queue: str = "") -> int:
     from celery import signals  # noqa: PLC0415 - Celery loads only in this process
 
     from workers.core.model import Platform  # noqa: PLC0415
@@ -86,6 +123,7 @@ def _noop(ready_file: Path) -> int:
 
     app = make_celery(Settings())
     starts = noop_starts(ready_file.parent)
+    done = noop_done(ready_file.parent)
 
     @app.task(name=NOOP_TASK, ignore_result=False)  # type: ignore[untyped-decorator]
     def noop() -> None:
@@ -93,20 +131,30 @@ def _noop(ready_file: Path) -> int:
         with starts.open("a") as f:
             f.write(f"start {os.getpid()} {started}\n")
 
+    @app.task(name=BARE_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+    def bare() -> None:
+        with done.open("a") as f:  # one short line, O_APPEND: whole among the workers' lines
+            f.write(f"done {time.time()!r}\n")
+
     def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         ready_file.touch()
 
     signals.worker_ready.connect(on_ready, weak=False)
-    spec = WorkerSpec(info=DeviceInfo(id=NOOP_DEVICE, platform=Platform.IOS), device_spec="")
-    app.worker_main(argv=worker_argv(spec, loglevel="WARNING"))
+    spec = WorkerSpec(info=DeviceInfo(id=device, platform=Platform.IOS), device_spec="")
+    argv = worker_argv(spec, loglevel="WARNING")
+    if queue:
+        argv[argv.index("--queues") + 1] = queue
+    app.worker_main(argv=argv)
     return 0
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["worker"]:
         return _worker(argv[1:])
-    if argv[:1] == ["noop"] and len(argv) == 2:
+    if argv[:1] == ["noop"] and len(argv) == 2:  # noop READY_FILE
         return _noop(Path(argv[1]))
+    if argv[:1] == ["noop"] and len(argv) == 4:  # noop READY_FILE DEVICE QUEUE
+        return _noop(Path(argv[1]), argv[2], argv[3])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -144,7 +144,7 @@ def make_busy(fleet: BenchFleet, n: int) -> None:
     """Register `n` synthetic devices and make each busy (one run reserved and claimed),
     in this process, before the API starts."""
     store = fleet.store()
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(store.r, store.k)
     inproc = Fleet(store, Dispatcher(store, enq), max_pending=MAX_PENDING)
     fill(inproc, Consumer(store, RunStore(store.r, store.k), enq), n)
 

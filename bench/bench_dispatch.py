@@ -66,24 +66,9 @@ from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.fleet.celery_app import make_celery
 from workers.fleet.keys import device_queue
-from workers.fleet.state.queue import Message
 
 DEVICE = "d1"
 BODY: dict[str, Any] = {**SIGN_IN, "device": DEVICE}
-
-
-class SendAfter:
-    """An enqueuer that builds no message for the submit script, so the submit sends the run
-    with `enqueue` (Celery's `send_task`) once the script has reserved the device."""
-
-    def __init__(self, inner: CeleryEnqueuer) -> None:
-        self.inner = inner
-
-    def enqueue(self, run_id: str, device_id: str) -> None:
-        self.inner.enqueue(run_id, device_id)
-
-    def message(self, run_id: str, device_id: str) -> Message | None:  # noqa: ARG002 - the seam's
-        return None
 
 
 @dataclass(frozen=True)
@@ -193,7 +178,6 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
             return Fleet(store, dispatcher, max_pending=settings.max_pending)
 
         in_process = in_process_fleet(CeleryEnqueuer(app))
-        in_process_after = in_process_fleet(SendAfter(CeleryEnqueuer(app)))
         submit_model = RunSubmit.model_validate(BODY)
         headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
         payload = json.dumps(BODY)
@@ -219,14 +203,10 @@ def main() -> None:  # noqa: C901, PLR0915 - one linear benchmark script
             def via_fleet() -> str:
                 return in_process.submit_run(submit_model)[0].id
 
-            def via_fleet_after() -> str:
-                return in_process_after.submit_run(submit_model)[0].id
-
             paths: dict[str, Callable[[], str]] = {
                 "client": via_client,
                 "http": via_http,
                 "fleet": via_fleet,
-                "fleet_after": via_fleet_after,
             }
             baseline: list[float] = []
             samples: dict[str, list[Sample]] = {k: [] for k in paths}
@@ -266,7 +246,6 @@ def report(n: int, baseline: list[float], samples: dict[str, list[Sample]]) -> N
         "client": "**FleetClient.submit_run** (HTTP, kept-alive) → first snapshot starting",
         "http": "HTTP API, new connection per submit (like curl) → first snapshot starting",
         "fleet": "in-process Fleet.submit_run (no HTTP) → first snapshot starting",
-        "fleet_after": "in-process, sent by `send_task` after the script → first snapshot starting",
     }
     for key, name in names.items():
         xs = [s.total_s for s in samples[key]]

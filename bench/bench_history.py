@@ -32,6 +32,7 @@ import psycopg
 
 from bench._fleet import machine, median
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.history import hist
 from scheduler.store.history.outbox import HistoryWriter
 from scheduler.store.history.rows import RUN_COLUMNS, STEP_COLUMNS
@@ -172,12 +173,13 @@ def end_runs(store: FleetStore, rs: RunStore, n: int, steps: int) -> None:
         info = DeviceInfo(id=d, platform=Platform.IOS, os_version="17.5", model="iPhone15")
         store.registry.register(info, lease_holder(worker_name(d)), lease_s=3600)
     rows = _steps(steps)
+    enq = RecordingEnqueuer(store.r, store.k)
     for i in range(n):
         d = devices[i % len(devices)]
         run = RunRecord(
             id=uuid.uuid4().hex, request=GoalRunRequest(goal="Sign in"), submitted_at=time.time()
         )
-        store.submit_one(run, idem=None, max_pending=10**6, device_id=d)
+        store.submit_one(run, idem=None, max_pending=10**6, device=(d, enq.message(run.id, d)))
         claim = rs.claim(run.id, d, f"w@{d}", cap=3)
         record = store.load(run.id)
         check(record is not None, run.id)

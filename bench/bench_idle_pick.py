@@ -65,7 +65,9 @@ def measure(n: int, samples: int) -> dict[str, float]:
             info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5", labels=labels)
             store.registry.register(info, lease_holder(worker_name(did)), lease_s=3600)
         fleet = Fleet(
-            store, Dispatcher(store, RecordingEnqueuer(), view_max_age_s=3600), max_pending=10**7
+            store,
+            Dispatcher(store, RecordingEnqueuer(r, Keys("bp")), view_max_age_s=3600),
+            max_pending=10**7,
         )
         view = fleet.dispatcher.view
         view.reload()

@@ -22,6 +22,7 @@ import uuid
 
 from bench._fleet import machine, median
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.listing import RunQuery
 from scheduler.store.runs import FleetStore
 from workers.core.model import Platform, RunResult, RunStatus
@@ -41,6 +42,7 @@ def main() -> None:
     with LocalRedis().start() as server:
         r = redis_client(server.url)
         store = FleetStore(r, Keys("brl"), retention_s=0)
+        enq = RecordingEnqueuer(r, Keys("brl"))
         devices = [f"d{i}" for i in range(10)]
         for d in devices:
             info = DeviceInfo(id=d, platform=Platform.IOS, os_version="17.5")
@@ -62,7 +64,7 @@ def main() -> None:
             ids += [c.id for c in chunk]
         for n, rid in enumerate(ids[::blocked_every]):
             d = devices[n % len(devices)]
-            store.reserve(rid, d)
+            store.reserve(rid, d, enq.message(rid, d))
             claim = store.runs.claim(rid, d, f"w@{d}", cap=3)
             record = store.load(rid)
             if record is None or not claim.token:

@@ -29,6 +29,7 @@ Per N, with every device busy and 200 runs pending:
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass
 
@@ -74,18 +75,18 @@ def commands(r: redis.Redis) -> int:
 
 
 class Consumer:
-    """Stands in for the workers: claims what was sent; `finish_one` ends the oldest."""
+    """Stands in for the workers: takes the messages sent (oldest first, as a worker pops its
+    queue) and claims their runs; `finish_one` ends the oldest."""
 
     def __init__(self, store: FleetStore, runs: RunStore, enq: RecordingEnqueuer) -> None:
         self.store, self.runs, self.enq = store, runs, enq
         self.claimed: list[tuple[str, str, str]] = []  # run, device, claim token
-        self._seen = 0
 
     def take(self) -> None:
-        for rid, did in self.enq.sent[self._seen :]:
+        while (raw := self.store.r.rpop(self.enq.key)) is not None:
+            rid, did = json.loads(raw)
             claim = self.runs.claim(rid, did, f"w@{did}", cap=3)
             self.claimed.append((rid, did, claim.token))
-        self._seen = len(self.enq.sent)
 
     def finish_one(self) -> None:
         rid, _, token = self.claimed.pop(0)
@@ -117,7 +118,7 @@ def fill(fleet: Fleet, consumer: Consumer, n: int, *, pending: int = 0) -> None:
 def measure(r: redis.Redis, n: int, samples: int) -> Row:
     keys = Keys(f"bs{n}")
     store = FleetStore(r, keys, retention_s=600)
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(r, keys)
     dispatcher = Dispatcher(store, enq, view_max_age_s=Settings().device_view_max_age_s)
     fleet = Fleet(store, dispatcher, max_pending=1_000_000)
     consumer = Consumer(store, RunStore(r, keys), enq)

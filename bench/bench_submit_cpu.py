@@ -3,9 +3,6 @@ the dispatch benchmark (`bench/bench_dispatch.py`) can only show end to end.
 
 - **Fleet.submit_run, message in the script**: the API's submit as it is — one script writes
   the run, reserves the idle device and pushes Celery's message onto its queue.
-- **Fleet.submit_run, sent after the script**: the same with an enqueuer that builds no
-  message, so the submit calls Celery's `send_task` once the script reserved the device (the
-  way submits were sent before).
 - **POST /v1/runs through the app, FastSubmit**: the whole ASGI app (`create_app`: metrics,
   request id, edge, errors, routing) called in-process with an ordinary body, the quick route
   taking it.
@@ -31,7 +28,6 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._fleet import SIGN_IN, TOKEN, machine, median
-from bench.bench_dispatch import SendAfter
 from scheduler.api.app import create_app
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
@@ -107,7 +103,7 @@ def main() -> None:
             return Fleet(store, Dispatcher(store, enqueuer, view_max_age_s=10), max_pending=0)
 
         sub = RunSubmit.model_validate({**SIGN_IN, "device": DEVICE})
-        scripted, after = fleet(CeleryEnqueuer(celery)), fleet(SendAfter(CeleryEnqueuer(celery)))
+        scripted = fleet(CeleryEnqueuer(celery))
         app = create_app(settings)
         declared = create_app(settings)
         declared.router.routes.pop(0)  # the quick route (FastSubmit) goes first
@@ -120,10 +116,6 @@ def main() -> None:
         paths: dict[str, tuple[Callable[[], object], Callable[[], float]]] = {
             "Fleet.submit_run, message in the script": (
                 lambda: scripted.submit_run(sub),
-                time.thread_time,
-            ),
-            "Fleet.submit_run, sent after the script": (
-                lambda: after.submit_run(sub),
                 time.thread_time,
             ),
             "POST /v1/runs through the app, FastSubmit": (

@@ -3,6 +3,7 @@
 GoalfleetError (workers.core.errors)
 └── FleetError
     ├── AuthError             401  no bearer token, or a wrong one
+    ├── ForbiddenError        403  the token's roles do not grant this (`workers.core.access`)
     ├── InvalidRequestError   422  bad input; names the field and the fix
     ├── NotFoundError         404  no such run / batch / schedule
     ├── ConflictError         409  the request contradicts the current state
@@ -42,6 +43,14 @@ class AuthError(FleetError, code="UNAUTHORIZED", status=401):
             message,
             hint="set GOALFLEET_API_TOKEN to one of the API's GOALFLEET_API_TOKENS "
             "(over HTTP: Authorization: Bearer <token>)",
+        )
+
+
+class ForbiddenError(FleetError, code="FORBIDDEN", status=403):
+    def __init__(self, who: str, what: str, roles: str) -> None:
+        super().__init__(
+            f"token {who} may not {what}",
+            hint=f"use a token with the {roles} role (GOALFLEET_API_ROLES on the API)",
         )
 
 

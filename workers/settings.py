@@ -14,9 +14,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workers.core.access import Principal, Role, parse_roles
 from workers.core.guards import DEFAULT_DANGEROUS
 from workers.core.records import MAX_LABEL_CHARS, MAX_LABELS
 from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
@@ -63,6 +64,18 @@ def checked_database_url(value: str) -> str:
     return value.strip()
 
 
+def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
+    out = []
+    for i, secret in enumerate(tokens, 1):
+        raw = secret.get_secret_value()
+        name, sep, token = raw.partition(":")
+        if sep and TOKEN_NAME.fullmatch(name) and token:
+            out.append((name, token))
+        else:
+            out.append((f"token-{i}", raw))
+    return out
+
+
 class Settings(BaseSettings):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
 
@@ -79,6 +92,10 @@ class Settings(BaseSettings):
     """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
     request is refused except /health, so an API is never open by accident. `name:token`
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
+    api_roles: Annotated[dict[str, frozenset[Role]], NoDecode] = Field(default_factory=dict)
+    """What each token may do (`workers.core.access`): `name:role+role,…`, e.g.
+    `alice:submit,ops:admin,grafana:read` (an unnamed token is `token-N`). Empty: every token
+    holds every role, as before roles existed; given: every token needs an entry."""
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8787
     api_processes: Annotated[int, Field(ge=1, le=API_PROCESSES_MAX)] = 1
@@ -194,6 +211,21 @@ class Settings(BaseSettings):
     api_max_batch_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
     """A batch's `count` x its request's size in bytes (the work one submit asks for)."""
 
+    webhook_url: str | None = None
+    """Fleet-wide webhook: called on every batch finished, run failed and question waiting
+    (besides a suite's own `webhook`); served by the scheduler (docs/suites.md)."""
+    webhook_secret: SecretStr | None = None
+    """The HMAC-SHA256 key webhooks are signed with (`X-Goalfleet-Signature`); without it no
+    webhook is called."""
+    webhook_attempts: Annotated[int, Field(ge=1, le=20)] = 6
+    """Tries per webhook call (a 5xx, 408, 429 or no connection is tried again, with backoff)."""
+    webhook_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url(cls, v: str | None) -> str | None:
+        return None if v is None else checked_url(v, HTTP_SCHEMES)
+
     database_url: SecretStr | None = None
     """The run history's database (`postgresql://…`, or `sqlite:///path`): set, the scheduler
     drains ended runs into it (`goalfleet db upgrade` makes its tables) and `goalfleet
@@ -238,15 +270,53 @@ class Settings(BaseSettings):
 
     def named_tokens(self) -> list[tuple[str, str]]:
         """(name, token) for every API token: `name:token`, or `token-N` for an unnamed one."""
-        out = []
-        for i, secret in enumerate(self.api_tokens, 1):
-            raw = secret.get_secret_value()
-            name, sep, token = raw.partition(":")
-            if sep and TOKEN_NAME.fullmatch(name) and token:
-                out.append((name, token))
-            else:
-                out.append((f"token-{i}", raw))
+        return _named(self.api_tokens)
+
+    def principals(self) -> list[tuple[Principal, str]]:
+        """(who, token) for every API token: its name and roles (`admin` for each when
+        `api_roles` is empty)."""
+        every = frozenset({Role.ADMIN})  # no roles given: every right, as before roles were
+        return [
+            (Principal(name, self.api_roles.get(name, every)), token)
+            for name, token in self.named_tokens()
+        ]
+
+    @field_validator("api_roles", mode="before")
+    @classmethod
+    def _parse_roles(cls, v: object) -> object:
+        if not isinstance(v, str):
+            return v
+        out: dict[str, frozenset[Role]] = {}
+        for entry in (e.strip() for e in v.split(",") if e.strip()):
+            name, sep, roles = entry.partition(":")
+            if not sep or not TOKEN_NAME.fullmatch(name.strip()):
+                raise ValueError(
+                    f"{entry!r} is not name:roles; give e.g. alice:submit+answer,ops:admin"
+                )
+            out[name.strip()] = parse_roles(roles)
         return out
+
+    @field_validator("api_roles", mode="after")
+    @classmethod
+    def _roles_cover_tokens(
+        cls, v: dict[str, frozenset[Role]], info: ValidationInfo
+    ) -> dict[str, frozenset[Role]]:
+        names = [name for name, _ in _named(info.data.get("api_tokens") or [])]
+        if not v or not names:
+            return v
+        missing = [n for n in names if n not in v]
+        if missing:
+            raise ValueError(
+                f"token {missing[0]!r} has no roles; add {missing[0]}:<roles> (read, submit, "
+                "answer, admin; join several with +)"
+            )
+        stray = sorted(set(v) - set(names))
+        if stray:
+            raise ValueError(
+                f"{stray[0]!r} names no token of GOALFLEET_API_TOKENS; name the token "
+                f"({stray[0]}:<token>) or drop the entry"
+            )
+        return v
 
     @field_validator("api_tokens", "dangerous_controls", "escalate_to", mode="before")
     @classmethod
@@ -291,6 +361,8 @@ class Settings(BaseSettings):
                 continue
             if isinstance(value, SecretStr):
                 out[key] = value.get_secret_value()
+            elif isinstance(value, dict):
+                out[key] = ",".join(f"{k}:{'+'.join(sorted(v))}" for k, v in value.items())
             elif isinstance(value, list):
                 out[key] = ",".join(
                     v.get_secret_value() if isinstance(v, SecretStr) else str(v) for v in value

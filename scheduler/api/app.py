@@ -23,7 +23,6 @@ import structlog
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 from starlette.datastructures import Headers
@@ -38,13 +37,31 @@ from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
-from scheduler.errors import AuthError, InvalidRequestError, NotFoundError
+from scheduler.api.views import (
+    Who,
+    need,
+    readable_batch,
+    readable_run,
+    shown_devices,
+    shown_run,
+    shown_schedule,
+    shown_steps,
+)
+from scheduler.errors import AuthError, ForbiddenError, InvalidRequestError, NotFoundError
 from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
 from scheduler.service.graph import build
-from scheduler.service.requests import BatchSubmit, RunSubmit, ScheduleSubmit
+from scheduler.service.requests import (
+    BatchBody,
+    BatchSubmit,
+    RunSubmit,
+    ScheduleBody,
+    SuiteScheduleSubmit,
+    SuiteSubmit,
+)
 from scheduler.service.run_ids import RunIds
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
+from workers.core.access import Action, Principal
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.fleet.artifacts import artifacts
@@ -52,7 +69,6 @@ from workers.fleet.outages import is_outage
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.api")
-_bearer = HTTPBearer(auto_error=False, description="one of GOALFLEET_API_TOKENS")
 _IDEM = re.compile(IDEMPOTENCY_KEY)
 _JSON = "application/json"
 T = TypeVar("T")
@@ -161,7 +177,14 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     batch_ids = RunIds(client, keys, kind="batch")
     pictures = artifacts(settings)
     """A run id in a path may be a unique prefix (6+ characters) of one."""
-    tokens = Tokens(settings.named_tokens())
+    tokens = Tokens(settings.principals())
+    if len(settings.api_tokens) > 1 and not settings.api_roles:
+        log.warning(
+            "api_roles_unset",
+            tokens=len(settings.api_tokens),
+            hint="every token holds every role (admin); give each its own with "
+            "GOALFLEET_API_ROLES=name:read|submit|answer|admin,... (docs/fleet.md)",
+        )
     limits = Limits.of(settings)
     health_check = Health(store, beats or NoBeats())
     try:
@@ -171,17 +194,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             raise
     metrics_registry = registry or new_registry()
 
-    async def auth(
-        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> str:
-        """The name of the token the request carries (every route's guard; the edge has
-        already refused a request without a valid one). Async: a compare in memory, run on
-        the event loop rather than a thread-pool hop per request."""
-        who = tokens.who(f"Bearer {creds.credentials}" if creds is not None else None)
-        if who is None:
-            raise AuthError("missing or wrong bearer token")
-        return who
-
     app = FastAPI(
         title="goalfleet",
         version="0.1.0",
@@ -189,6 +201,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         redirect_slashes=False,
     )
     app.state.fleet = fleet
+    app.state.tokens = tokens  # `scheduler.api.views.principal` reads it
     submits = Submits()
     app.router.on_shutdown.append(submits.close)
     app.add_middleware(
@@ -200,7 +213,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     )
     app.state.metrics = instrument_api(app, metrics_registry, store)  # outermost: counts all
     api_errors.install(app)
-    guarded = [Depends(auth)]
 
     @app.get(
         "/health",
@@ -215,20 +227,29 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             answer.model_dump(), status_code=503 if answer.status == "unavailable" else 200
         )
 
-    @app.get("/metrics", dependencies=guarded, response_class=Response)
-    def metrics() -> Response:
+    @app.get("/metrics", response_class=Response)
+    def metrics(who: Who) -> Response:
+        need(who, Action.METRICS)
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
-    def run_submitted(sub: RunSubmit, submit: _Submit) -> Response:
+    def run_submitted(sub: RunSubmit, submit: _Submit, who: Principal) -> Response:
         limits.check_run(sub)
-        run, created = fleet.submit_run(sub, idempotency_key=submit.key)
+        run, created = fleet.submit_run(sub, idempotency_key=submit.key, owner=who.name)
         return submit.answer(
             "run.submitted", run, created=created, run_id=run.id, device_id=run.device
         )
 
-    def batch_submitted(sub: BatchSubmit, submit: _Submit) -> Response:
+    def batch_submitted(
+        sub: BatchSubmit | SuiteSubmit, submit: _Submit, who: Principal
+    ) -> Response:
+        if isinstance(sub, SuiteSubmit):  # a suite's flows over their device matrix
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
+            batch, created = fleet.submit_suite(sub, idempotency_key=submit.key, owner=who.name)
+            return submit.answer(
+                "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
+            )
         limits.check_batch(sub)
-        batch, created = fleet.submit_batch(sub, idempotency_key=submit.key)
+        batch, created = fleet.submit_batch(sub, idempotency_key=submit.key, owner=who.name)
         return submit.answer(
             "batch.submitted", batch, created=created, batch_id=batch.id, runs=batch.total
         )
@@ -245,35 +266,63 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         """The guard and the `Idempotency-Key` read from the headers, not through FastAPI's
         dependencies (solving `auth`, its bearer scheme and the header cost a third of the
         route's CPU a submit); `GUARDED_IDEMPOTENT` documents both as they would."""
-        if tokens.who(headers.get("authorization")) is None:  # the edge refused it too
+        who = tokens.who(headers.get("authorization"))
+        if who is None:  # the edge refused it too
             raise AuthError("missing or wrong bearer token")
+        need(who, Action.SUBMIT)
         submit = _Submit(headers.get("idempotency-key"))
-        return await submits.run(run_submitted, sub, submit)  # Redis calls block
+        return await submits.run(run_submitted, sub, submit, who)  # Redis calls block
 
-    @app.post("/v1/batches", dependencies=guarded, status_code=201, response_model=BatchRecord)
+    @app.post("/v1/batches", status_code=201, response_model=BatchRecord)
     async def submit_batch(
-        sub: BatchSubmit, submit: Annotated[_Submit, Depends(_submit)]
+        sub: BatchBody, submit: Annotated[_Submit, Depends(_submit)], who: Who
     ) -> Response:
-        return await submits.run(batch_submitted, sub, submit)  # Redis calls block
+        """One goal over a selector (or `count` runs), or a suite (`suite`, `flows`): each
+        flow over its device matrix, all in one batch."""
+        need(who, Action.SUBMIT)
+        return await submits.run(batch_submitted, sub, submit, who)  # Redis calls block
 
-    @app.get("/v1/runs/{run_id}", dependencies=guarded, response_model=RunRecord)
-    def get_run(run_id: str) -> RunRecord:
-        return fleet.run(run_ids.resolve(run_id))
+    def scope(who: Principal) -> str | None:
+        """The owner a prefix is matched among (None: everyone's)."""
+        return None if who.sees_all else who.name
 
-    @app.get("/v1/runs/{run_id}/steps", dependencies=guarded, response_model=list[StepRow])
-    def get_steps(run_id: str, after: Annotated[int, Query(ge=0, le=10_000)] = 0) -> list[StepRow]:
-        return fleet.steps(run_ids.resolve(run_id), after=after)
+    def own_run(who: Principal, run_id: str) -> RunRecord:
+        """The run `run_id` names, as `who` may see it (404 when it may not)."""
+        need(who, Action.READ_OWN, Action.READ_ANY)
+        return readable_run(who, fleet.run(run_ids.resolve(run_id, owner=scope(who))))
+
+    def own_batch(who: Principal, batch_id: str) -> BatchRecord:
+        need(who, Action.READ_OWN, Action.READ_ANY)
+        return readable_batch(who, fleet.batch(batch_ids.resolve(batch_id, owner=scope(who))))
+
+    @app.get("/v1/runs/{run_id}", response_model=RunRecord)
+    def get_run(run_id: str, who: Who) -> RunRecord:
+        return own_run(who, run_id)
+
+    @app.get("/v1/runs/{run_id}/steps", response_model=list[StepRow])
+    def get_steps(
+        run_id: str, who: Who, after: Annotated[int, Query(ge=0, le=10_000)] = 0
+    ) -> list[StepRow]:
+        run = own_run(who, run_id)
+        return shown_steps(who, run, fleet.steps(run.id, after=after))
 
     @app.get(
         "/v1/runs/{run_id}/steps/{index}/screenshot",
-        dependencies=guarded,
         response_class=Response,
         responses={200: {"content": {"image/png": {}}, "description": "the step's picture"}},
     )
-    def get_screenshot(run_id: str, index: Annotated[int, Path(ge=1, le=10_000)]) -> Response:
+    def get_screenshot(
+        run_id: str, index: Annotated[int, Path(ge=1, le=10_000)], who: Who
+    ) -> Response:
         """The picture of step `index`: the screen its decider saw, secrets masked, the acted
-        element outlined (PNG). 404 with the row's note when the step has none."""
-        run_id = run_ids.resolve(run_id)
+        element outlined (PNG). 404 with the row's note when the step has none. Only for the
+        run's owner and `admin`: a picture shows the plain inputs the run typed."""
+        run = own_run(who, run_id)
+        if not who.may_see_inputs(run.owner):
+            raise ForbiddenError(
+                who.describe(), "see another token's screenshots (they show its inputs)", "admin"
+            )
+        run_id = run.id
         row = next((r for r in fleet.steps(run_id, after=index - 1) if r.index == index), None)
         if row is None:
             raise NotFoundError(f"run {run_id!r} has no step {index} (yet)")
@@ -288,38 +337,57 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             )
         return Response(data, media_type="image/png", headers={"Cache-Control": "private"})
 
-    @app.post("/v1/runs/{run_id}/cancel", dependencies=guarded, response_model=CancelAnswer)
-    def cancel(run_id: str) -> CancelAnswer:
-        run_id = run_ids.resolve(run_id)
-        if questions.cancel(run_id):  # a run parked for a person
-            run, outcome = fleet.run(run_id), "cancelled"
+    @app.post("/v1/runs/{run_id}/cancel", response_model=CancelAnswer)
+    def cancel(run_id: str, who: Who) -> CancelAnswer:
+        need(who, Action.CANCEL_OWN, Action.CANCEL_ANY)
+        mine = None if who.sees_all or who.may(Action.CANCEL_ANY) else who.name
+        found = fleet.run(run_ids.resolve(run_id, owner=mine))
+        if not who.may_read(found.owner) and not who.may_cancel(found.owner):
+            raise NotFoundError(f"no run {found.id!r} (unknown, or past its retention)")
+        if not who.may_cancel(found.owner):
+            raise ForbiddenError(who.describe(), "cancel another token's run", "admin")
+        if questions.cancel(found.id):  # a run parked for a person
+            run, outcome = fleet.run(found.id), "cancelled"
         else:
-            run, outcome = fleet.cancel(run_id)
-        return CancelAnswer(**dict(run), cancel_outcome=outcome)
+            run, outcome = fleet.cancel(found.id)
+        return CancelAnswer(**dict(shown_run(who, run)), cancel_outcome=outcome)
 
-    @app.get("/v1/batches/{batch_id}", dependencies=guarded, response_model=BatchRecord)
-    def get_batch(batch_id: str) -> BatchRecord:
-        return fleet.batch(batch_ids.resolve(batch_id))
+    @app.get("/v1/batches/{batch_id}", response_model=BatchRecord)
+    def get_batch(batch_id: str, who: Who) -> BatchRecord:
+        return own_batch(who, batch_id)
 
-    @app.get("/v1/batches/{batch_id}/runs", dependencies=guarded, response_model=list[RunRecord])
-    def get_batch_runs(batch_id: str) -> list[RunRecord]:
-        return store.load_many(list(fleet.batch(batch_ids.resolve(batch_id)).runs))
+    @app.get("/v1/batches/{batch_id}/runs", response_model=list[RunRecord])
+    def get_batch_runs(batch_id: str, who: Who) -> list[RunRecord]:
+        batch = own_batch(who, batch_id)
+        return [shown_run(who, r) for r in store.load_many(list(batch.runs))]
 
-    @app.get("/v1/devices", dependencies=guarded, response_model=list[DeviceState])
-    def devices() -> list[DeviceState]:
-        return fleet.devices()
+    @app.get("/v1/devices", response_model=list[DeviceState])
+    def devices(who: Who) -> list[DeviceState]:
+        need(who, Action.DEVICES)
+        return shown_devices(who, fleet.devices(), store.owners)
 
-    @app.post("/v1/schedules", dependencies=guarded, status_code=201, response_model=Schedule)
-    def add_schedule(sub: ScheduleSubmit) -> Schedule:
-        limits.check_batch(sub)
-        return schedules.add(sub)
+    @app.post("/v1/schedules", status_code=201, response_model=Schedule)
+    def add_schedule(sub: ScheduleBody, who: Who) -> Schedule:
+        need(who, Action.SUBMIT)
+        if isinstance(sub, SuiteScheduleSubmit):
+            limits.check_suite(sub, signed=settings.webhook_secret is not None)
+        else:
+            limits.check_batch(sub)
+        return schedules.add(sub, owner=who.name)
 
-    @app.get("/v1/schedules", dependencies=guarded, response_model=list[Schedule])
-    def list_schedules() -> list[Schedule]:
-        return schedules.list()
+    @app.get("/v1/schedules", response_model=list[Schedule])
+    def list_schedules(who: Who) -> list[Schedule]:
+        need(who, Action.READ_OWN, Action.READ_ANY)
+        return [shown_schedule(who, s) for s in schedules.list() if who.may_read(s.owner)]
 
-    @app.delete("/v1/schedules/{schedule_id}", dependencies=guarded, status_code=204)
-    def remove_schedule(schedule_id: str) -> Response:
+    @app.delete("/v1/schedules/{schedule_id}", status_code=204)
+    def remove_schedule(schedule_id: str, who: Who) -> Response:
+        need(who, Action.CANCEL_OWN, Action.CANCEL_ANY)
+        found = schedules.get(schedule_id)
+        if found is None or not (who.may_read(found.owner) or who.may_cancel(found.owner)):
+            raise NotFoundError(f"no schedule {schedule_id!r}")
+        if not who.may_cancel(found.owner):
+            raise ForbiddenError(who.describe(), "delete another token's schedule", "admin")
         schedules.remove(schedule_id)
         return Response(status_code=204)
 
@@ -328,11 +396,9 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     )
     app.router.routes.insert(0, FastSubmit(declared, one_run).route())
 
-    add_list_routes(app, fleet, batch_ids, guarded=guarded)
-    add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s, guarded=guarded)
+    add_list_routes(app, fleet, batch_ids)
+    add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s)
     url = settings.database_url
-    add_history_routes(app, url.get_secret_value() if url else None, guarded=guarded)
-    add_question_routes(
-        app, questions, fleet, auth=auth, registry=metrics_registry, resolve=run_ids.resolve
-    )
+    add_history_routes(app, url.get_secret_value() if url else None)
+    add_question_routes(app, questions, fleet, registry=metrics_registry, resolve=run_ids.resolve)
     return app

@@ -7,7 +7,8 @@ is counted as it is read and refused with a 413 as soon as it passes the cap, so
 never holds more than the cap of any request. Open paths (`/health`, the OpenAPI docs) pass.
 
 `Tokens` is the one place bearer tokens are compared (constant time, every token): the edge
-uses it to refuse early, the routes' guard to learn the token's name.
+uses it to refuse early, the routes' guard to learn who the token is (its `Principal`: name and
+roles, `workers.core.access`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler.errors import AuthError
+from workers.core.access import Principal
 
 
 class ErrorBody(BaseModel):
@@ -34,20 +36,20 @@ class ErrorBody(BaseModel):
 
 
 class Tokens:
-    """The API's bearer tokens by name."""
+    """The API's bearer tokens and who each one is."""
 
-    def __init__(self, named: Iterable[tuple[str, str]]) -> None:
-        self._tokens = [(name, token.encode()) for name, token in named]
+    def __init__(self, principals: Iterable[tuple[Principal, str]]) -> None:
+        self._tokens = [(who, token.encode()) for who, token in principals]
 
-    def who(self, authorization: str | None) -> str | None:
-        """The name of the token an `Authorization: Bearer <token>` header carries, or None.
+    def who(self, authorization: str | None) -> Principal | None:
+        """Who the token an `Authorization: Bearer <token>` header carries is, or None.
         Every token is compared, in constant time, whatever matched before."""
         scheme, _, given = (authorization or "").partition(" ")
         raw = given.strip().encode() if scheme.lower() == "bearer" else b""
         who = None
-        for name, token in self._tokens:
+        for principal, token in self._tokens:
             if hmac.compare_digest(raw, token) and raw:
-                who = name
+                who = principal
         return who
 
 

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scheduler.api.edge import ErrorBody
 from scheduler.errors import AuthError, FleetError, InvalidRequestError, Problem
+from scheduler.service.requests import BODY_TAGS
 from workers.fleet.outages import OUTAGE_ERRORS, is_outage, outage_reply
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -64,10 +65,14 @@ _WHAT = {
 script or a transaction alike."""
 
 
+_NOT_FIELDS = {"body", "query", "path", "header", *BODY_TAGS}
+"""A location's parts that name no field: where it was, and which kind of body it is."""
+
+
 def problems_from(exc: RequestValidationError) -> list[Problem]:
     out = []
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in {"body", "query", "path", "header"}]
+        loc = [str(p) for p in err.get("loc", ()) if p not in _NOT_FIELDS]
         field = ".".join(loc) or "body"
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         ctx = err.get("ctx") or {}

@@ -1,4 +1,4 @@
-"""The run history's routes (auth as every route), over the history database
+"""The run history's routes (`read_any`: they aggregate every run), over the history database
 (`GOALFLEET_DATABASE_URL`); without one, 503 saying how to turn it on.
 
 GET /v1/history?since=7d&until=...&bucket=1d&min_runs=10   all three, as `goalfleet history`
@@ -12,15 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import FastAPI, Query
 
+from scheduler.api.views import Who, need
 from scheduler.errors import InvalidRequestError, UnavailableError
 from scheduler.store.history.db import HistoryUnavailableError
 from scheduler.store.history.queries import Outlier, PassRate, StepTime
 from scheduler.store.history.report import HistoryReport, history_report, parse_since, parse_span
 from scheduler.store.history.store import HistoryStore, SqlHistory
+from workers.core.access import Action
 from workers.core.errors import ConfigError
 
 T = TypeVar("T")
@@ -45,7 +47,7 @@ class _Window:
             raise InvalidRequestError("until", "the window ends before it starts", "")
 
 
-def add_history_routes(app: FastAPI, database_url: str | None, *, guarded: list[Any]) -> None:
+def add_history_routes(app: FastAPI, database_url: str | None) -> None:
     store: HistoryStore | None = None
     if database_url:  # an embedded (SQLite) one gets its tables here; PostgreSQL: `db upgrade`
         store = SqlHistory.open(database_url, upgrade=database_url.startswith("sqlite"))
@@ -63,13 +65,15 @@ def add_history_routes(app: FastAPI, database_url: str | None, *, guarded: list[
         except HistoryUnavailableError as exc:
             raise UnavailableError(str(exc)) from None
 
-    @app.get("/v1/history", dependencies=guarded)
+    @app.get("/v1/history")
     def history(
+        who: Who,
         since: Annotated[str, SINCE] = "7d",
         until: Annotated[str | None, UNTIL] = None,
         bucket: Annotated[str, BUCKET] = "1d",
         min_runs: Annotated[int, Query(ge=1, le=100_000)] = 10,
     ) -> dict[str, object]:
+        need(who, Action.READ_ANY)  # fleet-wide aggregates: every run counts
         w = _Window(since, until, bucket)
 
         def report(s: HistoryStore) -> HistoryReport:
@@ -79,27 +83,32 @@ def add_history_routes(app: FastAPI, database_url: str | None, *, guarded: list[
 
         return ask(report).as_dict()
 
-    @app.get("/v1/history/pass-rates", dependencies=guarded, response_model=list[PassRate])
+    @app.get("/v1/history/pass-rates", response_model=list[PassRate])
     def pass_rates(
-        since: Annotated[str, SINCE] = "7d", until: Annotated[str | None, UNTIL] = None
+        who: Who, since: Annotated[str, SINCE] = "7d", until: Annotated[str | None, UNTIL] = None
     ) -> list[PassRate]:
+        need(who, Action.READ_ANY)  # fleet-wide aggregates: every run counts
         w = _Window(since, until, "1d")
         return ask(lambda s: s.pass_rates(w.since, w.until))
 
-    @app.get("/v1/history/step-times", dependencies=guarded, response_model=list[StepTime])
+    @app.get("/v1/history/step-times", response_model=list[StepTime])
     def step_times(
+        who: Who,
         since: Annotated[str, SINCE] = "7d",
         until: Annotated[str | None, UNTIL] = None,
         bucket: Annotated[str, BUCKET] = "1d",
     ) -> list[StepTime]:
+        need(who, Action.READ_ANY)  # fleet-wide aggregates: every run counts
         w = _Window(since, until, bucket)
         return ask(lambda s: s.step_times(w.since, w.until, bucket_s=w.bucket_s))
 
-    @app.get("/v1/history/outliers", dependencies=guarded, response_model=list[Outlier])
+    @app.get("/v1/history/outliers", response_model=list[Outlier])
     def outliers(
+        who: Who,
         since: Annotated[str, SINCE] = "7d",
         until: Annotated[str | None, UNTIL] = None,
         min_runs: Annotated[int, Query(ge=1, le=100_000)] = 10,
     ) -> list[Outlier]:
+        need(who, Action.READ_ANY)  # fleet-wide aggregates: every run counts
         w = _Window(since, until, "1d")
         return ask(lambda s: s.outliers(w.since, w.until, min_runs=min_runs))

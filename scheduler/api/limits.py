@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.errors import InvalidRequestError
-from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.service.requests import BatchSubmit, FlowSubmit, RunSubmit, SuiteSubmit
 from workers.core.records import Selector
 from workers.settings import Settings
 
@@ -59,7 +59,21 @@ class Limits:
                 "GOALFLEET_API_MAX_BATCH_BYTES on the API",
             )
 
-    def _check_request(self, sub: RunSubmit | BatchSubmit) -> None:
+    def check_suite(self, sub: SuiteSubmit, *, signed: bool) -> None:
+        """Each flow's request and the selectors of its matrix; a webhook only where the
+        fleet signs them (`signed`: `GOALFLEET_WEBHOOK_SECRET` is set)."""
+        if sub.webhook is not None and not signed:
+            raise InvalidRequestError(
+                "webhook",
+                "this fleet signs no webhooks, so it calls none",
+                "set GOALFLEET_WEBHOOK_SECRET on the API and the scheduler, or leave webhook out",
+            )
+        for flow in sub.flows:
+            self._check_request(flow)
+            for cell in flow.matrix:
+                self._check_selector(cell)
+
+    def _check_request(self, sub: RunSubmit | BatchSubmit | FlowSubmit) -> None:
         n = len(sub.inputs) + len(sub.secrets)
         if n > self.max_inputs:
             raise InvalidRequestError(

@@ -1,4 +1,4 @@
-"""The decision memory's routes: list, show and forget entries (auth as every route).
+"""The decision memory's routes: list, show (`read`) and forget (`admin`) entries.
 
 GET    /v1/memory?goal=Sign+in        entries (for one goal), most used first
 GET    /v1/memory/{key}               one entry
@@ -8,13 +8,15 @@ DELETE /v1/memory?goal=...|all=true   forget every entry of a goal, or all of th
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import redis
 from fastapi import FastAPI, Path, Query, Response
 from pydantic import BaseModel
 
+from scheduler.api.views import Who, need
 from scheduler.errors import InvalidRequestError, NotFoundError
+from workers.core.access import Action
 from workers.core.memory import Remembered
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
@@ -26,35 +28,39 @@ class Forgotten(BaseModel):
     forgotten: int
 
 
-def add_memory_routes(
-    app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: int, guarded: list[Any]
-) -> None:
+def add_memory_routes(app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: int) -> None:
     memory = RedisMemory(client, keys, decider="", ttl_s=ttl_s)
 
-    @app.get("/v1/memory", dependencies=guarded, response_model=list[Remembered])
+    @app.get("/v1/memory", response_model=list[Remembered])
     def list_memory(
+        who: Who,
         goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
     ) -> list[Remembered]:
+        need(who, Action.MEMORY_READ)
         return memory.entries(goal=goal)
 
-    @app.get("/v1/memory/{key}", dependencies=guarded, response_model=Remembered)
-    def show_memory(key: Annotated[str, KEY]) -> Remembered:
+    @app.get("/v1/memory/{key}", response_model=Remembered)
+    def show_memory(key: Annotated[str, KEY], who: Who) -> Remembered:
+        need(who, Action.MEMORY_READ)
         entry = memory.get(key)
         if entry is None:
             raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
         return entry
 
-    @app.delete("/v1/memory/{key}", dependencies=guarded, status_code=204)
-    def forget_memory(key: Annotated[str, KEY]) -> Response:
+    @app.delete("/v1/memory/{key}", status_code=204)
+    def forget_memory(key: Annotated[str, KEY], who: Who) -> Response:
+        need(who, Action.MEMORY_FORGET)
         if not memory.forget(key):
             raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
         return Response(status_code=204)
 
-    @app.delete("/v1/memory", dependencies=guarded, response_model=Forgotten)
+    @app.delete("/v1/memory", response_model=Forgotten)
     def forget_many(
+        who: Who,
         goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
         all: bool = False,  # noqa: A002, FBT001, FBT002 - the query's name
     ) -> Forgotten:
+        need(who, Action.MEMORY_FORGET)
         if goal is None and not all:
             raise InvalidRequestError(
                 "goal", "say what to forget", "pass ?goal=<goal> for one goal, or ?all=true"

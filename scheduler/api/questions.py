@@ -1,4 +1,5 @@
-"""Questions for people: list the open ones, answer one (auth as every route).
+"""Questions for people: list the open ones, answer one (`answer` or `admin`: an answer
+teaches the whole fleet, so it is no `submit` right).
 
     GET  /v1/questions               open questions, the one expiring first first
     POST /v1/runs/{run_id}/answer    {"target": "Continue as ada"} | {"ref": "e7"} |
@@ -11,15 +12,17 @@ with the usual `POST /v1/runs/{id}/cancel`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.api.views import Who, need, shown_questions, shown_run
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.service.fleet import Fleet
+from workers.core.access import Action
 from workers.core.errors import ConfigError
 from workers.core.records import Answer, Question, RunRecord
 from workers.fleet.state.questions import NotAwaitingError, QuestionStore
@@ -52,7 +55,6 @@ def add_question_routes(
     questions: QuestionStore,
     fleet: Fleet,
     *,
-    auth: Callable[..., Awaitable[str]],
     registry: CollectorRegistry,
     resolve: Callable[[str], str] = str,
 ) -> None:
@@ -71,20 +73,19 @@ def add_question_routes(
     )
     registry.register(QuestionsCollector(questions))
 
-    @app.get("/v1/questions", dependencies=[Depends(auth)], response_model=list[Question])
-    def list_questions() -> list[Question]:
-        return questions.open()
+    @app.get("/v1/questions", response_model=list[Question])
+    def list_questions(who: Who) -> list[Question]:
+        """Every open question for `read`, `answer` and `admin`; a `submit` token sees those
+        of its own runs."""
+        return shown_questions(who, questions.open(), fleet.store.owners)
 
     @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
-    def answer(
-        run_id: str,
-        body: Answer,
-        who: str = Depends(auth),  # noqa: FAST002 - a closure: no annotation can name it
-    ) -> RunRecord:
+    def answer(run_id: str, body: Answer, who: Who) -> RunRecord:
+        need(who, Action.ANSWER)
         run_id = resolve(run_id)
         question = questions.get(run_id)
         try:
-            questions.answer(run_id, body, who=who)
+            questions.answer(run_id, body, who=who.name)
         except NotAwaitingError as exc:
             raise ConflictError(str(exc)) from None
         except ConfigError as exc:
@@ -93,4 +94,4 @@ def add_question_routes(
         answers.labels(kind).inc()
         if question is not None:
             time_to_answer.observe(max(0.0, time.time() - question.asked_at))
-        return fleet.run(run_id)
+        return shown_run(who, fleet.run(run_id))

@@ -20,22 +20,22 @@ A command's body is a function of what it needs, wrapped into the `func` argpars
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
+import os
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import redis
 from pydantic import ValidationError
 
-from scheduler.cli._render import visible
 from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.errors import UnavailableError
 from scheduler.service.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
+from workers.core.secrets import SECRET_ENV_PREFIX
+from workers.core.text import visible
 from workers.settings import HTTP_SCHEMES, Settings, checked_url
 
 EXIT_OK = 0
@@ -129,6 +129,8 @@ def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
 
 
 def version() -> str:
+    import importlib.metadata  # noqa: PLC0415 - only the servers' start lines need it
+
     try:
         return importlib.metadata.version("goalfleet")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
@@ -191,6 +193,8 @@ def shown_url(url: str) -> str:
 def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
     """Raise `UnavailableError` (one line, exit 3) unless Redis at `url` answers a PING: the
     long-running processes check once at start rather than fail deep inside."""
+    import redis  # noqa: PLC0415 - only the servers load it, not the API's clients
+
     client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     try:
         client.ping()
@@ -204,14 +208,36 @@ def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
         client.close()
 
 
+NO_SECRETS = frozenset({"api", "scheduler"})
+"""The commands that refuse to start holding a secret (`refuse_secrets`)."""
+
+
+def refuse_secrets(command: str, environ: Mapping[str, str] = os.environ) -> None:
+    """`ConfigError` (exit 2) when a `GOALFLEET_SECRET_*` variable is in the environment of a
+    process that never uses one (the API, the scheduler): a secret there is a deployment
+    mistake that leaks it into a network-facing process (its `/proc/<pid>/environ`, a core
+    dump, every child), and a warning in a log fixes nothing. Names the variables, never a
+    value."""
+    held = sorted(k for k in environ if k.startswith(SECRET_ENV_PREFIX))
+    if held:
+        more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+        raise ConfigError(
+            f"{held[0]}{more} is set in this process's environment, and only workers use "
+            f"secrets: unset it for goalfleet {command} (env -u {held[0]} ...) and give it to "
+            "the workers that hold it"
+        )
+
+
 def with_settings(command: str) -> Callable[[SettingsAction], Command]:
     """The command `action(settings, args)`, with the settings loaded here and any
     `GoalfleetError` it raises reported as one line (`goalfleet <command>: ...`) and its exit
-    code."""
+    code. The commands of `NO_SECRETS` first refuse a secret in their environment."""
 
     def wrap(action: SettingsAction) -> Command:
         def main(args: argparse.Namespace) -> int:
             try:
+                if command in NO_SECRETS:
+                    refuse_secrets(command)
                 return action(load_settings(), args)
             except GoalfleetError as exc:
                 return report(exc, command)

@@ -13,34 +13,23 @@ an operator's terminal.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from scheduler.client.api_client import FleetClient
 from workers.core.model import RunResult, RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
+from workers.core.text import visible
 
 T = TypeVar("T")
 
 PIPE_WIDTH = 10_000
 """A console's width when it is not a terminal: wide enough that no cell is cut or wrapped."""
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0 and C1 control characters, DEL, and the bidi marks and overrides."""
-
-
-def visible(text: str) -> str:
-    """`text` with each control character shown as its escape (ESC as `\\x1b`, a newline as
-    `\\n`): printable, one line, and inert in a terminal."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def inert(text: str) -> Text:
@@ -104,6 +93,8 @@ def _follow(
                     console.print(view)
                 return value
             time.sleep(poll_s)
+    from rich.live import Live  # noqa: PLC0415 - only the live views load it (startup time)
+
     with Live(
         console=console, refresh_per_second=8, redirect_stdout=False, redirect_stderr=False
     ) as live:
@@ -225,6 +216,14 @@ def watch_batch(
     client: FleetClient, batch_id: str, console: Console | None, *, poll_s: float = 0.3
 ) -> tuple[BatchRecord, list[RunRecord]]:
     """A progress bar over the batch (a line in a pipe) and one line per run, live."""
+    from rich.progress import (  # noqa: PLC0415 - only this view loads it (startup time)
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     progress = Progress(
         TextColumn("[bold]batch {task.fields[batch]}"),
         BarColumn(),

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from scheduler.cli._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
+from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.processes import dies_with_this_process
@@ -25,7 +26,7 @@ log = structlog.stdlib.get_logger("goalfleet.api")
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("api", help="serve the HTTP API")
+    p = sub.add_parser("api", help=summary("api"))
     p.add_argument(
         "--host", default=None, help="address to listen on (default: GOALFLEET_API_HOST, 127.0.0.1)"
     )

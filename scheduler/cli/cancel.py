@@ -7,11 +7,12 @@ from typing import Any
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_id_arg
 from scheduler.cli._render import plain_console, run_line
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "cancel", main, help="cancel a run")
+    p = add_client_command(sub, "cancel", main, help=summary("cancel"))
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters")
 
 

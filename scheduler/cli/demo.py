@@ -34,11 +34,13 @@ from scheduler.cli._common import (
     report,
     shown_url,
 )
-from scheduler.cli._render import plain_console, result_table, visible, watch_batch
+from scheduler.cli._render import plain_console, result_table, watch_batch
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
+from workers.core.text import visible
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 
@@ -61,7 +63,7 @@ FLAVOURS = (
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("demo", help="bring up a local fleet of sim devices and run a batch")
+    p = sub.add_parser("demo", help=summary("demo"))
     p.add_argument(
         "--devices",
         type=int,
@@ -130,6 +132,7 @@ def _demo(args: argparse.Namespace) -> int:
     local: LocalRedis | None = None
     redis_url, named = given_redis_url(base)
     tmp = tempfile.TemporaryDirectory(prefix="goalfleet-demo-")
+    shots = Path(tempfile.mkdtemp(prefix="goalfleet-demo-screenshots-"))  # kept: for a person
     fleet: LocalFleet | None = None
     # this process's own logs (API requests, scheduler) go to a file, not over the live view
     log_file = (Path(tmp.name) / "demo.log").open("a", encoding="utf-8")
@@ -151,6 +154,7 @@ def _demo(args: argparse.Namespace) -> int:
                 "heartbeat_interval_s": 1.0,
                 "lease_s": 5.0,
                 "retention_s": 3600,
+                "artifact_dir": shots / "store",
                 # the runs' history: the embedded SQLite file unless a database is given
                 "database_url": base.database_url or SecretStr(f"sqlite:///{base.history_path}"),
             }
@@ -172,7 +176,9 @@ def _demo(args: argparse.Namespace) -> int:
         with fleet.client() as client:
             runs = _submit_and_watch(client, args, out)
             t_done = time.monotonic()
-            _report(runs, _summary(runs, t_done - t_ready, t_done - t0, args), args, out)
+            summary = _summary(runs, t_done - t_ready, t_done - t0, args)
+            summary["screenshots"] = str(_export_pictures(runs, shots))
+            _report(runs, summary, args, out)
         _show_history(settings, [r.id for r in runs], out)
         ok = all(r.status is RunStatus.DONE for r in runs)
         return EXIT_OK if ok else EXIT_FAILED
@@ -329,6 +335,25 @@ def _summary(
     }
 
 
+def _export_pictures(runs: list[RunRecord], shots: Path) -> Path:
+    """Each run's step pictures under a name a person can find, `<run>/step-NNN.png` (hard
+    links to the content-addressed store beside them, `store/`); the directory."""
+    store = shots / "store"
+    for run in runs:
+        for step in run.result.steps if run.result else []:
+            if step.screenshot is None:
+                continue
+            source = store / step.screenshot[:2] / f"{step.screenshot}.png"
+            target = shots / run.id[:8] / f"step-{step.index:03}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:  # another file system, or gone: copy what is there
+                if source.exists():
+                    target.write_bytes(source.read_bytes())
+    return shots
+
+
 def _count(items: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -354,6 +379,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     )
     t.add_row("batch wall time", f"{summary['batch_s']:.1f} s")
     t.add_row("demo wall time", f"{summary['total_s']:.1f} s")
+    t.add_row("step screenshots", f"{summary['screenshots']}/<run>/step-NNN.png (kept)")
     return t
 
 

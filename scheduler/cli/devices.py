@@ -16,6 +16,7 @@ from typing import Any
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json
 from scheduler.cli._render import devices_table, plain_console
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
@@ -25,7 +26,7 @@ WAIT_POLL_S = 0.25
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "devices", main, help="list the fleet's devices")
+    p = add_client_command(sub, "devices", main, help=summary("devices"))
     p.add_argument(
         "--wait",
         type=float,

@@ -28,6 +28,7 @@ from scheduler.cli._common import (
     report,
 )
 from scheduler.cli._render import inert, plain_console
+from scheduler.cli.commands import summary
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.model import NONE, StepRow
 from workers.decide.evaluate import (
@@ -44,7 +45,7 @@ from workers.decide.factory import make_decider
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("eval", help="measure deciders on the decide-step eval corpus")
+    p = sub.add_parser("eval", help=summary("eval"))
     p.add_argument(
         "--decider",
         action="append",

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, print_json, with_settings
-from scheduler.cli._render import plain_console, visible
+from scheduler.cli._render import plain_console
+from scheduler.cli.commands import summary
 from scheduler.store.history.report import (
     HistoryReport,
     history_report,
@@ -25,11 +26,12 @@ from scheduler.store.history.report import (
     parse_span,
 )
 from scheduler.store.history.store import SqlHistory
+from workers.core.text import visible
 from workers.settings import Settings
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("history", help="pass and flaky rates, step times, devices that stand out")
+    p = sub.add_parser("history", help=summary("history"))
     p.add_argument("--since", default="7d", help="a span back (7d, 24h) or a date (default: 7d)")
     p.add_argument("--until", default=None, help="a date or time (default: now)")
     p.add_argument(
@@ -40,7 +42,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=with_settings("history")(main))
-    db = sub.add_parser("db", help="the history database: upgrade makes or updates its tables")
+    db = sub.add_parser("db", help=summary("db"))
     verbs = db.add_subparsers(dest="verb", required=True, metavar="VERB")
     up = verbs.add_parser("upgrade", help="apply the migrations not yet applied")
     up.set_defaults(func=with_settings("db upgrade")(upgrade))

@@ -4,60 +4,44 @@ Exit codes: 0 success; 1 the run (or eval) ended but not as hoped; 2 bad input; 
 needed is unavailable (the API, Redis, a device's tools on this host); 130 interrupted.
 
 The command modules (and what they import: pydantic, httpx, redis, rich) load inside `main`,
-so a Ctrl-C while they load is the same one line and exit 130 as a Ctrl-C later on.
+and only the one typed (`scheduler.cli.commands` lists them all for `--help`), so a command
+starts without the others' imports, and a Ctrl-C while it loads is the same one line and
+exit 130 as a Ctrl-C later on.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from scheduler.cli.commands import COMMANDS
+
 EXIT_INTERRUPTED = 130
 
 
 def commands() -> list[ModuleType]:
-    """Each module has `register(subparsers)`, which adds its parser and sets `func`."""
-    from scheduler.cli import api as api_command  # noqa: PLC0415 - see the docstring
-    from scheduler.cli import cancel as cancel_command  # noqa: PLC0415
-    from scheduler.cli import demo as demo_command  # noqa: PLC0415
-    from scheduler.cli import devices as devices_command  # noqa: PLC0415
-    from scheduler.cli import eval as eval_command  # noqa: PLC0415
-    from scheduler.cli import history as history_command  # noqa: PLC0415
-    from scheduler.cli import memory as memory_command  # noqa: PLC0415
-    from scheduler.cli import questions as questions_command  # noqa: PLC0415
-    from scheduler.cli import run as run_command  # noqa: PLC0415
-    from scheduler.cli import runs as runs_command  # noqa: PLC0415
-    from scheduler.cli import scheduler as scheduler_command  # noqa: PLC0415
-    from scheduler.cli import status as status_command  # noqa: PLC0415
-    from scheduler.cli import steps as steps_command  # noqa: PLC0415
-    from scheduler.cli import submit as submit_command  # noqa: PLC0415
-    from scheduler.cli import watch as watch_command  # noqa: PLC0415
-    from scheduler.cli import worker as worker_command  # noqa: PLC0415
-
-    return [
-        run_command,
-        demo_command,
-        submit_command,
-        status_command,
-        runs_command,
-        watch_command,
-        steps_command,
-        cancel_command,
-        devices_command,
-        eval_command,
-        history_command,
-        memory_command,
-        questions_command,
-        api_command,
-        worker_command,
-        scheduler_command,
-    ]
+    """Every command module (each has `register(subparsers)`, which adds its parsers and sets
+    `func`), in `--help`'s order: imports them all."""
+    return [_module(name) for name in _modules()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules() -> list[str]:
+    return list(dict.fromkeys(module for module, _ in COMMANDS.values()))
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"scheduler.cli.{name}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser: every command's, each module imported. Given `command` (the word
+    typed after `goalfleet`), only that command's module is imported and registered; every
+    other command is its name and help alone (all `goalfleet --help` lists), so a command
+    starts without importing what the others use."""
     parser = argparse.ArgumentParser(
         prog="goalfleet",
         description="Goal-driven step loops on mobile devices, across a fleet.",
@@ -65,13 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
         "3 unavailable (API, Redis, device tools), 130 interrupted",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in commands():
-        module.register(sub)
+    wanted = COMMANDS[command][0] if command in COMMANDS else None
+    for module in _modules():
+        if command is None or module == wanted:
+            _module(module).register(sub)
+            continue
+        for name, (owner, help_line) in COMMANDS.items():
+            if owner == module:
+                sub.add_parser(name, help=help_line)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
+    # httpx imports its own command line (`httpx._main`: click, pygments, rich.progress; 60-70
+    # ms of a client command's start, bench/bench_cli_start.py) unless that import fails, and
+    # then defines a stub `httpx.main`. No goalfleet command uses it.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     try:
         return _main(given)
     except KeyboardInterrupt:  # while the commands load, or while argparse reads the flags
@@ -81,10 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    typed = next((a for a in argv if not a.startswith("-")), "")
+    args = build_parser(typed).parse_args(argv)  # `--help` exits here, with nothing imported
     from scheduler.cli import _common  # noqa: PLC0415 - see the module's docstring
     from workers.core.errors import GoalfleetError  # noqa: PLC0415
 
-    args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

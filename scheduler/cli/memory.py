@@ -14,16 +14,18 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_api_args, print_json, with_client
-from scheduler.cli._render import plain_console, visible
+from scheduler.cli._render import plain_console
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.memory import Remembered
+from workers.core.text import visible
 
 MIN_PREFIX = 6
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("memory", help="list, show or forget remembered decisions")
+    p = sub.add_parser("memory", help=summary("memory"))
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     ls = verbs.add_parser("list", help="entries, most used first")
     ls.add_argument("--goal", default=None, help="only this goal's entries")

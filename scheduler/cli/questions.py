@@ -18,14 +18,16 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_id_arg
-from scheduler.cli._render import plain_console, visible
+from scheduler.cli._render import plain_console
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.records import Question
+from workers.core.text import visible
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    add_client_command(sub, "questions", _questions, help="list runs waiting for a person")
-    p = add_client_command(sub, "answer", _answer, help="answer a run's question")
+    add_client_command(sub, "questions", _questions, help=summary("questions"))
+    p = add_client_command(sub, "answer", _answer, help=summary("answer"))
     p.add_argument("run", help="the run id (or a unique prefix of 6+ characters)")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--target", metavar="NAME", help="the candidate to press, by its name")

@@ -24,12 +24,14 @@ from scheduler.cli._common import (
     report,
     run_params_from,
 )
-from scheduler.cli._render import plain_console, steps_table, visible
+from scheduler.cli._render import plain_console, steps_table
+from scheduler.cli.commands import summary
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
+from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.probe import probe_device
@@ -42,7 +44,7 @@ from workers.telemetry.logs import SECRETS, configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("run", help="run one goal on one device and print its step table")
+    p = sub.add_parser("run", help=summary("run"))
     p.add_argument("--device", required=True, help="sim:signin-ios, agent-device:linux, ...")
     p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
     add_goal_input_flags(

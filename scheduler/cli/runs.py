@@ -15,6 +15,7 @@ from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json
 from scheduler.cli._render import STATUS_STYLE, inert, plain_console
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
@@ -26,12 +27,14 @@ MAX_SHOWN = 10_000
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "runs", main, help="list runs, newest first")
+    p = add_client_command(sub, "runs", main, help=summary("runs"))
     statuses = ", ".join(s.value for s in RunStatus)
     p.add_argument("--status", default=None, help=f"only runs in this status ({statuses})")
     p.add_argument("--device", default=None, help="only runs dispatched to this device")
     p.add_argument("--batch", default=None, help="only this batch's runs (6+ characters of it)")
     p.add_argument("--schedule", default=None, help="only runs this schedule submitted")
+    p.add_argument("--suite", default=None, help="only runs of this suite (a flows file's)")
+    p.add_argument("--flow", default=None, help="only attempts of this suite flow")
     p.add_argument("--goal", default=None, help="only runs whose goal contains these words")
     p.add_argument("--since", default=None, help="submitted since: 30m, 1h, 2d, or epoch seconds")
     p.add_argument("--until", default=None, help="submitted before: 30m, 1h, 2d, or epoch s")
@@ -67,6 +70,8 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         "device": args.device,
         "batch": args.batch,
         "schedule": args.schedule,
+        "suite": args.suite,
+        "flow": args.flow,
         "goal": args.goal,
         "since": when(args.since, "--since", now),
         "until": when(args.until, "--until", now),

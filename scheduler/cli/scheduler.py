@@ -16,13 +16,14 @@ from scheduler.cli._common import (
     start_line,
     with_settings,
 )
+from scheduler.cli.commands import summary
 from scheduler.service.graph import run_scheduler
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("scheduler", help="run the dispatcher and recurring schedules")
+    p = sub.add_parser("scheduler", help=summary("scheduler"))
     add_log_args(p)
     p.set_defaults(func=main)
 

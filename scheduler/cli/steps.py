@@ -8,12 +8,13 @@ from typing import Any
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_id_arg
 from scheduler.cli._render import plain_console, steps_table
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.model import StepRow
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "steps", main, help="print a run's step rows")
+    p = add_client_command(sub, "steps", main, help=summary("steps"))
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters")
     p.add_argument(
         "--after", type=int, default=0, metavar="N", help="only the steps after step N (default: 0)"

@@ -18,13 +18,14 @@ from scheduler.cli._common import (
     run_params_from,
 )
 from scheduler.cli._render import live_console, watch_batch, watch_run
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(sub, "submit", main, help="submit a goal run (or a batch) to the fleet")
+    p = add_client_command(sub, "submit", main, help=summary("submit"))
     p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
     where = p.add_argument_group("where (default: any device)")
     where.add_argument("--device", default=None, help="one exact device id")

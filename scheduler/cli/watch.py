@@ -13,14 +13,13 @@ from scheduler.cli._common import (
     run_id_arg,
 )
 from scheduler.cli._render import live_console, watch_batch, watch_run
+from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.model import RunStatus
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = add_client_command(
-        sub, "watch", main, help="follow a run (or --batch ID) live until it ends"
-    )
+    p = add_client_command(sub, "watch", main, help=summary("watch"))
     p.add_argument("id", help="run id, or a unique prefix of 6+ characters (batch id with --batch)")
     p.add_argument("--batch", action="store_true", help="ID is a batch id: follow its progress")
 

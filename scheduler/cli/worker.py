@@ -25,10 +25,13 @@ from scheduler.cli._common import (
     start_line,
     with_settings,
 )
+from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
+from workers.core.app import AppConfig, ResetPolicy
 from workers.core.errors import ConfigError
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
+from workers.core.text import plain, visible
 from workers.devices.sim import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
 from workers.fleet.setup_check import check_worker_setup
@@ -38,7 +41,7 @@ from workers.telemetry.metrics import ensure_multiproc_env
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
-    p = sub.add_parser("worker", help="run the worker for one device")
+    p = sub.add_parser("worker", help=summary("worker"))
     p.add_argument("--device", required=True, help="the device id, e.g. ios-1 or emulator-5554")
     p.add_argument(
         "--backend",
@@ -57,6 +60,32 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
     p.add_argument(
         "--app", default="signin", help="sim backend: the scripted app to run (default: signin)"
+    )
+    p.add_argument(
+        "--app-id",
+        default=None,
+        help="agent-device backend: the app under test (a bundle id, a package, or a name for "
+        "a Linux app); a run's app.id must match it",
+    )
+    p.add_argument(
+        "--app-command",
+        default=None,
+        metavar="CMD",
+        help="Linux target: the command that starts the app; the worker starts it on its "
+        "display and resets it before each run (e.g. 'env LANG=C /usr/bin/gnome-calculator')",
+    )
+    p.add_argument("--app-version", default="", help="the app's version (runs may ask for one)")
+    p.add_argument(
+        "--app-path",
+        default="",
+        help="iOS/Android: the app's binary (.app, .ipa, .apk), for --reset reinstall",
+    )
+    p.add_argument(
+        "--reset",
+        choices=[r.value for r in ResetPolicy],
+        default=None,
+        help="how the app is reset before each run unless the run asks otherwise (default: "
+        "relaunch when an app is given, else none)",
     )
     p.add_argument(
         "--target",
@@ -110,6 +139,11 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 
 def spec_from(args: argparse.Namespace) -> WorkerSpec:
     labels = pairs(args.label, "--label")
+    for name, value in labels.items():  # shown in every device list: plain text only
+        try:
+            plain(f"{name}={value}")
+        except ValueError as exc:
+            raise ConfigError(f"--label {visible(name)!r}: {exc}") from None
     try:
         info = DeviceInfo(
             id=args.device,
@@ -141,12 +175,42 @@ def spec_from(args: argparse.Namespace) -> WorkerSpec:
     return WorkerSpec(
         info=info,
         device_spec=device_spec,
+        app=app_from(args),
         sim=SimOptions(
             latency_scale=args.latency_scale,
             session_log=args.session_log,
             faults=parse_faults(args.faults),
         ),
     )
+
+
+def app_from(args: argparse.Namespace) -> AppConfig | None:
+    """`--app-id`, `--app-command`, `--app-version`, `--app-path`, `--reset` → the app the
+    worker's device serves; None when none is given (a run then attaches to what runs)."""
+    if args.app_id is None and args.app_command is None:
+        if args.reset not in {None, ResetPolicy.NONE.value}:
+            raise ConfigError(f"--reset {args.reset} needs --app-id (and --app-command on Linux)")
+        return None
+    if args.backend == "sim":
+        raise ConfigError("--app-id and --app-command are for --backend agent-device; use --app")
+    if args.app_command is not None and args.platform != Platform.LINUX.value:
+        raise ConfigError(
+            "--app-command is for --platform linux; iOS and Android apps are opened by --app-id"
+        )
+    try:
+        return AppConfig(
+            id=args.app_id or "app",
+            command=args.app_command or "",
+            version=args.app_version,
+            path=args.app_path,
+            reset=ResetPolicy(args.reset or ResetPolicy.RELAUNCH),
+        )
+    except ValidationError as exc:
+        field = str(exc.errors()[0]["loc"][0])
+        raise ConfigError(
+            f"--app-{field.replace('_', '-')}: {exc.errors()[0]['msg']} (an id is letters, "
+            "digits, '.', '_' or '-')"
+        ) from exc
 
 
 def parse_faults(text: str) -> Faults:
@@ -175,6 +239,9 @@ def _describe(spec: WorkerSpec, settings: Settings) -> str:
             if scale == 0
             else ""
         )
+    if spec.app is not None:
+        version = f" {spec.app.version}" if spec.app.version else ""
+        where += f", app {spec.app.id}{version} (reset {spec.app.reset} before each run)"
     return f"{where}, on Redis {shown_url(settings.redis_url)} (key prefix {settings.key_prefix})"
 
 

@@ -231,6 +231,18 @@ class FleetClient:
     def batch_runs(self, batch_id: str) -> list[RunRecord]:
         return _RUNS.validate_python(self._call("GET", f"/v1/batches/{batch_id}/runs"))
 
+    def add_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /v1/schedules`: a recurring batch or suite; the schedule as stored."""
+        out: dict[str, Any] = self._call("POST", "/v1/schedules", body=body)
+        return out
+
+    def schedules(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self._call("GET", "/v1/schedules")
+        return out
+
+    def remove_schedule(self, schedule_id: str) -> None:
+        self._call("DELETE", f"/v1/schedules/{schedule_id}")
+
     def devices(self) -> list[DeviceState]:
         return _DEVICES.validate_python(self._call("GET", "/v1/devices"))
 

@@ -133,9 +133,9 @@ class Dispatcher:
         if dev is None or dev.run != run.id:
             return 0
         if dev.alive:
-            self.enqueuer.enqueue(run.id, device_id)
-            self.store.touch_dispatch(run.id)
-            return 1
+            return int(
+                self.store.resend(run.id, device_id, self.enqueuer.message(run.id, device_id))
+            )
         if run.target is None:
             return int(self.store.unreserve(run, device_id))
         return 0
@@ -178,21 +178,15 @@ class Dispatcher:
             return self.view.get(run.target)
         return self.view.pick_idle(run.selector)
 
-    def message(self, run: RunRecord, device: DeviceState) -> Message | None:
+    def message(self, run: RunRecord, device: DeviceState) -> Message:
         """The run's broker message for `device`, for the submit script to push with the
-        reservation; None when the enqueuer builds none (`sent_reserved` then sends it)."""
+        reservation."""
         return self.enqueuer.message(run.id, device.info.id)
 
-    def sent_reserved(
-        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
-    ) -> RunRecord:
-        """A run the submit script has just reserved for `device`: the script pushed its
-        `message`, or, without one, it is enqueued now (the reservation undone, and the
-        exception raised, when that send fails). The run as the reservation left it."""
-        if message is None:
-            self._enqueue(run.id, device)
-        else:
-            self._took(run.id, device)
+    def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
+        """A run the submit script has just reserved for `device` (and sent): the view
+        learns it; the run as the reservation left it."""
+        self._took(run.id, device)
         return run.model_copy(update={"device": device.info.id, "dispatched_at": at})
 
     def refused(self, device: DeviceState) -> None:
@@ -229,33 +223,18 @@ class Dispatcher:
             idle[device_id] = state
 
     def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
-        """Reserve `device` for the run and enqueue it (the `dispatched_at` written, or None
-        when the reservation was refused). The device leaves `idle` for the rest of the pass
-        whatever happens; a refused reservation (the view was stale: the device is busy, down
-        or quarantined) re-reads it."""
+        """Reserve `device` for the run and push its message, in one script (the
+        `dispatched_at` written, or None when the reservation was refused). The device leaves
+        `idle` for the rest of the pass whatever happens; a refused reservation (the view was
+        stale: the device is busy, down or quarantined) re-reads it."""
         did = device.info.id
         del idle[did]
-        at = self.store.reserve(run_id, did)
+        at = self.store.reserve(run_id, did, self.enqueuer.message(run_id, did))
         if at is None:
             self.view.refresh([did])
             return None
-        self._enqueue(run_id, device)
-        return at
-
-    def _enqueue(self, run_id: str, device: DeviceState) -> None:
-        """Send a run reserved for `device`; when the send fails, the reservation is undone
-        (the run is pending again), the device re-read, and the exception raised."""
-        did = device.info.id
-        self.view.put(device.model_copy(update={"run": run_id}))
-        try:
-            self.enqueuer.enqueue(run_id, did)
-        except Exception:
-            run = self.store.load(run_id)
-            if run is not None:
-                self.store.unreserve(run, did)
-            self.view.refresh([did])
-            raise
         self._took(run_id, device)
+        return at
 
     def _took(self, run_id: str, device: DeviceState) -> None:
         """The view learns that `device` has `run_id` on its way."""
@@ -285,7 +264,9 @@ class Dispatcher:
     def loop(
         self, stop: threading.Event, *, interval_s: float, tick: Callable[[], object] | None = None
     ) -> None:
-        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`.
+        """Until `stop` is set: dispatch, then wait for a wake-up or `interval_s`. `tick`
+        (schedules, question deadlines) runs after a pass at most once an `interval_s`, as
+        often as an idle loop runs it, however often finishes wake the loop.
 
         A Redis outage of any kind (unreachable, full, read-only, loading: `is_outage`) is
         one warning when it starts and one line when Redis answers again, with passes backing
@@ -293,15 +274,16 @@ class Dispatcher:
         logged with its traceback, and the loop goes on."""
         down_since: float | None = None
         failed_passes = 0
-        swept_at = float("-inf")
+        swept_at = ticked_at = float("-inf")
         while not stop.is_set():
             try:
                 if time.monotonic() - swept_at >= max(interval_s, SWEEP_EVERY_S):
                     self.sweep()  # its bounds are seconds to minutes: not on every wake-up
                     swept_at = time.monotonic()
                 self.dispatch()
-                if tick is not None:
+                if tick is not None and time.monotonic() - ticked_at >= interval_s:
                     tick()
+                    ticked_at = time.monotonic()
                 if down_since is not None:
                     log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
                     down_since, failed_passes = None, 0

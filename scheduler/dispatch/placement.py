@@ -21,7 +21,11 @@ from scheduler.store.runs import FleetStore
 from workers.core.records import DeviceState, RunRecord
 
 PAGE = 1000
-"""How many pending ids one read of the index returns."""
+"""How many pending ids one read of the index returns at most."""
+FIRST_PAGE = 50
+"""A pass's first read: most passes place a run from the head of the index (a device
+freed) and stop there, so they read no more of a long backlog than this; the reads after it
+grow 4x a time up to `PAGE`."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,9 @@ class Placement:
         forgotten at the end of a full walk."""
         seen: set[str] = set()
         offset = 0
+        page = FIRST_PAGE
         while True:
-            ids = self.store.pending_ids(PAGE, offset=offset)
+            ids = self.store.pending_ids(page, offset=offset)
             if not ids:
                 break
             offset += len(ids)
@@ -72,8 +77,9 @@ class Placement:
                 if p is not None:
                     seen.add(rid)
                     yield p
-            if len(ids) < PAGE:
+            if len(ids) < page:
                 break
+            page = min(PAGE, page * 4)
         for rid in [r for r in self._known if r not in seen]:
             del self._known[rid]
         live = {p.klass for p in self._known.values()}

@@ -23,12 +23,12 @@ from scheduler.errors import (
     NotFoundError,
     TooManyPendingError,
 )
-from scheduler.service.requests import BatchSubmit, RunSubmit
+from scheduler.service.requests import BatchSubmit, RunSubmit, SuiteSubmit
 from scheduler.store.listing import RunPage, RunQuery
 from scheduler.store.runs import FleetStore
 from workers.core.model import StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord, Selector
-from workers.fleet.state.queue import Idempotency, Message
+from workers.fleet.state.queue import Idempotency
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 CancelOutcome = Literal["cancelled", "requested"]
@@ -58,10 +58,16 @@ class Fleet:
     # -- submit ----------------------------------------------------------------------------
 
     def submit_run(
-        self, sub: RunSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+        self,
+        sub: RunSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """Returns (the run, whether it was created now). A repeated idempotency key with the
-        same body returns the first run; with a different body it is a 409."""
+        same body returns the first run; with a different body it is a 409. `owner` (who
+        submits it) is written with the run; idempotency keys are each owner's own."""
         self._check_target(sub.device, sub.selector)
         run = RunRecord(
             id=new_id(),
@@ -71,16 +77,17 @@ class Fleet:
             priority=sub.priority,
             submitted_at=time.time(),
             schedule=schedule,
+            owner=owner,
         )
-        idem = self._idem(idempotency_key, sub)
+        idem = self._idem(idempotency_key, sub, owner)
         device = self.dispatcher.fast_pick(run)
-        message = self.dispatcher.message(run, device) if device is not None else None
         out = self.store.submit_one(
             run,
             idem=idem,
             max_pending=self.max_pending,
-            device_id=device.info.id if device is not None else None,
-            message=message,
+            device=(device.info.id, self.dispatcher.message(run, device))
+            if device is not None
+            else None,
         )
         if out.existing is not None:
             return self._replay_run(out.existing, idem), False
@@ -90,10 +97,15 @@ class Fleet:
             if device is not None:
                 self.dispatcher.refused(device)
             return run, True  # pending; the script woke the scheduler, which places it
-        return self._send_reserved(run, device, out.dispatched_at, message), True
+        return self.dispatcher.sent_reserved(run, device, out.dispatched_at), True
 
     def submit_batch(
-        self, sub: BatchSubmit, *, idempotency_key: str | None = None, schedule: str | None = None
+        self,
+        sub: BatchSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
     ) -> tuple[BatchRecord, bool]:
         if sub.count is not None and self.dispatcher.view.has_match(None, sub.selector):
             targets: list[DeviceState] = []  # `count` runs, each placed later: a match will do
@@ -114,6 +126,7 @@ class Fleet:
                 priority=sub.priority,
                 submitted_at=now,
                 schedule=schedule,
+                owner=owner,
             )
             for i in range(n)
         ]
@@ -123,8 +136,9 @@ class Fleet:
             created_at=now,
             goal=request.goal,
             runs=tuple(r.id for r in runs),
+            owner=owner,
         )
-        idem = self._idem(idempotency_key, sub)
+        idem = self._idem(idempotency_key, sub, owner)
         existing = self.store.create(runs, batch=batch, idem=idem)
         if existing is not None:
             ref = self._replay(existing, idem, "batch")
@@ -134,6 +148,71 @@ class Fleet:
             return found, False
         self._dispatch([r.id for r in runs])
         return self.store.batch(batch_id) or batch, True
+
+    def submit_suite(
+        self,
+        sub: SuiteSubmit,
+        *,
+        idempotency_key: str | None = None,
+        schedule: str | None = None,
+        owner: str | None = None,
+    ) -> tuple[BatchRecord, bool]:
+        """A suite as one batch: each flow's run on every live, healthy device each cell of
+        its matrix matches (a device once per flow), its request stored once per flow."""
+        now = time.time()
+        batch_id = new_id()
+        runs: list[RunRecord] = []
+        for i, flow in enumerate(sub.flows):
+            request = flow.goal_request()
+            seen: set[str] = set()
+            for j, cell in enumerate(flow.matrix):
+                field = f"flows[{i}].matrix[{j}]"
+                for device in self._fan_out(cell, field):
+                    if device.info.id in seen:
+                        continue
+                    seen.add(device.info.id)
+                    runs.append(
+                        RunRecord(
+                            id=new_id(),
+                            request=request,
+                            target=device.info.id,
+                            batch=batch_id,
+                            priority=flow.priority,
+                            submitted_at=now,
+                            schedule=schedule,
+                            owner=owner,
+                            suite=sub.suite,
+                            flow=flow.name,
+                            retries=flow.retries,
+                        )
+                    )
+        self._check_backlog(len(runs))
+        batch = BatchRecord(
+            id=batch_id,
+            total=len(runs),
+            created_at=now,
+            goal=sub.flows[0].goal,
+            runs=tuple(r.id for r in runs),
+            suite=sub.suite,
+            owner=owner,
+        )
+        idem = self._idem(idempotency_key, sub, owner)
+        existing = self.store.create(runs, batch=batch, idem=idem, webhook=sub.webhook)
+        if existing is not None:
+            ref = self._replay(existing, idem, "batch")
+            found = self.store.batch(ref)
+            if found is None:
+                raise NotFoundError(f"batch {ref} named by the idempotency key has expired")
+            return found, False
+        self._dispatch([r.id for r in runs])
+        return self.store.batch(batch_id) or batch, True
+
+    def _fan_out(self, selector: Selector, field: str) -> list[DeviceState]:
+        try:
+            return self._batch_targets(BatchSubmit(goal="-", selector=selector))
+        except InvalidRequestError as exc:
+            problem = exc.problems[0]
+            raise InvalidRequestError(field, problem.problem, problem.fix) from None
 
     def _batch_targets(self, sub: BatchSubmit) -> list[DeviceState]:
         """The devices a batch's selector matches, read afresh (a fan-out: the live, healthy
@@ -160,22 +239,6 @@ class Fleet:
                     "one to pass its probe, or loosen the selector",
                 )
         return targets
-
-    def _send_reserved(
-        self, run: RunRecord, device: DeviceState, at: float, message: Message | None
-    ) -> RunRecord:
-        """A run the submit reserved (and, with `message`, sent): the run as the reservation
-        left it; as written, pending again, when a send after the script failed (a broker or
-        store blip: the scheduler places it)."""
-        try:
-            return self.dispatcher.sent_reserved(run, device, at, message)
-        except Exception:  # logged; the reservation was undone, the scheduler retries
-            log.exception(
-                "dispatch_after_submit_failed",
-                runs=1,
-                hint="the run is pending; the scheduler will place it",
-            )
-            return run
 
     def _dispatch(self, run_ids: list[str]) -> None:
         """The fast path. The runs are already stored and pending, so a failure here is not
@@ -232,11 +295,15 @@ class Fleet:
         )
 
     @staticmethod
-    def _idem(key: str | None, sub: RunSubmit | BatchSubmit) -> Idempotency | None:
-        """The key and the body's hash (the body serialised only when a key is given)."""
+    def _idem(
+        key: str | None, sub: RunSubmit | BatchSubmit | SuiteSubmit, owner: str | None
+    ) -> Idempotency | None:
+        """The key, the owner's own (`owner/key`: a key never names another's run; `/` is in
+        no key or owner name), and the body's hash (serialised only when a key is given)."""
         if key is None:
             return None
-        return Idempotency(key=key, body_hash=_body_hash(sub.model_dump_json()))
+        scoped = key if owner is None else f"{owner}/{key}"
+        return Idempotency(key=scoped, body_hash=_body_hash(sub.model_dump_json()))
 
     def _replay_run(self, existing: str, idem: Idempotency | None) -> RunRecord:
         ref = self._replay(existing, idem, "run")

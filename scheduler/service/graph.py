@@ -15,8 +15,10 @@ import redis
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.service.fleet import Fleet
 from scheduler.service.schedules import Schedules
+from scheduler.service.webhooks import Webhooks
 from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
+from workers.fleet.artifacts import Retention, artifacts
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.state.questions import QuestionStore
@@ -99,18 +101,44 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
 
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     graph = build(settings, client=redis_client(settings.redis_url))
+    pictures = Retention(artifacts(settings), settings.retention_s)
     history = start_history(settings, graph.store, stop)
 
     def tick() -> None:
         graph.schedules.tick(graph.fleet)
         graph.questions.expire()  # unanswered past their deadline: escalated, as without a person
+        pictures.tick()  # step pictures no kept run refers to any more
 
+    hooks = webhooks(settings, graph)
+    served = None
+    if hooks is not None:  # on its own thread: a slow receiver never delays a dispatch
+        served = threading.Thread(target=hooks.serve, args=(stop,), name="goalfleet-webhooks")
+        served.daemon = True
+        served.start()
     try:
         graph.dispatcher.loop(stop, interval_s=settings.dispatch_interval_s, tick=tick)
     finally:
+        if served is not None and hooks is not None:
+            served.join(timeout=5)
+            hooks.close()
         if history is not None:
             history.join(timeout=10)
         graph.client.close()
+
+
+def webhooks(settings: Settings, graph: Graph) -> Webhooks | None:
+    """The scheduler's webhook caller, or None when the fleet signs none (no secret)."""
+    if settings.webhook_secret is None:
+        return None
+    return Webhooks(
+        graph.client,
+        graph.keys,
+        graph.store,
+        secret=settings.webhook_secret.get_secret_value(),
+        fleet_url=settings.webhook_url,
+        attempts=settings.webhook_attempts,
+        timeout_s=settings.webhook_timeout_s,
+    )
 
 
 def start_history(

@@ -4,12 +4,24 @@ that names the field and the fix (the API turns these into 4xx answers)."""
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from typing import Annotated, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
+from scheduler.service.cron import Cron
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
+from workers.core.text import plain
 
 SENSITIVE_WORDS = frozenset(
     {
@@ -75,10 +87,33 @@ class _Submit(GoalRunRequest):
                 )
         return v
 
+    @field_validator("goal", mode="after")
+    @classmethod
+    def _plain_goal(cls, v: str) -> str:
+        return plain(v)
+
     def goal_request(self) -> GoalRunRequest:
         return GoalRunRequest.model_validate(
             self.model_dump(include=set(GoalRunRequest.model_fields))
         )
+
+
+def plain_selector(v: Selector | None) -> Selector | None:
+    """A selector whose os_version and label values are plain text (`workers.core.text`); the
+    refusal names the label (label names are held to their pattern already)."""
+    if v is None:
+        return v
+    if v.os_version is not None:
+        try:
+            plain(v.os_version)
+        except ValueError as exc:
+            raise ValueError(f"os_version {exc}") from None
+    for name, value in v.labels.items():
+        try:
+            plain(value)
+        except ValueError as exc:
+            raise ValueError(f"labels.{name} {exc}") from None
+    return v
 
 
 class RunSubmit(_Submit):
@@ -87,6 +122,8 @@ class RunSubmit(_Submit):
 
     device: Annotated[str, Field(pattern=DEVICE_ID_PATTERN.pattern)] | None = None
     selector: Selector | None = None
+
+    _plain_selector = field_validator("selector", mode="after")(plain_selector)
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -104,9 +141,96 @@ class BatchSubmit(_Submit):
     selector: Selector = Field(default_factory=Selector)
     count: Annotated[int, Field(ge=1, le=MAX_BATCH)] | None = None
 
+    _plain_selector = field_validator("selector", mode="after")(plain_selector)
 
-class ScheduleSubmit(BatchSubmit):
-    """A recurring batch: every `every_s` seconds, submit the batch (no ETA tasks)."""
+
+class _Recurring(BaseModel):
+    """When a schedule fires: every `every_s` seconds, or at each minute `cron` matches."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
-    every_s: Annotated[float, Field(ge=1, le=7 * 86400)]
+    every_s: Annotated[float, Field(ge=1, le=7 * 86400)] | None = None
+    cron: Annotated[str, Field(min_length=9, max_length=100)] | None = None
+    """Five fields, UTC (`scheduler.service.cron`): `0 * * * *` is every hour."""
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        return plain(v)
+
+    @model_validator(mode="after")
+    def _one_timing(self) -> Self:
+        if (self.every_s is None) == (self.cron is None):
+            raise ValueError("give either every_s (seconds) or cron (five fields), not both")
+        if self.cron is not None:
+            # a CronError is a ValueError: the field and the fix; one that never matches too
+            Cron.parse(self.cron).next_after(time.time())
+        return self
+
+
+class ScheduleSubmit(_Recurring, BatchSubmit):
+    """A recurring batch (no ETA tasks)."""
+
+
+MAX_RETRIES = 5
+MAX_FLOWS = 100
+MAX_MATRIX = 20
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+WEBHOOK_PATTERN = r"^https?://[^\s/?#]+[^\s]{0,1900}$"
+
+
+class FlowSubmit(_Submit):
+    """One flow of a suite: a goal run on every live, healthy device each cell of `matrix`
+    matches (a cell is a selector: a platform, labels, an OS version), each failed attempt
+    tried again up to `retries` times."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    matrix: Annotated[list[Selector], Field(min_length=1, max_length=MAX_MATRIX)] = Field(
+        default_factory=lambda: [Selector()]
+    )
+    retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 0
+
+
+class SuiteSubmit(BaseModel):
+    """A suite: its flows over their device matrices, as one batch (`POST /v1/batches`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suite: Annotated[str, Field(pattern=NAME_PATTERN)]
+    flows: Annotated[list[FlowSubmit], Field(min_length=1, max_length=MAX_FLOWS)]
+    webhook: Annotated[str, Field(pattern=WEBHOOK_PATTERN)] | None = None
+    """Called when the batch finishes, a run fails or a question waits (`webhooks`)."""
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> Self:
+        names = [f.name for f in self.flows]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"flow {twice[0]!r} is named twice; give each flow its own name")
+        return self
+
+
+class SuiteScheduleSubmit(_Recurring, SuiteSubmit):
+    """A recurring suite: its batch, every `every_s` seconds or at each `cron` minute."""
+
+
+def _suite_or_not(kind: str) -> Callable[[object], str]:
+    def pick(v: object) -> str:
+        suite = isinstance(v, SuiteSubmit) or (isinstance(v, dict) and "flows" in v)
+        return f"Suite{kind}" if suite else kind
+
+    return pick
+
+
+BatchBody = Annotated[
+    Annotated[BatchSubmit, Tag("BatchSubmit")] | Annotated[SuiteSubmit, Tag("SuiteBatchSubmit")],
+    Discriminator(_suite_or_not("BatchSubmit")),
+]
+"""`POST /v1/batches`: a suite when it has `flows`, else one goal's batch; a refusal names
+only the fields of the one it is."""
+ScheduleBody = Annotated[
+    Annotated[ScheduleSubmit, Tag("ScheduleSubmit")]
+    | Annotated[SuiteScheduleSubmit, Tag("SuiteScheduleSubmit")],
+    Discriminator(_suite_or_not("ScheduleSubmit")),
+]
+BODY_TAGS = frozenset({"BatchSubmit", "SuiteBatchSubmit", "ScheduleSubmit", "SuiteScheduleSubmit"})
+"""The union members' tags a validation error's location holds (the API leaves them out)."""

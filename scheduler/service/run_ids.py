@@ -12,11 +12,14 @@ to the store, left for when a fleet's keyspace makes the SCAN noticeable.
 from __future__ import annotations
 
 import re
-
-import redis
+from typing import TYPE_CHECKING
 
 from scheduler.errors import AmbiguousIdError, NotFoundError
-from workers.fleet.keys import Keys
+
+if TYPE_CHECKING:  # the CLI reads MIN_PREFIX from here without loading redis
+    import redis
+
+    from workers.fleet.keys import Keys
 
 MIN_PREFIX = 6
 RUN_ID_LENGTH = 32
@@ -32,10 +35,11 @@ class RunIds:
         self.k = keys
         self.kind = kind
 
-    def resolve(self, given: str) -> str:
+    def resolve(self, given: str, *, owner: str | None = None) -> str:
         """The whole id of the one run whose id starts with `given`. Anything that is not a
         prefix of a run id (a whole id, or not hex) comes back as given, for the caller to
-        look up (and answer 404 if it is unknown)."""
+        look up (and answer 404 if it is unknown). With `owner`, only that owner's runs (or
+        batches) are matched: a prefix never names, nor lists, another's."""
         prefix = given.lower()
         if not _PREFIX.fullmatch(prefix):
             return given
@@ -47,6 +51,12 @@ class RunIds:
                 if ":" not in key.removeprefix(head)  # not the `:steps` hash, the `:runs` list
             }
         )
+        if owner is not None and found:
+            with self.r.pipeline(transaction=False) as p:
+                for ident in found:
+                    p.hget(f"{head}{ident}", "owner")
+                owners = p.execute()
+            found = [i for i, o in zip(found, owners, strict=True) if o == owner]
         if not found:
             raise NotFoundError(
                 f"no {self.kind} id starts with {given!r} (unknown, or past its retention)"

@@ -1,4 +1,5 @@
-"""The seam between the scheduler and the broker: put one run id on one device's queue."""
+"""The seam between the scheduler and the broker: the message that puts one run id on one
+device's queue."""
 
 from __future__ import annotations
 
@@ -7,36 +8,33 @@ import json
 import uuid
 from typing import Any, Protocol
 
+import redis
 from kombu.entity import DELIVERY_MODES
 
-from workers.fleet.keys import RUN_TASK, device_queue
+from workers.fleet.connections import redis_client
+from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.fleet.state.queue import Message
+from workers.settings import Settings
 from workers.telemetry.logs import publish_headers
 
 
 class Enqueuer(Protocol):
-    def enqueue(self, run_id: str, device_id: str) -> None:
-        """Send the run's id (and nothing else) to the device's queue."""
-        ...
+    """The one way a run reaches a device's worker: the broker message for (run, device),
+    which the state machine's scripts push onto the device's queue in the same script that
+    reserves the device (submit, reserve, resend). Nothing else sends a run."""
 
-    def message(self, run_id: str, device_id: str) -> Message | None:
-        """The message `enqueue` would send, for the submit script to push in the round trip
-        that reserves the device; None when this enqueuer cannot build one (the submit then
-        calls `enqueue` after the reservation)."""
+    def message(self, run_id: str, device_id: str) -> Message:
+        """The message that carries the run's id (and nothing else) to the device's queue."""
         ...
 
 
 class CeleryEnqueuer:
-    """Sends `goalfleet.run(run_id)` to `device.<id>`; the task id is the run id, so a
-    redelivered message of a run that already succeeded is de-duplicated by Celery.
+    """`goalfleet.run(run_id)` for `device.<id>`: the task id is the run id, so a redelivered
+    message of a run that already succeeded is de-duplicated by Celery; `ignore_result`: the
+    run task stores no Celery result (the run record holds it).
 
-    `ignore_result`: the run task stores no Celery result (the run record holds it), and
-    without it Celery subscribes the sender to the task's result channel on every send
-    (SUBSCRIBE + UNSUBSCRIBE around the LPUSH: two more Redis commands on the submit's hot
-    path, as `Task.apply_async` of an `ignore_result` task would not).
-
-    `message` builds the same message without sending it, for the submit's script to push
-    with the reservation: Celery's own task message (`app.amqp.create_task_message`) in
+    `message` builds what `send_task` would send, for a reservation's script to push:
+    Celery's own task message (`app.amqp.create_task_message`) in
     kombu's Redis envelope (`kombu.transport.virtual.Channel.prepare_message` and
     `basic_publish`: base64 body, a fresh delivery tag, the anonymous exchange), onto the list
     kombu's `_put` would push it to (priority 0: the queue's own key, under the app's
@@ -50,15 +48,6 @@ class CeleryEnqueuer:
         self._prefix = str(options.get("global_keyprefix") or "")
         mode = app.conf.task_default_delivery_mode
         self._delivery_mode = int(DELIVERY_MODES.get(mode, mode))
-
-    def enqueue(self, run_id: str, device_id: str) -> None:
-        self.app.send_task(
-            RUN_TASK,
-            args=[run_id],
-            queue=device_queue(device_id),
-            task_id=run_id,
-            ignore_result=True,
-        )
 
     def message(self, run_id: str, device_id: str) -> Message:
         queue = device_queue(device_id)
@@ -91,17 +80,24 @@ class CeleryEnqueuer:
 
 
 class RecordingEnqueuer:
-    """The fake beside the seam: remembers (run id, device id) pairs; can be told to fail.
-    It builds no messages, so a submit calls `enqueue` after reserving."""
+    """The fake beside the seam. Its messages take the production path (a reservation's
+    script pushes them), onto one list of its own under `keys` instead of a device's Celery
+    queue, so no worker consumes them; `sent` reads that list: what was really pushed, in
+    order, (run id, device id) each."""
 
-    def __init__(self, *, fail: bool = False) -> None:
-        self.sent: list[tuple[str, str]] = []
-        self.fail = fail
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.key = keys.queue("recorded-by-the-fake")
 
-    def enqueue(self, run_id: str, device_id: str) -> None:
-        if self.fail:
-            raise ConnectionError("broker down (RecordingEnqueuer told to fail)")
-        self.sent.append((run_id, device_id))
+    @classmethod
+    def of(cls, settings: Settings) -> RecordingEnqueuer:
+        """One on `settings`' Redis and key prefix, the store `build(settings)` makes."""
+        return cls(redis_client(settings.redis_url), Keys(settings.key_prefix))
 
-    def message(self, run_id: str, device_id: str) -> Message | None:  # noqa: ARG002 - the seam's
-        return None
+    def message(self, run_id: str, device_id: str) -> Message:
+        return Message(key=self.key, payload=json.dumps([run_id, device_id]))
+
+    @property
+    def sent(self) -> list[tuple[str, str]]:
+        raw = self.client.lrange(self.key, 0, -1)
+        return [(run, device) for run, device in map(json.loads, reversed(raw))]

@@ -4,10 +4,10 @@ Every run is in `{p}:runs` by submit time (written with the run, `lua/submit_one
 `RunQueue.create`), and a run that ended is also in `{p}:runs:<status>` (`lua/lib/run_ended.lua`).
 A filter on an end status reads that index; a filter on `queued`, `running` or
 `awaiting_answer` reads the all-runs index and keeps what matches. Other filters (device,
-batch, goal words, schedule) are checked on the records, a bounded number of index entries a
-page (`MAX_SCAN`): a page may hold fewer runs than asked for, and its cursor goes on from where
-the scan stopped. An entry whose run is past its retention (its record expired) is dropped from
-the index when a page meets it.
+batch, goal words, schedule, owner, suite, flow) are checked on the records, a bounded number
+of index entries a page (`MAX_SCAN`): a page may hold fewer runs than asked for, and its cursor
+goes on from where the scan stopped. An entry whose run is past its retention (its record
+expired) is dropped from the index when a page meets it.
 
 The cursor is the last entry's `id@score`: the next page starts just past that entry's rank
 (`ZREVRANK`; runs of one batch share a submit time, and equal scores keep their order), or,
@@ -31,7 +31,7 @@ MAX_SCAN = 1000
 """The most index entries one page reads (a filter that matches little pages on, by cursor)."""
 _CHUNK = 500
 _ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_ANSWER})
-_FIELDS = ("status", "device", "batch", "schedule")
+_FIELDS = ("status", "device", "batch", "schedule", "owner", "suite", "flow")
 """What a page reads of each run it scans; only the runs that pass are loaded whole."""
 
 
@@ -41,6 +41,8 @@ class RunQuery:
     device: str | None = None
     batch: str | None = None
     schedule: str | None = None
+    suite: str | None = None
+    flow: str | None = None
     goal: str | None = None
     """Words the run's goal contains (case-insensitive)."""
     since: float | None = None
@@ -49,22 +51,27 @@ class RunQuery:
     """Submitted before this time."""
     limit: int = 50
     cursor: str | None = None
+    owner: str | None = None
+    """Only the runs this token name submitted (a `submit` token's list sees its own alone)."""
 
     @property
     def filters(self) -> bool:
         """Whether anything but the index and the time window narrows the list."""
-        return any(v is not None for v in (self.device, self.batch, self.schedule, self.goal)) or (
-            self.status in _ACTIVE
-        )
+        narrowing = (self.device, self.batch, self.schedule, self.goal, self.owner, self.suite,
+                     self.flow)  # fmt: skip
+        return any(v is not None for v in narrowing) or self.status in _ACTIVE
 
     def keeps(self, fields: list[str | None]) -> bool:
         """Whether a run whose `_FIELDS` read so passes every filter but the goal's."""
-        status, device, batch, schedule = fields
+        status, device, batch, schedule, owner, suite, flow = fields
         return (
             (self.status is None or status == self.status.value)
             and (self.device is None or device == self.device)
             and (self.batch is None or batch == self.batch)
             and (self.schedule is None or schedule == self.schedule)
+            and (self.owner is None or owner == self.owner)
+            and (self.suite is None or suite == self.suite)
+            and (self.flow is None or flow == self.flow)
         )
 
     def keeps_goal(self, run: RunRecord) -> bool:

@@ -117,6 +117,14 @@ class FleetStore(RunQueue):
                     raw["request"] = requests[b] or ""
         return [RunRecord.from_hash(raw) for raw in raws if raw]
 
+    def owners(self, run_ids: list[str]) -> dict[str, str | None]:
+        """Who submitted each run (None: nobody recorded, or the run is gone): one round trip."""
+        with self.r.pipeline(transaction=False) as p:
+            for rid in run_ids:
+                p.hget(self.k.run(rid), "owner")
+            got = cast("list[str | None]", p.execute())
+        return {rid: owner or None for rid, owner in zip(run_ids, got, strict=True)}
+
     def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
         raw = cast("dict[str, str]", self.r.hgetall(self.k.steps(run_id)))
         rows = [StepRow.model_validate_json(v) for k, v in raw.items() if int(k) > after]

@@ -15,8 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-from workers.devices.agent_device import AgentDeviceDevice, open_device
+from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import read_daemon_info
+from workers.devices.agent_device_host import open_device
+from workers.devices.agent_device_launch import state_dir_for
 
 
 def main() -> None:
@@ -32,7 +34,7 @@ def main() -> None:
         thread = threading.Thread(target=open_it)
         thread.start()
         thread.join()
-    info = read_daemon_info(root / "agent-device_linux")
+    info = read_daemon_info(state_dir_for("agent-device:linux", state_root=root))
     sys.stdout.write(f"opened {info.pid if info and opened else 0}\n")
     sys.stdout.flush()
     time.sleep(600)

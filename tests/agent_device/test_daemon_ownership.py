@@ -18,8 +18,10 @@ from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_le
 
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice, open_device
+from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DaemonProcess, read_daemon_info
+from workers.devices.agent_device_host import open_device
+from workers.devices.agent_device_launch import state_dir_for
 from workers.devices.agent_device_owner import DaemonOwnedError, read_owner
 from workers.devices.agent_device_wire import SocketTransport
 from workers.processes import spawn, stop_group
@@ -65,11 +67,11 @@ def test_a_dead_owners_daemon_with_an_open_session_is_replaced(
     assert daemons_under(state_root), "the leftover daemon should have outlived its owner"
     dev = open_device(SPEC, env=desktop.env, state_root=state_root)
     try:
-        info = read_daemon_info(state_root / "agent-device_linux")
+        info = read_daemon_info(state_dir_for(SPEC, env=desktop.env, state_root=state_root))
         assert info is not None
         assert info.pid != first
         assert first not in daemons_under(state_root)
-        owner_file = read_owner(state_root / "agent-device_linux")
+        owner_file = read_owner(state_dir_for(SPEC, env=desktop.env, state_root=state_root))
         assert owner_file is not None
         assert owner_file.pid == os.getpid()
         assert owner_file.display == desktop.display
@@ -97,31 +99,33 @@ def test_an_open_right_after_the_owner_died_waits_out_its_dying_daemon(
     assert wait_gone(state_root) == []
 
 
-def test_a_daemon_serving_another_display_is_never_reused(
+def test_two_displays_under_one_state_root_get_two_daemons(
     desktop: LinuxDesktop, app: App, state_root: Path, tmp_path: Path
 ):
-    """A daemon on display A in the state dir: while its owner lives, opening the device for
-    display B is refused (one device, one driver); once its owner is dead it is stopped, and the
-    device opens on a fresh daemon that serves B (B runs no app: an empty tree), not A."""
+    """A live owner's daemon on display A, and the device opened for display B under the same
+    state root (one HOME): B gets a state dir and a daemon of its own, serving B (B runs no app:
+    an empty tree), while A's daemon and its owner are left alone; a second open for A, from
+    another process than its owner, is still refused (one device, one driver)."""
     owner, first = start_leftover_owner(desktop, state_root, tmp_path / "owner.log")
-    with start_linux_desktop(tmp_path / "other") as other:
-        try:
+    try:
+        with start_linux_desktop(tmp_path / "other") as other:
+            dev = open_device(SPEC, env=other.env, state_root=state_root)
+            try:
+                b_dir = state_dir_for(SPEC, env=other.env, state_root=state_root)
+                assert b_dir != state_dir_for(SPEC, env=desktop.env, state_root=state_root)
+                info = read_daemon_info(b_dir)
+                assert info is not None
+                assert info.pid != first
+                assert environ_of(info.pid)["DISPLAY"] == other.display
+                assert first in daemons_under(state_root)  # A's daemon runs on beside it
+                with pytest.raises(EmptySnapshotError):
+                    dev.snapshot()
+            finally:
+                dev.close()
             with pytest.raises(DaemonOwnedError, match=f"process {owner.pid}"):
-                open_device(SPEC, env=other.env, state_root=state_root)
-            assert first in daemons_under(state_root)  # a live owner's daemon is left alone
-        finally:
-            kill_owner(owner)
-        dev = open_device(SPEC, env=other.env, state_root=state_root)
-        try:
-            info = read_daemon_info(state_root / "agent-device_linux")
-            assert info is not None
-            assert info.pid != first
-            assert environ_of(info.pid)["DISPLAY"] == other.display
-            with pytest.raises(EmptySnapshotError):
-                dev.snapshot()
-        finally:
-            dev.close()
-        assert wait_gone(state_root) == []
+                open_device(SPEC, env=desktop.env, state_root=state_root)
+    finally:
+        kill_owner(owner)
 
 
 def test_open_recovers_a_leftover_session(daemon: DaemonProcess, app: App):
@@ -145,27 +149,34 @@ def test_open_recovers_a_leftover_session(daemon: DaemonProcess, app: App):
         dev.close()
 
 
-def test_the_quarantine_probe_recovers_a_leftover_daemon(
+def test_the_quarantine_probe_opens_beside_the_pool_childs_kept_daemon(
     desktop: LinuxDesktop, app: App, state_root: Path, tmp_path: Path, monkeypatch
 ):
-    """The worker's probe opens its device as a run does (`default_device_opener`), from the
-    worker's own environment: after a dead owner's leftover, it snapshots the app."""
-    from workers.core.records import DeviceInfo  # noqa: PLC0415
-    from workers.fleet.runtime import WorkerSpec, default_device_opener  # noqa: PLC0415
+    """The worker's probe (`open_probe_device`, from the worker's own environment) while another
+    live process holds the run's daemon of the device, as a pool child keeps it between runs:
+    the probe gets a daemon of its own (`+probe`), snapshots the app, and stops it on close; the
+    run's daemon is left alone."""
+    from workers.devices.factory import open_probe_device  # noqa: PLC0415
 
     home = state_root / "home"
     root = home / ".cache" / "goalfleet" / "agent-device"
-    owner, _ = start_leftover_owner(desktop, root, tmp_path / "owner.log", home=home)
-    kill_owner(owner)
-    for key, value in {**desktop.env, "HOME": str(home)}.items():
-        monkeypatch.setenv(key, value)
-    spec = WorkerSpec(DeviceInfo(id="lx-probe", platform=Platform.LINUX), SPEC)
-    device = default_device_opener(spec)("probe")
+    owner, kept = start_leftover_owner(desktop, root, tmp_path / "owner.log", home=home)
     try:
-        assert device.snapshot().shows("Sign in")
+        for key, value in {**desktop.env, "HOME": str(home)}.items():
+            monkeypatch.setenv(key, value)
+        device = open_probe_device(SPEC)
+        try:
+            assert device.snapshot().shows("Sign in")
+            probe_dir = state_dir_for(SPEC, env={**desktop.env, "HOME": str(home)}, role="probe")
+            info = read_daemon_info(probe_dir)
+            assert info is not None
+            assert info.pid != kept
+        finally:
+            device.close()
+        assert kept in daemons_under(root)  # the run's daemon runs on
+        assert not (probe_dir / "daemon.json").exists()
     finally:
-        device.close()
-    assert wait_gone(state_root) == []
+        kill_owner(owner)
 
 
 def test_goalfleet_run_killed_mid_run_then_the_next_run_is_done(

@@ -101,14 +101,16 @@ def test_every_mutation_gets_a_fresh_generation(device: AgentDeviceDevice, app: 
 def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp_path):
     """`agent-device:linux` (what `goalfleet run --device` uses) starts a daemon, drives the
     app, and stops the daemon again on close."""
-    from workers.devices.agent_device import open_device  # noqa: PLC0415
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415
 
     dev = open_device("agent-device:linux", env=desktop.env, state_root=tmp_path)
     try:
         assert dev.snapshot().shows("Sign in")
     finally:
         dev.close()
-    state_dir = tmp_path / "agent-device_linux"
+    from workers.devices.agent_device_launch import state_dir_for  # noqa: PLC0415
+
+    state_dir = state_dir_for("agent-device:linux", env=desktop.env, state_root=tmp_path)
     assert not (state_dir / "daemon.json").exists()
 
 

@@ -8,6 +8,10 @@ Screen 1 ("signin"): an email entry, a password entry (visibility False), a "Sig
 a "Forgot password?" distractor. Pressing "Sign in" with a non-empty email and password switches
 to screen 2 ("welcome"), a label "Welcome".
 
+``GTK_SIGNIN_NAME`` (optional) tells several apps apart: the window title becomes "Sign in to
+<name>" and the first screen gets an extra button "About <name>" (an interactive element, so it
+is in every interactive snapshot of that screen).
+
 The app writes its state as JSON to the file named by ``GTK_SIGNIN_STATE_FILE`` (if set) at start
 and after every event, atomically (write + rename). The password itself is never written: only
 whether one was received, its length, and, when ``GTK_SIGNIN_EXPECTED_PASSWORD_SHA256`` is set,
@@ -29,6 +33,7 @@ from gi.repository import Gtk  # noqa: E402
 
 STATE_ENV = "GTK_SIGNIN_STATE_FILE"
 DIGEST_ENV = "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256"
+NAME_ENV = "GTK_SIGNIN_NAME"
 
 
 class SignInApp:
@@ -46,7 +51,9 @@ class SignInApp:
             "pid": os.getpid(),
         }
 
-        self.window = Gtk.Window(title="Sign in")
+        name = os.environ.get(NAME_ENV, "")
+        self.state["name"] = name
+        self.window = Gtk.Window(title=f"Sign in to {name}" if name else "Sign in")
         self.window.set_default_size(360, 280)
         self.window.connect("destroy", Gtk.main_quit)
 
@@ -78,6 +85,9 @@ class SignInApp:
         forgot = Gtk.Button(label="Forgot password?")
         forgot.connect("clicked", self.on_forgot)
         form.pack_start(forgot, expand=False, fill=False, padding=0)
+
+        if name:
+            form.pack_start(Gtk.Button(label=f"About {name}"), expand=False, fill=False, padding=0)
 
         welcome = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
         welcome.set_border_width(16)

@@ -36,7 +36,7 @@ def api(redis_server: LocalRedis) -> Iterator[tuple[TestClient, RunStore]]:
         DeviceRegistry(db, keys).register(
             DeviceInfo(id=device, platform=Platform.IOS), "w@" + device, lease_s=3600
         )
-    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer())  # type: ignore[assignment]
+    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer.of(settings))  # type: ignore[assignment]
     try:
         yield TestClient(app), RunStore(db, keys)
     finally:

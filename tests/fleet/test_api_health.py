@@ -52,7 +52,7 @@ def test_health_without_a_token_says_only_up_or_down(
     _register(db, "hl", "h-1")
     settings = Settings(redis_url=server.url, key_prefix="hl", api_tokens=[TOKEN])
     beats = FixedBeats({"h-1"})
-    srv = serve(create(settings, enqueuer=RecordingEnqueuer(), beats=beats))
+    srv = serve(create(settings, enqueuer=RecordingEnqueuer.of(settings), beats=beats))
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         resp = httpx.get(srv.url + "/health", headers=headers, timeout=10)
         assert resp.status_code == 200
@@ -81,7 +81,9 @@ def test_degraded_when_redis_lost_its_data(
     server, db = own_redis
     _register(db, "hd", "h-1")
     settings = Settings(redis_url=server.url, key_prefix="hd", api_tokens=[TOKEN])
-    srv = serve(create(settings, enqueuer=RecordingEnqueuer(), beats=FixedBeats({"h-1"})))
+    srv = serve(
+        create(settings, enqueuer=RecordingEnqueuer.of(settings), beats=FixedBeats({"h-1"}))
+    )
     assert httpx.get(srv.url + "/health", headers=AUTH, timeout=10).json()["status"] == "ok"
     db.flushall()
     _register(db, "hd", "h-1")  # the worker re-registered
@@ -99,7 +101,9 @@ def test_degraded_when_a_beating_worker_is_not_registered(
     server, db = own_redis
     _register(db, "hb", "h-1")
     settings = Settings(redis_url=server.url, key_prefix="hb", api_tokens=[TOKEN])
-    srv = serve(create(settings, enqueuer=RecordingEnqueuer(), beats=FixedBeats({"h-1", "h-2"})))
+    srv = serve(
+        create(settings, enqueuer=RecordingEnqueuer.of(settings), beats=FixedBeats({"h-1", "h-2"}))
+    )
     detail = httpx.get(srv.url + "/health", headers=AUTH, timeout=10).json()
     assert detail["status"] == "degraded", detail
     assert any("h-2" in p and "not registered" in p for p in detail["problems"]), detail

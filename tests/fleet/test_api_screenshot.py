@@ -38,7 +38,7 @@ def api(redis_server: LocalRedis, tmp_path: Path) -> Iterator[tuple[TestClient, 
     DeviceRegistry(db, keys).register(
         DeviceInfo(id="sx-1", platform=Platform.IOS), "w@sx-1", lease_s=3600
     )
-    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer())  # type: ignore[assignment]
+    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer.of(settings))  # type: ignore[assignment]
     try:
         yield TestClient(app), RunStore(db, keys), FileArtifacts(tmp_path).put(PNG)
     finally:

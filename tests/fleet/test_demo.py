@@ -5,6 +5,7 @@ known screens from the decision memory."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def test_demo_json_shows_memory_hits(tmp_path: Path) -> None:
     assert summary["decided_by"]["memory"] > 0
     assert summary["memory"]["hit"] == summary["decided_by"]["memory"]
     assert summary["memory"]["writes"] > 0
+    shots = Path(summary["screenshots"])  # kept after the demo, for a person to open
+    try:
+        for run in runs:
+            for step in run["result"]["steps"]:
+                picture = shots / run["id"][:8] / f"step-{step['index']:03}.png"
+                assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", picture
+    finally:
+        shutil.rmtree(shots)
 
 
 def test_demo_escalations_answers_as_a_person_and_the_fleet_learns() -> None:

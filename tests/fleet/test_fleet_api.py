@@ -161,7 +161,7 @@ def test_503_when_redis_is_down(serve):
         DeviceRegistry(redis_client(own.url), Keys("down")).register(
             DeviceInfo(id="d1", platform=Platform.IOS), "w@d1", lease_s=60
         )
-        srv = serve(create(s, enqueuer=RecordingEnqueuer()))
+        srv = serve(create(s, enqueuer=RecordingEnqueuer.of(s)))
         auth = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.post(srv.url + "/v1/runs", json=OK, headers=auth).status_code == 201
         own.stop()

@@ -8,13 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
 from conftest import SECRET_VALUE, TOKEN
 from conftest import SIGN_IN as SIGN_IN_BODY
 
-from scheduler.client.api_client import FleetClient
+from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.local.fleet import LocalFleet
 from workers.fleet.keys import Keys
 from workers.settings import Settings
@@ -63,6 +64,24 @@ def test_prefixes_name_runs_in_status_steps_watch_cancel(
     code, _, err = goalfleet(cli_env, "cancel", done_run[:8])
     assert code == 2
     assert f"run {done_run} already ended (done)" in err  # found, not "no run"
+
+
+def test_steps_saves_the_picture_of_every_step_a_fleet_run_took(
+    cli_env: dict[str, str], done_run: str, tmp_path: Path
+) -> None:
+    """The sim worker's pictures, through the fleet's wrappers (fence, logs, metrics), the
+    shared artifact directory and the screenshot route, saved by `goalfleet steps`."""
+    shots = tmp_path / "shots"
+    code, out, err = goalfleet(
+        cli_env, "steps", done_run[:8], "--json", "--screenshots", str(shots)
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    assert all(r["screenshot"] for r in rows), [r["screenshot_note"] for r in rows]
+    saved = sorted(p.name for p in shots.iterdir())
+    assert saved == [f"step-{r['index']:03d}.png" for r in rows]
+    assert all((shots / n).read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for n in saved)
+    assert f"saved {len(rows)} screenshot(s)" in err
 
 
 def test_an_ambiguous_prefix_lists_the_matches(
@@ -151,16 +170,19 @@ HOSTILE = "[bold red]PWNED[/bold red] [link=http://evil.example]click[/link] \x1
 def test_markup_and_escapes_a_submitter_typed_print_inert(
     api: FleetClient, cli_env: dict[str, str]
 ) -> None:
-    """A goal and a typed value holding Rich markup and an escape sequence: the API keeps them
-    as given; `status` prints the goal as typed, with ESC shown as `\\x1b` (no style, no link,
-    no escape sequence reaches the terminal); no step row holds the typed value (`steps` and
-    `watch` show its input's name)."""
-    goal, email = f"Sign in {HOSTILE}", f"ada@example.com{HOSTILE}"
+    """A goal holding Rich markup and a typed value holding markup and an escape sequence:
+    the API keeps them as given (a goal with the escape itself is refused: goals are plain
+    text); `status` prints the goal as typed, its markup inert (no style, no link, no escape
+    sequence reaches the terminal); no step row holds the typed value (`steps` and `watch` show
+    its input's name)."""
+    goal, email = f"Sign in {HOSTILE.replace(chr(27), '')}", f"ada@example.com{HOSTILE}"
     body = {**SIGN_IN_BODY, "device": "ios-1", "goal": goal, "inputs": {"email": email}}
+    with pytest.raises(ApiError, match="goal: holds a control or bidi character"):
+        api.submit_run({**body, "goal": f"Sign in {HOSTILE}"})
     run = api.submit_run(body)
     ended = api.wait(run.id, timeout_s=120)
     assert (ended.request.goal, ended.request.inputs["email"]) == (goal, email)  # as given
-    shown = HOSTILE.replace("\x1b", "\\x1b")
+    shown = HOSTILE.replace("\x1b", "")  # the goal's markup, printed as typed
     for argv in (["status", run.id[:8]], ["steps", run.id[:8]], ["watch", run.id[:8]]):
         code, out, err = goalfleet(cli_env, *argv)
         assert code in {0, 1}, err  # 1: the run ended but not done (watch)

@@ -57,7 +57,9 @@ def test_request_metrics_and_fleet_gauges(redis_url: str) -> None:
     client.rpush(Keys("obs").queue("ios-1"), "m1", "m2")
 
     registry = new_registry()
-    app = create_app(settings, client=client, enqueuer=RecordingEnqueuer(), registry=registry)
+    app = create_app(
+        settings, client=client, enqueuer=RecordingEnqueuer(client, Keys("obs")), registry=registry
+    )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(app) as http:
         assert http.get("/health").status_code == 200

@@ -116,9 +116,14 @@ class Scenario:
     report: dict[str, Any] = field(default_factory=dict)
 
     def spawn(self, host: str, argv: list[str], name: str) -> Child:
-        child = spawn(
-            self.lab.argv(host, argv), env=self.env, log=self.tmp / f"{name}.log", name=name
+        env = (
+            self.env
+            if name.startswith("worker-")
+            else {  # secrets are the workers' alone
+                k: v for k, v in self.env.items() if not k.startswith("GOALFLEET_SECRET_")
+            }
         )
+        child = spawn(self.lab.argv(host, argv), env=env, log=self.tmp / f"{name}.log", name=name)
         self.children.append(child)
         return child
 

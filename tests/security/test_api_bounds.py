@@ -66,7 +66,7 @@ def client(sec_redis: LocalRedis, bounds_db: redis.Redis) -> Iterator[Client]:
                 **over,
             }
         )
-        return TestClient(create_app(settings, enqueuer=RecordingEnqueuer()))
+        return TestClient(create_app(settings, enqueuer=RecordingEnqueuer.of(settings)))
 
     yield make
     bounds_db.delete("gfb:pending")

@@ -121,8 +121,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, redis_binary: str) -> Iterat
         metrics = {"leak-1": free_port(), "leak-2": free_port(), "inject-1": free_port()}
         try:
             api = ["api", "--host", "127.0.0.1", "--port", str(port), "--loglevel", "DEBUG"]
-            procs.append(_spawn(api, env, log_dir / "api.log"))
-            procs.append(_spawn(["scheduler", "--loglevel", "DEBUG"], env, log_dir / "sched.log"))
+            # the secrets are the workers' alone: the API and the scheduler refuse to hold one
+            servers = {k: v for k, v in env.items() if not k.startswith("GOALFLEET_SECRET_")}
+            procs.append(_spawn(api, servers, log_dir / "api.log"))
+            sched = ["scheduler", "--loglevel", "DEBUG"]
+            procs.append(_spawn(sched, servers, log_dir / "sched.log"))
             for device, app in (("leak-1", "signin"), ("leak-2", "signin"), ("inject-1", "inject")):
                 argv = [
                     "worker", "--device", device, "--backend", "sim", "--platform", "android",

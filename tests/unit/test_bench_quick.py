@@ -29,6 +29,8 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_submit_cpu",
         "bench.bench_api_rate",
         "bench.bench_screenshots",
+        "bench.bench_cli_start",
+        "bench.bench_throughput",
         "bench.bench_history",  # a scratch database on the machine's PostgreSQL
     ],
 )

@@ -21,7 +21,6 @@ from scheduler.cli._render import (
     result_table,
     run_line,
     steps_table,
-    visible,
 )
 from workers.core.model import (
     Action,
@@ -35,6 +34,7 @@ from workers.core.model import (
 )
 from workers.core.records import DeviceInfo, DeviceState, RunRecord
 from workers.core.request import GoalRunRequest
+from workers.core.text import visible
 
 MARKUP = "[bold red]PWNED[/bold red] [link=http://evil.example]click[/link]"
 ESCAPE = "\x1b[31mred\x1b[0m\r\x1b]8;;http://evil.example\x1b\\x\u202e"

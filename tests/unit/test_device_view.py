@@ -28,7 +28,7 @@ Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
 def parts(client: redis.Redis) -> Parts:
     keys = Keys("dv")
     store = FleetStore(client, keys, retention_s=3600)
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(client, keys)
     # a view that never goes stale by age: only wake-ups and misses re-read it
     fleet = Fleet(store, Dispatcher(store, enq, view_max_age_s=3600), max_pending=100)
     return store, RunStore(client, keys), enq, fleet

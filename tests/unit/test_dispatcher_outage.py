@@ -52,7 +52,7 @@ def test_an_outage_is_two_lines_not_a_traceback_a_pass(redis_binary: str, troubl
         client = redis_client(server.url, timeout_s=0.5)
         keys = Keys("outage")
         store = FleetStore(client, keys, retention_s=60)
-        dispatcher = Dispatcher(store, RecordingEnqueuer(), orphan_after_s=60)
+        dispatcher = Dispatcher(store, RecordingEnqueuer(client, keys), orphan_after_s=60)
         passes: list[float] = []
 
         def tick() -> None:
@@ -101,7 +101,7 @@ def test_a_reservation_refused_inside_its_script_is_an_outage(each_redis_binary:
         register(store, "d1")
         run = RunRecord(id="r1", request=GoalRunRequest(goal="Sign in"), submitted_at=time.time())
         store.create([run])
-        enqueuer = RecordingEnqueuer()
+        enqueuer = RecordingEnqueuer(client, keys)
         dispatcher = Dispatcher(store, enqueuer, orphan_after_s=60)
         admin = redis.Redis.from_url(server.url)
         admin.config_set("maxmemory", 1)  # full before the first pass: nothing is reserved
@@ -121,6 +121,7 @@ def test_a_reservation_refused_inside_its_script_is_an_outage(each_redis_binary:
             loop.join(timeout=10)
         admin.close()
         record = store.load("r1")
+        sent = enqueuer.sent
         client.close()
     events = [e["event"] for e in logs]
     assert refused_sent == []
@@ -128,6 +129,6 @@ def test_a_reservation_refused_inside_its_script_is_an_outage(each_redis_binary:
     assert events.count("redis_unavailable") == 1, logs
     warned = next(e["error"] for e in logs if e["event"] == "redis_unavailable")
     assert "script" in warned, warned  # refused inside the reserve script
-    assert enqueuer.sent == [("r1", "d1")]
+    assert sent == [("r1", "d1")]
     assert record is not None
     assert (record.status, record.device) == (RunStatus.QUEUED, "d1")  # reserved

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import redis
 import structlog
@@ -21,19 +22,25 @@ def calls(client: redis.Redis) -> dict[str, int]:
     return {name: int(s["calls"]) for name, s in stats.items() if name != "cmdstat_info"}
 
 
+def send(app: Any, run_id: str, device_id: str) -> None:
+    """What Celery itself sends for the run task with the options `CeleryEnqueuer` builds
+    its messages with."""
+    app.send_task(
+        RUN_TASK, args=[run_id], queue=device_queue(device_id), task_id=run_id, ignore_result=True
+    )
+
+
 def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, client):
-    """The run task stores no Celery result, so a send subscribes to no result channel: one
-    LPUSH onto the device's queue and nothing else, warm (after the first send declared the
-    queue). Celery subscribes the sender to the task's result channel unless the send says
-    `ignore_result` (two more commands a run, and a pubsub connection kept in every API and
-    scheduler process)."""
+    """With `ignore_result` (the option the scripted message is built with: its reply-to is
+    the app's, and no result channel is subscribed), Celery's own send is one LPUSH onto the
+    device's queue and nothing else, warm (after the first send declared the queue): no
+    SUBSCRIBE + UNSUBSCRIBE around it for a result, and no pubsub connection kept."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
-    enqueuer = CeleryEnqueuer(app)
     try:
-        enqueuer.enqueue("warm-up", "d1")
+        send(app, "warm-up", "d1")
         before = calls(client)
         for i in range(5):
-            enqueuer.enqueue(f"run-{i}", "d1")
+            send(app, f"run-{i}", "d1")
         after = calls(client)
     finally:
         app.close()
@@ -49,7 +56,7 @@ def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, c
 
 
 def test_the_scripted_message_is_the_one_send_task_pushes(redis_server: LocalRedis, client):
-    """`message` builds, without sending, what `enqueue` (Celery's `send_task`) pushes: the
+    """`message` builds, without sending, what Celery's `send_task` pushes: the
     same list, the same envelope, headers and body, field for field, but for the delivery
     tag (a fresh one each) — the request id header included when a request id is bound."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
@@ -57,7 +64,7 @@ def test_the_scripted_message_is_the_one_send_task_pushes(redis_server: LocalRed
     install_celery_hooks()
     structlog.contextvars.bind_contextvars(request_id="req-7")
     try:
-        enqueuer.enqueue("0123abcd", "d-2")
+        send(app, "0123abcd", "d-2")
         built = enqueuer.message("0123abcd", "d-2")
     finally:
         structlog.contextvars.clear_contextvars()

@@ -25,6 +25,7 @@ from workers.core.model import ActionResult, InputValue, Outcome, Platform, Snap
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
+from workers.core.shots import ScreenshotPort, ScreenshotUnavailableError
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
 from workers.fleet.connections import redis_client
@@ -51,7 +52,7 @@ def _settings(**over: object) -> Settings:
 def parts(client: redis.Redis):
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=100)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=100)
     return store, RunStore(client, keys), fleet
 
 
@@ -250,6 +251,28 @@ def test_the_fence_expires_before_the_lease() -> None:
     assert err.value.taken is False
     assert not fence.renewed(8_000_000_000)
     assert fence.taken
+
+
+def test_a_fenced_device_takes_its_devices_pictures_behind_the_fence() -> None:
+    """The fleet wraps every device in `FencedDevice`: its pictures pass through (a sim draws
+    one), checked by the fence like any command; a device without pictures says so."""
+    fence = Fence("d1", "h", lease_s=30)
+    fence.granted(time.monotonic_ns())
+    sim = make_sim_device("sim:signin-ios")
+    fenced = FencedDevice(sim, fence)
+    assert isinstance(fenced, ScreenshotPort)
+    fenced.snapshot()
+    assert fenced.screenshot().png.startswith(b"\x89PNG")
+    fence.lose()
+    with pytest.raises(LeaseLostError):
+        fenced.screenshot()
+    fence.granted(time.monotonic_ns())
+
+    class Blind:
+        platform = Platform.IOS
+
+    with pytest.raises(ScreenshotUnavailableError, match="takes no screenshots"):
+        FencedDevice(Blind(), fence).screenshot()  # type: ignore[arg-type]
 
 
 # -- fenced writes ------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from scheduler.service.schedules import Schedules
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
-from workers.core.records import DeviceInfo
-from workers.core.request import SecretRef
+from workers.core.records import DeviceInfo, RunRecord
+from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
@@ -37,7 +37,7 @@ from workers.settings import Settings
 def parts(client: redis.Redis):
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(client, keys)
     fleet = Fleet(store, Dispatcher(store, enq), max_pending=100)
     return store, RunStore(client, keys), enq, fleet
 
@@ -444,15 +444,22 @@ def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
     assert store.pending_ids() == [a.id]
 
 
-def test_submit_survives_a_failing_broker(parts, client):
-    """When sending fails right after the write, the run stays pending (not half-placed) and
-    the submit still succeeds; the scheduler places it later."""
-    store, _, _, _ = parts
+def test_a_reservation_and_its_message_are_one_write(parts, client):
+    """Every way a run is reserved pushes its message in the same script, and a refused
+    reservation pushes none: a submit onto a free device, the dispatcher's reserve, and the
+    resend of a reservation never claimed; a resend for a device that no longer holds the
+    run pushes nothing."""
+    store, _, enq, fleet = parts
     register(store, "d1")
-    broken = RecordingEnqueuer(fail=True)
-    fleet = Fleet(store, Dispatcher(store, broken), max_pending=100)
-    run, created = fleet.submit_run(RunSubmit(goal="g"))
-    assert created
-    assert store.load(run.id).device is None
-    assert store.pending_ids() == [run.id]
-    assert client.hget(Keys("t").device("d1"), "run") == ""
+    register(store, "d2")
+    first, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+    assert enq.sent == [(first.id, "d1")]
+    refused = RunRecord(id="r-refused", request=GoalRunRequest(goal="g"), submitted_at=1.0)
+    store.create([refused])
+    assert store.reserve(refused.id, "d1", enq.message(refused.id, "d1")) is None  # d1 is busy
+    assert enq.sent == [(first.id, "d1")]
+    assert store.reserve(refused.id, "d2", enq.message(refused.id, "d2")) is not None
+    assert store.resend(first.id, "d1", enq.message(first.id, "d1"))
+    assert not store.resend(first.id, "d2", enq.message(first.id, "d2"))  # not d2's
+    assert enq.sent == [(first.id, "d1"), (refused.id, "d2"), (first.id, "d1")]
+    assert client.llen(Keys("t").queue("d1")) == 0  # the fake's messages reach no worker

@@ -19,6 +19,7 @@ import redis
 import storekit
 
 from scheduler.api.observability import FleetCollector
+from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.history.db import HistorySchemaError
 from scheduler.store.history.outbox import HistoryWriter
 from scheduler.store.history.store import SqlHistory
@@ -55,6 +56,7 @@ class Burst:
         self.k = Keys(prefix)
         self.store = FleetStore(client, self.k, retention_s=RETENTION_S)
         self.rs = RunStore(client, self.k)
+        self.enq = RecordingEnqueuer(client, self.k)
         for d in DEVICES:
             storekit.register(self.store, d)
         self.n = 0
@@ -68,7 +70,8 @@ class Burst:
                 request=GoalRunRequest(goal="Sign in"),
                 submitted_at=time.time(),
             )
-            self.store.submit_one(run, idem=None, max_pending=10_000, device_id=did)
+            to = (did, self.enq.message(run.id, did))
+            self.store.submit_one(run, idem=None, max_pending=10_000, device=to)
             claim = self.rs.claim(run.id, did, f"w@{did}", cap=3)
             for row in _steps(2):
                 self.rs.write_step(run.id, claim.token, row)

@@ -172,3 +172,25 @@ def test_one_row_per_step_and_one_hook_call_per_row(app: str, max_steps: int) ->
     assert list(result.steps) == seen
     assert 1 <= len(result.steps) <= max_steps
     assert result.totals == totals(result.steps)
+
+
+def test_a_row_is_scrubbed_of_values_and_one_without_any_is_kept_as_it_is() -> None:
+    """`scrub_row` replaces a typed value wherever a row's texts show it; a row that shows
+    none is returned itself, not a validated copy (the loop scrubs every row)."""
+    from workers.core.model import Action, ActionKind, StepRow  # noqa: PLC0415 - this test's
+
+    inputs = Inputs.of({"email": "ada@example.com"}, {"password": "hunter2!"})
+    clean = StepRow(
+        index=1,
+        screen="Sign in",
+        refs_generation="s1",
+        candidates=3,
+        action=Action(kind=ActionKind.FILL, ref="e2", pinned="@e2~s1", shown_value="{email}"),
+        outcome=Outcome.ACTED,
+    )
+    assert inputs.scrub_row(clean) is clean
+    shown = clean.model_copy(update={"screen": "Hi ada@example.com", "error": "hunter2! x"})
+    scrubbed = inputs.scrub_row(shown)
+    assert scrubbed.screen == "Hi {email}"
+    assert scrubbed.error == "{password} x"
+    assert scrubbed.action == clean.action

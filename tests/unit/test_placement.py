@@ -26,7 +26,7 @@ Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
 def parts(client: redis.Redis) -> Parts:
     keys = Keys("hol")
     store = FleetStore(client, keys, retention_s=3600)
-    enq = RecordingEnqueuer()
+    enq = RecordingEnqueuer(client, keys)
     fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
     return store, RunStore(client, keys), enq, fleet
 
@@ -101,3 +101,41 @@ def test_unplaceable_runs_expire_with_a_typed_status(parts: Parts, client: redis
     assert all(r.status is RunStatus.UNPLACEABLE for r in ended)
     assert all(r.result is not None and "no registered device" in r.result.reason for r in ended)
     assert loaded(store, busy.id).status is RunStatus.QUEUED
+
+
+class Reads(FleetStore):
+    """The store, recording how many ids each read of the pending index asked for."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys, retention_s=3600)
+        self.pages: list[int] = []
+
+    def pending_ids(self, limit: int = 1000, *, offset: int = 0) -> list[str]:
+        self.pages.append(limit)
+        return super().pending_ids(limit, offset=offset)
+
+
+def test_a_pass_that_places_the_head_of_a_backlog_reads_one_short_page(
+    client: redis.Redis,
+) -> None:
+    """A device frees with 600 runs waiting that it can take: the pass reads the first
+    `FIRST_PAGE` ids, places the first, and stops (it read the whole index every pass, 600
+    ids for one run). A flood walked to its end is the test above."""
+    from scheduler.dispatch.placement import FIRST_PAGE  # noqa: PLC0415 - this test's
+
+    store = Reads(client, Keys("page"))
+    enq = RecordingEnqueuer(client, Keys("page"))
+    fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
+    rs = RunStore(client, Keys("page"))
+    register(store, "d1")
+    busy, _ = fleet.submit_run(RunSubmit(goal="busy", device="d1"))
+    batch, _ = fleet.submit_batch(BatchSubmit(goal="g", count=600))
+    finish(store, rs, busy.id, "d1")
+    store.pages.clear()
+    assert fleet.dispatcher.dispatch() == 1
+    assert store.pages == [FIRST_PAGE]
+    run_id, device = enq.sent[-1]
+    assert (run_id in batch.runs, device) == (True, "d1")
+    store.pages.clear()
+    assert fleet.dispatcher.dispatch() == 0  # d1 is busy: nothing idle, nothing read
+    assert sum(store.pages) == 0

@@ -23,7 +23,7 @@ from workers.fleet.state.runs import RunStore
 def parts(client: redis.Redis):
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=100_000)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=100_000)
     return store, RunStore(client, keys), fleet
 
 

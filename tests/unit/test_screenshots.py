@@ -85,7 +85,7 @@ def test_a_file_store_refuses_a_path_that_is_not_an_artifact_id(tmp_path):
 
 @dataclass
 class NoCamera:
-    """A device port without `screenshot` (as agent-device is today)."""
+    """A device port without `screenshot` (a device that takes no pictures)."""
 
     inner: SimDevice
 

@@ -13,6 +13,9 @@ Redis is read back and the machine's invariants checked:
   `lua/requeue.lua`);
 - nothing (an index, a device, a question) refers to a run that does not exist;
 - every run is in the run list, and a run that ended is in the index of its end status only;
+- every reservation pushed its run's broker message, in its own script (one message per
+  reservation or resend, none for a refused one), and the latest message of a reserved run
+  names the device it is reserved for;
 - with a history writer on, the history outbox holds exactly the runs that ended.
 """
 
@@ -37,6 +40,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import DecideState, Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import Answer, DeviceInfo, Question, RunRecord
@@ -91,6 +95,8 @@ class FleetMachine(RuleBasedStateMachine):
         self.qs = QuestionStore(
             client, self.k, retention_s=0, memory_ttl_s=60, clock=lambda: self.now
         )
+        self.enq = RecordingEnqueuer(client, self.k)
+        self.pushes = 0  # the messages the reservations so far must have pushed
         self.workers: dict[str, Worker] = {}  # device -> its current worker process
         self.attempts: dict[str, int] = {}
         self.ids = itertools.count()
@@ -150,7 +156,9 @@ class FleetMachine(RuleBasedStateMachine):
     @rule(target=runs, device=st.none() | st.sampled_from(DEVICES), priority=st.integers(0, 2))
     def submit(self, device: str | None, priority: int) -> str:
         run = self._record(priority)
-        self.store.submit_one(run, idem=None, max_pending=0, device_id=device)
+        to = (device, self.enq.message(run.id, device)) if device is not None else None
+        out = self.store.submit_one(run, idem=None, max_pending=0, device=to)
+        self.pushes += out.kind == "reserved"
         return run.id
 
     @rule(target=runs, n=st.integers(1, 3))
@@ -162,18 +170,26 @@ class FleetMachine(RuleBasedStateMachine):
     @rule(run=runs, device=st.sampled_from(DEVICES))
     def reserve(self, run: str, device: str) -> None:
         """A reservation of any run for any device (most are refused)."""
-        self.store.reserve(run, device)
+        self._reserve(run, device)
+
+    def _reserve(self, run: str, device: str) -> None:
+        self.pushes += self.store.reserve(run, device, self.enq.message(run, device)) is not None
 
     @precondition(lambda self: self.r.zcard(self.k.pending) > 0)
     @rule(device=st.sampled_from(DEVICES))
     def dispatch(self, device: str) -> None:
         """The scheduler gives the first pending run to `device`."""
         for run in self.store.pending_ids(limit=1):
-            self.store.reserve(run, device)
+            self._reserve(run, device)
+
+    @rule(run=runs, device=st.sampled_from(DEVICES))
+    def resend(self, run: str, device: str) -> None:
+        """The scheduler sends an unclaimed reservation's message again (maybe a stale view)."""
+        self.pushes += self.store.resend(run, device, self.enq.message(run, device))
 
     @rule(run=runs)
     def unreserve(self, run: str) -> None:
-        """The scheduler could not send a reserved run's message."""
+        """The scheduler gives back a reservation whose device is down."""
         record = self.store.load(run)
         if record is not None and record.device:
             self.store.unreserve(record, record.device)
@@ -387,6 +403,15 @@ class FleetMachine(RuleBasedStateMachine):
             assert index <= runs.keys(), f"{name} names runs that do not exist"
         assert running <= runs.keys()
         assert questions <= runs.keys()
+
+    @invariant()
+    def every_reservation_sent_its_message(self) -> None:
+        sent = self.enq.sent
+        assert len(sent) == self.pushes, f"{len(sent)} messages pushed, {self.pushes} reservations"
+        latest = dict(sent)  # run -> the device its latest message names
+        for run_id in self._index(self.k.reserved):
+            device = self.r.hget(self.k.run(run_id), "device")
+            assert latest.get(run_id) == device, f"reserved {run_id}: no message for {device}"
 
 
 def test_the_run_and_device_state_machine(client: redis.Redis) -> None:

@@ -1,5 +1,5 @@
 """What one run's submit costs Redis: one round trip (backlog check, idempotency key, write,
-and the reservation of the device the cached view picked, in one script), then the send.
+and the reservation of the device the cached view picked with its message, in one script).
 
 Counted with MONITOR, which shows each command a client sent apart from those a script ran
 (`client_type` "lua"): the commands on the wire are the round trips."""
@@ -61,7 +61,7 @@ def wire(client: redis.Redis, action: Callable[[], object]) -> list[str]:
             if kind != "lua"]  # fmt: skip
 
 
-def cached(parts):
+def cached(parts, client):
     """`parts`, with the Fleet built as the API builds it (a cached device view, 10 s), warm:
     one run submitted to a device of its own first (a script's first call on a server loads
     it), and that device's run forgotten by the recording enqueuer."""
@@ -69,7 +69,7 @@ def cached(parts):
     fleet = Fleet(store, Dispatcher(store, enq, view_max_age_s=10), max_pending=100)
     register(store, "warm")
     fleet.submit_run(RunSubmit(goal="g", device="warm"))
-    enq.sent.clear()
+    client.delete(enq.key)
     return store, rs, enq, fleet
 
 
@@ -87,8 +87,8 @@ def submit_to_new_device(
     return sent, run
 
 
-def test_a_submit_to_an_idle_device_is_one_round_trip_then_the_send(parts, client):
-    store, _, enq, fleet = cached(parts)
+def test_a_submit_to_an_idle_device_is_one_round_trip_with_the_send(parts, client):
+    store, _, enq, fleet = cached(parts, client)
     sent, run = submit_to_new_device(client, store, fleet, "d1")
     assert sent == ["EVALSHA"], sent
     assert run.device == "d1"
@@ -105,7 +105,7 @@ def test_a_submit_to_a_busy_fleet_is_one_round_trip_and_wakes_the_scheduler(part
     """The view thinks the device busy: the script still tries it (the view learns of
     finishes only at its re-read), finds it busy, leaves the run pending and wakes the
     scheduler, all in the one round trip."""
-    store, _, enq, fleet = cached(parts)
+    store, _, enq, fleet = cached(parts, client)
     register(store, "d1")
     first, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
     wakes = client.llen(Keys("t").wake)
@@ -120,7 +120,7 @@ def test_a_submit_to_a_busy_fleet_is_one_round_trip_and_wakes_the_scheduler(part
 
 
 def test_a_selector_run_with_no_idle_device_writes_and_wakes_in_one_round_trip(parts, client):
-    store, _, _, fleet = cached(parts)
+    store, _, _, fleet = cached(parts, client)
     register(store, "d1")
     fleet.submit_run(RunSubmit(goal="g", device="d1"))
     fleet.dispatcher.view.reload()
@@ -132,7 +132,7 @@ def test_a_selector_run_with_no_idle_device_writes_and_wakes_in_one_round_trip(p
 def test_a_full_backlog_refuses_the_run_and_writes_nothing(client):
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=2)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=2)
     register(store, "d1")
     for _ in range(3):
         fleet.submit_run(RunSubmit(goal="g", device="d1"))  # one reserved, two pending
@@ -150,7 +150,7 @@ def test_a_replay_is_answered_even_when_the_backlog_is_full(client):
     the backlog filled meanwhile (the key is read before the backlog is counted)."""
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer()), max_pending=1)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=1)
     register(store, "d1")
     fleet.submit_run(RunSubmit(goal="g", device="d1"))  # reserved
     first, created = fleet.submit_run(RunSubmit(goal="g", device="d1"), idempotency_key="k1")
@@ -184,5 +184,34 @@ def test_the_send_rides_in_the_submit_script(redis_server, client):
         assert second.device is None
         assert client.llen(keys.queue("d1")) == 1
         assert store.pending_ids() == [second.id]
+    finally:
+        app.close()
+
+
+def test_a_dispatch_pass_sends_in_the_reserve_script(redis_server, client):
+    """The scheduler's pass (and a batch's placement) reserves an idle device for a pending
+    run and pushes the run's message in the same script: one round trip past the reads (no
+    send of its own); the device's queue holds the message, once."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    keys = Keys("t")
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, CeleryEnqueuer(app)), max_pending=9)
+    try:
+        register(store, "d1")
+        busy, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+        waiting, _ = fleet.submit_run(RunSubmit(goal="g", device="d1"))
+        client.hset(keys.device("d1"), "run", "")  # d1 is free again (its run ended)
+        client.delete(keys.queue("d1"))
+        fleet.dispatcher.view.reload()
+        enq = CeleryEnqueuer(app)
+        store.reserve("no-such-run", "d1", enq.message("no-such-run", "d1"))  # loads the script
+        sent = wire(client, fleet.dispatcher.dispatch)
+        assert sent.count("EVALSHA") == 1, " ".join(sent)  # the reserve, its message in it
+        assert "LPUSH" not in sent, sent
+        queued = [json.loads(m) for m in client.lrange(keys.queue("d1"), 0, -1)]
+        assert [m["headers"]["id"] for m in queued] == [waiting.id]
+        assert store.load(waiting.id).device == "d1"
+        assert store.pending_ids() == []
+        assert busy.id != waiting.id
     finally:
         app.close()

@@ -10,6 +10,7 @@ from redis_values import keys_holding
 from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.service.requests import BatchSubmit, RunSubmit
+from workers.core.app import AppConfig, AppRequest, AppUnderTest, ResetPolicy
 from workers.core.errors import DeviceNotFoundError, ModelUnavailableError
 from workers.core.model import DecideState, Decision, Platform, RunStatus, TokenUsage
 from workers.core.records import DeviceInfo
@@ -18,6 +19,7 @@ from workers.core.rows import totals
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
+from workers.devices.sim_host import SimHost
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings
@@ -202,3 +204,60 @@ def test_the_run_starts_with_its_record_as_the_claim_left_it(parts, client, batc
     assert record.started_at is not None
     assert before <= record.started_at <= time.time()
     assert record.request.goal == "Sign in"
+
+
+def with_host(rt: WorkerRuntime, host: SimHost) -> WorkerRuntime:
+    rt.host = host
+    rt.open_device = host.open
+    return rt
+
+
+def test_the_app_a_run_drove_is_in_its_result_and_every_stored_row(parts, client):
+    """A run asking for the worker's app: `done`, and its result and each step row (as stored)
+    name the app (id, version) and the reset it got."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    served = AppConfig(id="signin", version="1.2")
+    rt = with_host(runtime(client, rs), SimHost("sim:signin-ios", app=served))
+    run, _ = fleet.submit_run(
+        RunSubmit(
+            goal="Sign in",
+            device="d1",
+            inputs={"email": "a@example.com"},
+            secrets={"password": SecretRef(ref="env:PW")},
+            app=AppRequest(id="signin", version="1.2"),
+            reset=ResetPolicy.RELAUNCH,
+        )
+    )
+    assert execute_run(rt, run.id) == "done"
+    want = AppUnderTest(id="signin", version="1.2", reset=ResetPolicy.RELAUNCH)
+    record = rs.load(run.id)
+    assert record is not None
+    assert record.result is not None
+    assert record.result.app == want
+    rows = fleet.steps(run.id)
+    assert rows
+    assert all(row.app == want for row in rows)
+
+
+def test_a_run_for_an_app_the_device_does_not_serve_errors_as_configuration(parts, client):
+    """Another app than the worker's: `errored` as a configuration error, before the device is
+    opened, not counted against the device."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    opened: list[str] = []
+    host = SimHost("sim:signin-ios", app=AppConfig(id="signin"))
+
+    def open_device(run_id: str):
+        opened.append(run_id)
+        return host.open(run_id)
+
+    rt = runtime(client, rs, open_device=open_device)
+    rt.host = host
+    run, _ = fleet.submit_run(RunSubmit(goal="Sign in", device="d1", app=AppRequest(id="other")))
+    assert execute_run(rt, run.id) == "errored"
+    record = rs.load(run.id)
+    assert record is not None
+    assert record.reason.startswith("configuration: app.id 'other'")
+    assert opened == []
+    assert store.registry.devices()[0].infra_failures == 0

@@ -22,8 +22,8 @@
     ├── LeaseLostError              (workers.fleet.fence) this worker's device lease is gone:
     │                               its run goes back to pending, the worker stands down
     ├── FleetError                  (scheduler.errors) API errors, each with its HTTP status:
-    │                               Auth 401, InvalidRequest 422, NotFound 404, Conflict 409,
-    │                               AmbiguousId 409,
+    │                               Auth 401, Forbidden 403, InvalidRequest 422, NotFound 404,
+    │                               Conflict 409, AmbiguousId 409,
     │                               TooManyPending 429, Unavailable 503
     └── ApiError, ApiUnreachableError  (scheduler.client.api_client) what the Python client raises
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from workers.core.app import AppUnderTest
 from workers.core.screen import (
     REF_PATTERN,
     Candidate,
@@ -136,21 +137,27 @@ class Inputs(BaseModel):
 
     def scrub_row(self, row: StepRow) -> StepRow:
         """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
-        errors, a fill's shown value: a step row names an input, never holds its value."""
+        errors, a fill's shown value: a step row names an input, never holds its value.
+        A row none of whose texts holds a value comes back as it is (no copy validated)."""
         if not self._replacements:
             return row
         pairs = self._replacements
+        changed = False
 
         def walk(v: object) -> object:
+            nonlocal changed
             if isinstance(v, str):
-                return self.scrub(v, pairs)
+                scrubbed = self.scrub(v, pairs)
+                changed = changed or scrubbed != v
+                return scrubbed
             if isinstance(v, dict):
                 return {k: walk(x) for k, x in v.items()}
             if isinstance(v, list | tuple):
                 return [walk(x) for x in v]
             return v
 
-        return StepRow.model_validate(walk(row.model_dump()))
+        walked = walk(row.model_dump())
+        return StepRow.model_validate(walked) if changed else row
 
     def scrub_state(self, state: DecideState) -> DecideState:
         """The state with candidate names and context texts scrubbed, and field values
@@ -366,6 +373,7 @@ class StepRow(_Frozen):
     screenshot_note: str = ""
     """Why the step has no picture ("" when it has one or none was asked for)."""
     screenshot_ms: float = 0.0
+    app: AppUnderTest | None = None  # the app the run drove (`workers.core.app`)
 
 
 class ErrorInfo(_Frozen):
@@ -399,3 +407,4 @@ class RunResult(_Frozen):
     run_id: str | None = None
     device_id: str | None = None
     attempt: int = 1
+    app: AppUnderTest | None = None  # the app it drove, command and version, and its reset

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from workers.core.app import AppRequest, AppUnderTest, ResetPolicy
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
 
 
@@ -40,6 +41,39 @@ class DevicePort(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class KnownScreen(Protocol):
+    """A device that can check a remembered action's effect faster than a settle window.
+
+    The loop calls `expect_known_screen()` right before a press or fill it repeats from its
+    decision memory (made on this very screen in a `done` run); the device may then read the
+    action's effect from the snapshots that follow instead of waiting its settle window out.
+    The effect is still checked: an action that changes nothing reports `changed=False`."""
+
+    def expect_known_screen(self) -> None: ...
+
+
+class DeviceHost(Protocol):
+    """A worker's device across its runs: what it keeps between them (an agent-device daemon,
+    the app it started), the app each run drives, reset as the run asks, and a device per run.
+
+    Implemented by `workers.devices.sim_host.SimHost` and
+    `workers.devices.agent_device_host.AgentDeviceHost`."""
+
+    def prepare(self, asked: AppRequest | None, reset: ResetPolicy | None) -> AppUnderTest | None:
+        """The app the next `open` drives and the reset it gets (`ConfigError` when this device
+        cannot serve what the run asks for); None: no app to speak of."""
+        ...
+
+    def open(self, run_id: str) -> DevicePort:
+        """Reset the prepared app, then open the device for one run (the caller closes it)."""
+        ...
+
+    def close(self) -> None:
+        """Stop what the host keeps (at the end of the worker's process)."""
+        ...
 
 
 class Decider(Protocol):

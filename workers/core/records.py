@@ -143,6 +143,19 @@ class RunRecord(BaseModel):
     result: RunResult | None = None
     cancel_requested: bool = False
     schedule: str | None = None
+    owner: str | None = None
+    """The name of the token that submitted it (`workers.core.access`); None for a run
+    recorded before owners were."""
+    suite: str | None = None
+    """The suite whose batch this run is in (a flows file's `suite`), if any."""
+    flow: str | None = None
+    """The suite flow this run is an attempt of (a flows file's `name`), if any."""
+    retries: int = 0
+    """How many more attempts a failure of this one brings (`lua/lib/retry.lua`)."""
+    retry: int = 0
+    """Which attempt of its flow on its device this is: 0 the first, 1 the first retry."""
+    retry_of: str | None = None
+    """The attempt before this one."""
 
     def to_hash(self) -> dict[str, str]:
         out = {
@@ -160,7 +173,12 @@ class RunRecord(BaseModel):
             "reason": self.reason,
             "cancel": "1" if self.cancel_requested else "",
             "schedule": self.schedule or "",
+            "owner": self.owner or "",
         }
+        # a suite's fields only where they are set: a 1,000-run batch stays as small as it was
+        extra = {"suite": self.suite, "flow": self.flow, "retries": self.retries,
+                 "retry": self.retry, "retry_of": self.retry_of}  # fmt: skip
+        out.update({k: str(v) for k, v in extra.items() if v})
         for name in ("dispatched_at", "started_at", "finished_at"):
             v = getattr(self, name)
             out[name] = "" if v is None else repr(v)
@@ -197,6 +215,12 @@ class RunRecord(BaseModel):
             result=RunResult.model_validate_json(res) if res else None,
             cancel_requested=raw.get("cancel", "") == "1",
             schedule=_s(raw, "schedule"),
+            suite=_s(raw, "suite"),
+            flow=_s(raw, "flow"),
+            retries=int(raw.get("retries", "0") or 0),
+            retry=int(raw.get("retry", "0") or 0),
+            retry_of=_s(raw, "retry_of"),
+            owner=_s(raw, "owner"),
         )
 
 
@@ -212,6 +236,10 @@ class BatchRecord(BaseModel):
     created_at: float
     goal: str = ""
     runs: tuple[str, ...] = ()
+    suite: str | None = None
+    """The flows file's suite name, for a batch a suite submitted."""
+    owner: str | None = None
+    """Who submitted it (as `RunRecord.owner`)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -229,6 +257,8 @@ class BatchRecord(BaseModel):
             created_at=float(raw["created_at"]),
             goal=raw.get("goal", ""),
             runs=tuple(runs),
+            suite=raw.get("suite") or None,
+            owner=_s(raw, "owner"),
         )
 
 

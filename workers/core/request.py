@@ -7,6 +7,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workers.core.app import AppRequest, ResetPolicy
 from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
 from workers.core.params import RunParams
 
@@ -57,6 +58,12 @@ class GoalRunRequest(RunParams):
     ask_person: bool = True
     """When the last decider escalates, park the run with its question for a person (if the
     fleet asks people: `GOALFLEET_QUESTIONS`); false ends it `escalated` at once."""
+    app: AppRequest | None = None
+    """The app under test (`{"id": ..., "version": ...}`), checked against the device's; its
+    result and step rows name the app the worker drove (`workers.core.app`)."""
+    reset: ResetPolicy | None = None
+    """How the app is reset before the run (relaunch, clear-state, reinstall, none); None:
+    the device's own policy (`goalfleet worker --reset`)."""
 
     @field_validator("decider")
     @classmethod

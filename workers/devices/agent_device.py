@@ -15,11 +15,11 @@ What it does at this edge:
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
 - maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
-- logs each command at debug level: command, pinned ref, duration, outcome.
+- logs each command at debug level: command, pinned ref, duration, outcome;
+- checks a remembered action's effect by re-snapshots, not a settle window (`agent_device_quick`).
 
-Beside it: `agent_device_launch` finds, checks and starts the daemon a device spec needs,
-`agent_device_daemon` owns the daemon process, `agent_device_replies` reads the daemon's
-replies (errors, settle results, nodes) and `agent_device_wire` carries them.
+Beside it: `agent_device_launch` finds and starts a spec's daemon, `agent_device_daemon` owns
+it, `agent_device_host` keeps it for a worker, `agent_device_replies` reads replies.
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.projection import build_snapshot
+from workers.core.shots import Screenshot
+from workers.devices.agent_device_daemon import DaemonInfo
 from workers.devices.agent_device_launch import (
     check_daemon,
-    ensure_daemon,
     find_daemon,
-    resolve_spec,
 )
+from workers.devices.agent_device_quick import Look, quick_effect, screen_look
 from workers.devices.agent_device_replies import (
     daemon_ms,
     map_daemon_error,
@@ -54,7 +55,9 @@ from workers.devices.agent_device_replies import (
     refs_generation,
     settle_result,
 )
-from workers.devices.agent_device_secrets import SecretChannel, typed_value
+from workers.devices.agent_device_reset import NO_RESET, ResetPlan
+from workers.devices.agent_device_secrets import SecretChannel, record_name, typed_value
+from workers.devices.agent_device_shots import Bounds, capture
 from workers.devices.agent_device_wire import (
     DaemonTransport,
     HttpTransport,
@@ -66,7 +69,6 @@ __all__ = [
     "AgentDeviceDevice",
     "check_daemon",
     "map_daemon_error",
-    "open_device",
     "record_name",
 ]
 
@@ -76,22 +78,12 @@ REDACTED = "[redacted]"
 MASK = "**********"
 DEFAULT_SESSION = "goalfleet"
 DEFAULT_SETTLE_QUIET_MS = 300
-"""agent-device's default is 500; on the GTK app 150 was enough (press+settle ~480 vs ~850 ms).
-300 keeps a margin for slower apps; `ActionResult.settled` says when the window ran out."""
+"""agent-device's default is 500; 300 keeps a margin for slower apps than the GTK one (150 was
+enough there); `ActionResult.settled` says when the window ran out."""
 DEFAULT_ACTION_TIMEOUT_MS = 5000
 TransportKind = Literal["socket", "http"]
 _LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
 """agent-device 0.21.5's INVALID_ARGS messages for an `open` of a session already open."""
-
-
-def record_name(input_name: str) -> str:
-    """The agent-device variable name for an input: `password` → `PASSWORD`.
-
-    Names must be upper-case letters, digits and `_`, and `AD_*` is reserved."""
-    name = "".join(ch if ch.isalnum() else "_" for ch in input_name).upper()
-    if not name or not name[0].isalpha() or name.startswith("AD_"):
-        name = f"GF_{name}"
-    return name
 
 
 class AgentDeviceDevice:
@@ -112,10 +104,13 @@ class AgentDeviceDevice:
         clock: Callable[[], float] = time.perf_counter,
         on_close: Callable[[], None] | None = None,
         secret_channel: SecretChannel | None = None,
+        reset: ResetPlan = NO_RESET,
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
-        the armed recording is published on close; needed for sensitive fills."""
+        the armed recording is published on close; needed for sensitive fills. `reset`: the
+        commands sent before the session's `open`, and the flags added to it
+        (`agent_device_reset`)."""
         self._transport = transport
         self._token = token
         self._platform = platform
@@ -128,12 +123,15 @@ class AgentDeviceDevice:
         self._clock = clock
         self._on_close = on_close
         self._secret_channel = secret_channel
+        self._reset = reset
+        self._quick = False
+        self._last: Snapshot | None = None
+        self._next: Snapshot | None = None
+        self._looks: dict[str, Look] = {}
         self._secrets: set[str] = set()
+        self._bounds = Bounds()
         self._opened = False
-        self.last_daemon_ms: float | None = None
-        """The daemon's own wall time for the last command, when it reports one."""
-
-    # -- construction ---------------------------------------------------------------------
+        self.last_daemon_ms: float | None = None  # the daemon's own time of the last command
 
     @classmethod
     def connect(
@@ -148,9 +146,12 @@ class AgentDeviceDevice:
         arm_recording: bool = True,
         settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
+        reset: ResetPlan = NO_RESET,
+        info: DaemonInfo | None = None,
     ) -> AgentDeviceDevice:
-        """Find the daemon by its `daemon.json`, check it, and open the session."""
-        info = find_daemon(state_dir)
+        """Find the daemon by its `daemon.json` and check it (or take a kept daemon's `info`),
+        then open the session."""
+        info = info or find_daemon(state_dir)
         wire: DaemonTransport
         if transport == "http":
             if info.http_port is None:
@@ -178,6 +179,7 @@ class AgentDeviceDevice:
             settle_quiet_ms=settle_quiet_ms,
             action_timeout_ms=action_timeout_ms,
             secret_channel=SecretChannel.of_daemon(state_dir, info.pid),
+            reset=reset,
         )
         try:
             dev.open()
@@ -185,8 +187,6 @@ class AgentDeviceDevice:
             wire.close()
             raise
         return dev
-
-    # -- the port ---------------------------------------------------------------------------
 
     @property
     def platform(self) -> Platform:
@@ -196,7 +196,10 @@ class AgentDeviceDevice:
         """Open the session. A session of this name left open (by a run killed mid-way, on a
         daemon that outlived it) is closed and opened again: the daemon refuses to re-open it
         ("Session already active", or "can only arm a fresh session" with a recording)."""
-        flags: dict[str, Any] = {"platform": self._platform.value, **self._device}
+        selector = {"platform": self._platform.value, **self._device}
+        for command, args, extra in self._reset.before_open:  # the app's reset, if any
+            self._call(command, list(args), {**selector, **extra})
+        flags: dict[str, Any] = {**selector, **self._reset.open_flags}
         if self._record_script is not None:
             flags["saveScript"] = str(self._record_script)
         positionals = [self._app] if self._app else []
@@ -210,15 +213,28 @@ class AgentDeviceDevice:
             self._call("open", positionals, flags)
         self._opened = True
 
+    def expect_known_screen(self) -> None:
+        """The next press/fill repeats a remembered one: check its effect by re-snapshots
+        instead of a settle window (`agent_device_quick`)."""
+        self._quick = True
+
     def snapshot(self) -> Snapshot:
+        if self._next is not None:  # taken by a remembered action's effect check
+            snap, self._next = self._next, None
+            return snap
+        self._last = snap = self._snapshot_now()
+        return snap
+
+    def _snapshot_now(self) -> Snapshot:
         data = self._call("snapshot", [], {"snapshotInteractiveOnly": True})
         raw_nodes = data.get("nodes")
         generation = data.get("refsGeneration")
         if not isinstance(raw_nodes, list) or generation is None:
             raise ProtocolError("snapshot data has no 'nodes' list or no 'refsGeneration'")
-        nodes = [
-            n for n in (read_node(r, self._mask) for r in raw_nodes if isinstance(r, dict)) if n
-        ]
+        pairs = [(read_node(r, self._mask), r) for r in raw_nodes if isinstance(r, dict)]
+        nodes = [n for n, _ in pairs if n]
+        self._looks = {**self._looks, str(generation): screen_look(pairs)}
+        self._bounds = Bounds.of(raw_nodes)
         if not nodes:
             raise EmptySnapshotError(
                 "the device returned an empty accessibility tree",
@@ -248,6 +264,10 @@ class AgentDeviceDevice:
         with typed_value(value, self._platform, self._secret_channel) as sent:
             return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
 
+    def screenshot(self) -> Screenshot:
+        """The screen the last snapshot described (`ScreenshotPort`; `agent_device_shots`)."""
+        return capture(self._call, self._bounds, self._platform)
+
     def close(self) -> None:
         try:
             if self._opened:
@@ -258,12 +278,14 @@ class AgentDeviceDevice:
             if self._on_close is not None:
                 on_close, self._on_close = self._on_close, None
                 on_close()
-            if self._record_script is not None:
-                # the published script holds selectors and plain literals (never a recordAs
-                # value); we armed it only for recordAs, so it is not kept
+            if self._record_script is not None:  # armed for recordAs only: not kept
                 self._record_script.unlink(missing_ok=True)
 
-    # -- internals --------------------------------------------------------------------------
+    def end_run(self) -> None:
+        """Forget what one run left (typed secrets' masks, a pending effect check), the session
+        staying open for the next run (`agent_device_host`, on Linux)."""
+        self._secrets.clear()
+        self._quick, self._next, self._last, self._looks = False, None, None, {}
 
     def _close_session(self) -> None:
         try:
@@ -281,6 +303,14 @@ class AgentDeviceDevice:
         *,
         literal: str | None = None,
     ) -> ActionResult:
+        quick, self._quick, self._next = self._quick, False, None
+        if quick:
+            flags = {**flags, "timeoutMs": self.action_timeout_ms}
+            self._call(command, positionals, flags, target=pinned_ref, literal=literal)
+            result, self._next = quick_effect(self._snapshot_now, self._last, look=self._look)
+            self._looks = {self._next.refs_generation: self._looks[self._next.refs_generation]}
+            self._last = self._next
+            return result
         flags = {
             **flags,
             "settle": True,
@@ -349,6 +379,9 @@ class AgentDeviceDevice:
             **extra,
         )
 
+    def _look(self, snap: Snapshot | None) -> Look | None:
+        return self._looks.get(snap.refs_generation) if snap is not None else None
+
     def _scrubber(self, literal: str | None) -> Callable[[str], str]:
         secrets = [s for s in {*self._secrets, literal or ""} if s]
 
@@ -370,30 +403,3 @@ def _require_pinned(pinned_ref: str) -> None:
     head, sep, gen = pinned_ref.partition("~s")
     if not (sep and head.startswith("@e") and head[2:].isdigit() and gen.isdigit()):
         raise ConfigError(f"{pinned_ref!r} is not a pinned ref; pin it as @eN~sGEN (Snapshot.pin)")
-
-
-def open_device(
-    spec: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    state_root: Path | None = None,
-) -> AgentDeviceDevice:
-    """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device.
-
-    Reuses this process's live daemon in `<state_root>/<spec>`, or starts one there (stopped
-    again on `close()`) after stopping any daemon a dead owner left there; refuses a daemon a
-    live process owns (`agent_device_owner`). See `agent_device_launch.resolve_spec` for
-    `env`."""
-    target = resolve_spec(spec, env=env, state_root=state_root)
-    daemon = ensure_daemon(target)
-    on_close = daemon.stop if daemon is not None else None
-    try:
-        dev = AgentDeviceDevice.connect(
-            target.state_dir, platform=target.platform, device=target.device
-        )
-    except BaseException:
-        if on_close is not None:
-            on_close()
-        raise
-    dev._on_close = on_close  # noqa: SLF001 - set by this module's own factory
-    return dev

@@ -10,6 +10,7 @@ one; `agent_device_daemon` owns the daemon process.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ __all__ = [
     "resolve_spec",
     "state_dir_for",
 ]
+
+LINUX_SPEC = "agent-device:linux"
 
 
 def check_daemon(info: DaemonInfo, health: Mapping[str, Any] | None = None) -> None:
@@ -97,21 +100,41 @@ class DeviceTarget:
 
 
 def state_dir_for(
-    spec: str, *, env: Mapping[str, str] | None = None, state_root: Path | None = None
+    spec: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+    role: str = "",
 ) -> Path:
-    """Where the daemon of `spec` keeps its state: `<state_root>/<spec>`, by default under
-    `$HOME/.cache/goalfleet/agent-device`."""
+    """Where the daemon of `spec` keeps its state: `<state_root>/<key>`, by default under
+    `$HOME/.cache/goalfleet/agent-device`, keyed by the device, so any number of workers on one
+    host and one HOME each get their own state dir, daemon lock and daemon.
+
+    The key is the spec (an iOS udid, an Android serial name one device); the Linux desktop is
+    one spec on every display, so its key adds the display and a digest of the session bus
+    (`agent-device_linux@_101-1a2b3c4d`). `role` keeps a second daemon of the same device apart
+    (the worker's quarantine probe: `+probe`), since a state dir has one daemon and one owner."""
     source = os.environ if env is None else env
     home = source.get("HOME", str(Path.home()))
     root = state_root or Path(home) / ".cache" / "goalfleet" / "agent-device"
-    return root / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
+    key = spec
+    if spec == LINUX_SPEC:
+        bus = hashlib.sha256(source.get("DBUS_SESSION_BUS_ADDRESS", "").encode()).hexdigest()
+        key = f"{spec}@{source.get('DISPLAY', '')}-{bus[:8]}"
+    if role:
+        key = f"{key}+{role}"
+    return root / re.sub(r"[^A-Za-z0-9_.@+-]", "_", key)
 
 
 def resolve_spec(
-    spec: str, *, env: Mapping[str, str] | None = None, state_root: Path | None = None
+    spec: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+    role: str = "",
 ) -> DeviceTarget:
     """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → its `DeviceTarget`, with its
-    state dir `<state_root>/<spec>`.
+    state dir (`state_dir_for`).
 
     `env` is the environment the daemon needs (DISPLAY and DBUS_SESSION_BUS_ADDRESS for Linux,
     PATH with xcrun/adb for iOS/Android); the composition root should pass it. Given None,
@@ -119,9 +142,9 @@ def resolve_spec(
     """
     source = dict(os.environ if env is None else env)
     home = source.get("HOME", str(Path.home()))
-    state_dir = state_dir_for(spec, env=source, state_root=state_root)
+    state_dir = state_dir_for(spec, env=source, state_root=state_root, role=role)
     kind, _, ident = spec.partition(":")
-    if spec == "agent-device:linux":
+    if spec == LINUX_SPEC:
         daemon_env = linux_desktop_env(
             display=source.get("DISPLAY", ""),
             dbus_session_bus_address=source.get("DBUS_SESSION_BUS_ADDRESS", ""),

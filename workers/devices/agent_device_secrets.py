@@ -46,6 +46,7 @@ __all__ = [
     "channel_dir",
     "install_shim",
     "mark_daemon",
+    "record_name",
     "typed_value",
 ]
 
@@ -90,6 +91,16 @@ if [ "$1" = type ]; then
 fi
 exec "$real" "$@"
 """
+
+
+def record_name(input_name: str) -> str:
+    """The agent-device variable name for an input: `password` → `PASSWORD`.
+
+    Names must be upper-case letters, digits and `_`, and `AD_*` is reserved."""
+    name = "".join(ch if ch.isalnum() else "_" for ch in input_name).upper()
+    if not name or not name[0].isalpha() or name.startswith("AD_"):
+        name = f"GF_{name}"
+    return name
 
 
 def channel_dir(state_dir: Path) -> Path:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
+from workers.core.app import AppConfig
 from workers.core.errors import ConfigError
-from workers.core.ports import DevicePort
+from workers.core.ports import DeviceHost, DevicePort
 from workers.devices.sim import DEFAULT_SIM, SimOptions, make_sim_device
 from workers.devices.sim import SPEC as SIM_SPEC
 from workers.devices.sim_apps import APPS
@@ -47,9 +48,34 @@ def make_device(spec: str, *, seed: int = 0, sim: SimOptions = DEFAULT_SIM) -> D
             faults=sim.faults,
             session_log=sim.session_log,
         )
-    from workers.devices.agent_device import open_device  # noqa: PLC0415 - Node tooling is optional
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec)
+
+
+def make_device_host(
+    spec: str, *, sim: SimOptions = DEFAULT_SIM, app: AppConfig | None = None
+) -> DeviceHost:
+    """The `DeviceHost` a worker keeps for `spec` across its runs: a `SimHost`, or an
+    `AgentDeviceHost` (its daemon kept, its app reset per run). Opens nothing yet."""
+    check_device_spec(spec)
+    if spec.startswith("sim:"):
+        from workers.devices.sim_host import SimHost  # noqa: PLC0415 - one per backend
+
+        return SimHost(spec, sim=sim, app=app)
+    from workers.devices.agent_device_host import AgentDeviceHost  # noqa: PLC0415 - Node tooling
+
+    return AgentDeviceHost(spec, app=app)
+
+
+def open_probe_device(spec: str) -> DevicePort:
+    """A device for the quarantine probe, beside the run's: its own daemon (a state dir of its
+    own, `+probe`), started for the probe and stopped on close."""
+    if spec.startswith("sim:"):
+        return make_device(spec)
+    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
+
+    return open_device(spec, role="probe")
 
 
 def release_device(spec: str) -> bool:
@@ -65,4 +91,6 @@ def release_device(spec: str) -> bool:
         state_dir_for,
     )
 
-    return release_daemon(state_dir_for(spec))
+    run = release_daemon(state_dir_for(spec))
+    probe = release_daemon(state_dir_for(spec, role="probe"))
+    return run or probe

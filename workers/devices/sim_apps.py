@@ -4,6 +4,8 @@ of `workers.devices.sim_screens`)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections import Counter
 
 from workers.devices.sim_screens import (
     CREATE,
@@ -289,6 +291,26 @@ def _german() -> App:
     )
 
 
+_FLAKY_OPENS: Counter[int] = Counter()
+"""How many times this process (by pid: a forked pool child starts at 0) opened `flaky`."""
+
+
+def _flaky() -> App:
+    """Sign-in whose first run in a process meets an outage (a dead end: the run ends
+    blocked) and every later one signs in: a flow that passes only on retry."""
+    pid = os.getpid()
+    _FLAKY_OPENS[pid] += 1
+    if _FLAKY_OPENS[pid] > 1:
+        return sign_in("flaky")
+    outage = titled(
+        "outage",
+        "Something went wrong",
+        Element("text", "Our servers are busy. Try again later.", "outage_body"),
+        title_id="outage_title",
+    )
+    return sign_in("flaky", outage)
+
+
 APPS = {
     "signin": _signin,
     "code": _code,
@@ -304,6 +326,7 @@ APPS = {
     "interstitials": _interstitials,
     "chooser": _chooser,
     "german": _german,
+    "flaky": _flaky,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""

@@ -31,7 +31,8 @@ from collections.abc import Callable
 
 from workers.core.errors import GoalfleetError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import DevicePort
+from workers.core.ports import DevicePort, KnownScreen
+from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
 DRIFT_MARGIN = 0.1
 """The share of `lease_s` the fence gives up to clock drift between this host and Redis."""
@@ -154,8 +155,20 @@ class FencedDevice:
         self.fence.check("fill")
         return self.device.fill(pinned_ref, value)
 
+    def screenshot(self) -> Screenshot:
+        """The device's picture (`ScreenshotPort`), fenced like every command it sends; a
+        device without pictures says so, as an unwrapped one would."""
+        if not isinstance(self.device, ScreenshotPort):
+            raise ScreenshotUnavailableError("this device takes no screenshots")
+        self.fence.check("screenshot")
+        return self.device.screenshot()
+
     def close(self) -> None:
         self.device.close()
+
+    def expect_known_screen(self) -> None:
+        if isinstance(self.device, KnownScreen):
+            self.device.expect_known_screen()
 
 
 def open_fenced(

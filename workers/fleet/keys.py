@@ -142,6 +142,16 @@ class Keys:
         return f"{self.prefix}:history:outbox"
 
     @property
+    def events(self) -> str:
+        """The fleet's events for webhooks (a capped stream; `lua/lib/events.lua`)."""
+        return f"{self.prefix}:events"
+
+    @property
+    def webhook(self) -> str:
+        """Set while a scheduler serves a fleet-wide webhook: every run's events are kept."""
+        return f"{self.prefix}:webhook"
+
+    @property
     def timings(self) -> str:
         return f"{self.prefix}:timings"
 

@@ -5,14 +5,14 @@ pool forked.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
 
+from workers.core.app import AppConfig
 from workers.core.errors import ConfigError
-from workers.core.ports import Decider, DevicePort
+from workers.core.ports import Decider, DeviceHost, DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SecretResolver
 from workers.core.shots import Camera
@@ -40,6 +40,8 @@ class WorkerSpec:
     """What `workers.devices.factory.make_device` takes: `sim:signin-ios`, `ios:<udid>`, ..."""
     sim: SimOptions = DEFAULT_SIM
     """Options for a `sim:` device (latency, session log, fault injection); others ignore it."""
+    app: AppConfig | None = None
+    """The app its device serves (`--app-id`, `--app-command`, …) and its default reset."""
 
     @property
     def name(self) -> str:
@@ -62,19 +64,27 @@ class WorkerRuntime:
     """The worker's device lease as the run task sees it (made by `start_worker` before the
     pool forks): checked before every device action and by every claim, step write and
     finish. None only where the task body runs without a worker holding a lease (tests)."""
+    host: DeviceHost | None = None
+    """The device kept across runs (its daemon, its app): each run's app and reset are
+    prepared on it before `open_device`; closed with the runtime. None: `open_device` alone
+    (tests), and a run's app is not checked or reset."""
 
     @property
     def device_id(self) -> str:
         return self.spec.info.id
 
 
+def default_device_host(spec: WorkerSpec) -> DeviceHost:
+    """The worker's device host (nothing opened yet: each pool child starts its own daemon on
+    its first run, after the fork)."""
+    from workers.devices.factory import make_device_host  # noqa: PLC0415 - only workers do
+
+    return make_device_host(spec.device_spec, sim=spec.sim, app=spec.app)
+
+
 def default_device_opener(spec: WorkerSpec) -> DeviceOpener:
-    from workers.devices.factory import make_device  # noqa: PLC0415 - only workers open devices
-
-    def open_device(run_id: str) -> DevicePort:
-        return make_device(spec.device_spec, seed=zlib.crc32(run_id.encode()), sim=spec.sim)
-
-    return open_device
+    """A device per run on a host of its own (tests and tools that need no host)."""
+    return default_device_host(spec).open
 
 
 def default_decider_maker(settings: Settings | None = None) -> DeciderMaker:
@@ -97,6 +107,7 @@ def build_runtime(
     open_device: DeviceOpener | None = None,
     make_decider: DeciderMaker | None = None,
     fence: Fence | None = None,
+    host: DeviceHost | None = None,
 ) -> WorkerRuntime:
     # A run waits a Redis outage out (backoff with jitter) as long as it may run at all.
     client = redis_client(settings.redis_url, outage_wait_s=settings.soft_time_limit_s)
@@ -111,6 +122,7 @@ def build_runtime(
         observers=observers,
         fence=fence,
         camera=make_camera(settings),
+        host=host,
     )
 
 
@@ -143,7 +155,12 @@ def current() -> WorkerRuntime:
 
 
 def reset() -> None:
-    """Drop the runtime (`worker_process_shutdown`, tests)."""
-    if _Holder.runtime is not None:
-        _Holder.runtime.redis.close()
-    _Holder.runtime = None
+    """Drop the runtime (`worker_process_shutdown`, tests): its device host stops what it
+    kept (the daemon, the app)."""
+    rt, _Holder.runtime = _Holder.runtime, None
+    if rt is not None:
+        try:
+            if rt.host is not None:
+                rt.host.close()
+        finally:
+            rt.redis.close()

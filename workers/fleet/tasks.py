@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
+from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.core.loop import run_goal
@@ -223,25 +224,34 @@ def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult)
 
 
 def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
+    """The run on the device, with the app it drove in its result and every row."""
     req = record.request
     device: DevicePort | None = None
+    app: AppUnderTest | None = None
 
     rows: list[StepRow] = []
     started = time.perf_counter()
+    cancel: list[bool] = []
+    """The cancel flag as the last step's row write read it; empty before the first step,
+    which reads it itself (the device was opened since the claim)."""
 
     def on_step(row: StepRow) -> None:
-        rt.store.write_step(record.id, claim.token, row, fence=rt.fence)
+        if app is not None:
+            row = row.model_copy(update={"app": app})
+        cancel[:] = [rt.store.write_step(record.id, claim.token, row, fence=rt.fence)]
         rows.append(row)
         _each(rt, lambda o: o.step(record, row), "step")
 
     def should_cancel() -> bool:
-        return rt.store.cancel_requested(record.id)
+        return cancel[0] if cancel else rt.store.cancel_requested(record.id)
 
     try:
         inputs = resolve_inputs(req, rt.secrets)
         decider = rt.make_decider(req.decider)
+        if rt.host is not None:
+            app = rt.host.prepare(req.app, req.reset)
         device = open_fenced(rt.open_device, record.id, rt.fence)
-        return run_goal(
+        result = run_goal(
             device,
             req.goal,
             decider=decider,
@@ -258,12 +268,15 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             camera=rt.camera,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
+        steps = tuple(s.model_copy(update={"app": app}) for s in result.steps)
+        return result.model_copy(update={"app": app, "steps": steps}) if app else result
     except LeaseLostError:
         raise  # not this run's failure: `execute_run` hands it back to pending
     except Exception as exc:  # every other failure becomes a recorded result
         if is_outage(exc):
             raise  # Redis stayed unavailable for longer than the run may wait: requeued
-        return _failed(rt, record, exc, tuple(rows), (time.perf_counter() - started) * 1000)
+        failed = _failed(rt, record, exc, tuple(rows), (time.perf_counter() - started) * 1000)
+        return failed.model_copy(update={"app": app}) if app else failed
     finally:
         if device is not None:
             with contextlib.suppress(DeviceError):

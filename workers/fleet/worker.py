@@ -30,7 +30,7 @@ from workers.fleet.connections import redis_client
 from workers.fleet.fence import LeaseLostError
 from workers.fleet.keys import Keys, device_queue
 from workers.fleet.presence import Presence
-from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_opener
+from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_host
 from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.tasks import register_tasks
 from workers.settings import Settings
@@ -89,14 +89,21 @@ def start_worker(
         metrics_port=metrics_port,
     )
     secrets = telemetry.wrap_secrets(EnvSecrets(environ))
-    opener = telemetry.wrap_opener(default_device_opener(spec))
+    host = default_device_host(spec)  # each pool child keeps its copy's daemon and app
+    opener = telemetry.wrap_opener(host.open)
     all_observers = (*telemetry.observers, *observers)
     registry = DeviceRegistry(redis_client(settings.redis_url), Keys(settings.key_prefix))
     presence = Presence(registry, spec, settings, probe=_probe(spec), on_lost=_stand_down(settings))
     fence = presence.fence
     runtime_mod.configure(
         lambda: build_runtime(
-            settings, spec, secrets, observers=all_observers, open_device=opener, fence=fence
+            settings,
+            spec,
+            secrets,
+            observers=all_observers,
+            open_device=opener,
+            fence=fence,
+            host=host,
         )
     )
     presence.register()
@@ -159,5 +166,7 @@ def _stand_down(settings: Settings) -> Callable[[str], None]:
 
 
 def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:
-    opener = default_device_opener(spec)
-    return lambda: opener("probe")
+    """The quarantine probe's device: a daemon of its own (the pool child keeps the run's)."""
+    from workers.devices.factory import open_probe_device  # noqa: PLC0415 - only workers do
+
+    return lambda: open_probe_device(spec.device_spec)

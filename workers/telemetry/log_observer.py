@@ -15,6 +15,7 @@ with the pinned ref it acted on and how long it took.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -175,6 +176,8 @@ class ObservedDevice(WatchedDevice):
         self._log = logger if logger is not None else logs.get_logger("goalfleet.device")
 
     def observed(self, command: DeviceCommand) -> None:
+        if not self._log.is_enabled_for(logging.DEBUG):  # the usual case: nothing to build
+            return
         fields = dict(command.meta)
         if command.error is not None:
             if not isinstance(command.error, DeviceError):

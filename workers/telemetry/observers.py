@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from workers.core.model import ActionResult, InputValue, Platform, RunResult, Snapshot, StepRow
-from workers.core.ports import DevicePort
+from workers.core.ports import DevicePort, KnownScreen
 from workers.core.records import Question, RunRecord
+from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
 _T = TypeVar("_T")
 
@@ -105,8 +106,20 @@ class WatchedDevice:
         meta = {"ref": pinned_ref, "input": value.name, "sensitive": value.sensitive}
         return self._watch("fill", lambda: self._inner.fill(pinned_ref, value), meta)
 
+    def screenshot(self) -> Screenshot:
+        """The inner device's picture (`ScreenshotPort`), watched like a command; a device
+        without pictures says so, as an unwrapped one would."""
+        inner = self._inner
+        if not isinstance(inner, ScreenshotPort):
+            raise ScreenshotUnavailableError("this device takes no screenshots")
+        return self._watch("screenshot", inner.screenshot, {})
+
     def close(self) -> None:
         self._watch("close", self._inner.close, {})
+
+    def expect_known_screen(self) -> None:
+        if isinstance(self._inner, KnownScreen):
+            self._inner.expect_known_screen()
 
     def _watch(self, name: str, call: Callable[[], _T], meta: dict[str, object]) -> _T:
         t0 = time.perf_counter()

@@ -156,7 +156,7 @@ class HistoryWriter:
 
     def drain(self) -> int:
         """Drain until the outbox is empty; returns the runs stored. (Reading the next slice
-        while the last is written measured no faster on 2 cores: docs/benchmarks.md §14.)"""
+        while the last is written measured no faster on 2 cores: docs/benchmarks.md §17.)"""
         total = 0
         while n := self.drain_once():
             total += n

@@ -136,7 +136,7 @@ def history_of(
     result = record.result
     scrub = Inputs.of(record.request.inputs).scrub  # as the loop scrubs its rows
     finished = record.finished_at or record.started_at or record.submitted_at
-    flow = record.request.goal.strip()
+    flow = record.flow or record.request.goal.strip()  # a suite's flow by name, else the goal
     totals = result.totals if result else None
     status = record.status
     decided = Counter(by for s in steps if (by := _decided_by(s)))
@@ -144,7 +144,7 @@ def history_of(
         run_id=record.id,
         attempt=record.attempt,
         batch=record.batch or "",
-        suite=record.schedule or "",
+        suite=record.suite or "",
         flow=flow,
         goal=record.request.goal,
         device=record.device or "",

@@ -2,8 +2,8 @@
 holds, each one Lua script in `lua/` (loaded by `scripts`, with the fragments of `lua/lib/`
 and the status names of `workers.core.model.RunStatus`), called from one of four stores:
 
-    queue.RunQueue        the scheduler's side: submit, reserve, unreserve, release a stray
-                          reservation, cancel, expire an unplaceable run
+    queue.RunQueue        the scheduler's side: submit, reserve, resend, unreserve, release a
+                          stray reservation, cancel, expire an unplaceable run
     runs.RunStore         the worker's side: claim, step, finish, hand back
     questions.QuestionStore  park a run for a person, answer (requeue or end), expire, cancel
     devices.DeviceRegistry   register, renew, deregister, recover (lift a quarantine)
@@ -14,7 +14,8 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     event             from              to                                    script
     submit            (new)             pending, or reserved (a free device)  submit_one
     reserve           pending           reserved                              reserve
-    unreserve         reserved          pending (its message was not sent)    unreserve
+    unreserve         reserved          pending (its device is down)          unreserve
+    resend            reserved          reserved (its message again)          resend
     release stray     reserved          pending (no device holds it)          release_stray
     deregister        reserved          pending (its device left)             deregister
     claim             reserved          running                               claim
@@ -34,7 +35,10 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     end overdue       running           errored (the scheduler, by claim)     finish
 
     * a redelivered message claims again: attempt + 1, past the cap it is finished errored.
-    unreserve (the message could not be sent), release_stray (no registered device holds the
+    A finish that fails a run with `retries` left also submits its next attempt (a new run,
+    pending, for the same device, in the same batch: `lib/retry.lua`). Every script that ends
+    or parks a run appends an event for webhooks when someone listens (`lib/events.lua`).
+    unreserve (its device is down), release_stray (no registered device holds the
     reservation) and deregister (the device leaves) also take reserved -> pending.
 
 Where each state lives, which `tests/unit/test_state_machine.py` checks after every step of
@@ -46,6 +50,10 @@ random interleavings:
     running          status running, a claim token, in `running`; its device's `run` is it
     awaiting_answer  its question and an entry in `questions`; no device holds it
     terminal         in no index; no device holds it
+
+Every reservation (submit onto a free device, reserve, resend) pushes the run's broker message
+onto the device's queue in its own script (`lib/places.lua`'s `reserve`): there is no other
+send, so a reservation never exists without its message, and a refused one sends nothing.
 
 A device is registered (in `devices`, with a lease while its worker lives), holds at most one
 run (`run`), and is never given a run while quarantined or without a live lease.

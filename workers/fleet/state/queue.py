@@ -27,8 +27,9 @@ from workers.fleet.state.scripts import RedisStore, Script
 
 @dataclass(frozen=True)
 class Message:
-    """A broker message as it lies on its Redis list: what the submit script pushes
-    (`LPUSH`), built by the scheduler's delivery seam (`scheduler.store.enqueue`)."""
+    """A broker message as it lies on its Redis list: what a reservation pushes (`LPUSH`, in
+    the script that reserves: submit, reserve, resend), built by the scheduler's delivery seam
+    (`scheduler.store.enqueue`)."""
 
     key: str
     payload: str
@@ -57,6 +58,7 @@ class RunQueue(RedisStore):
 
     _submit_one = Script("submit_one")
     _reserve = Script("reserve")
+    _resend = Script("resend")
     _unreserve = Script("unreserve")
     _cancel = Script("cancel")
     _release_stray = Script("release_stray")
@@ -77,10 +79,13 @@ class RunQueue(RedisStore):
         *,
         batch: BatchRecord | None = None,
         idem: Idempotency | None = None,
+        webhook: str | None = None,
     ) -> str | None:
         """Write runs (and their batch) as pending, all or nothing. With an idempotency key
         already used, write nothing and return what it names (`run:<id>` / `batch:<id>`,
-        then `|` and the body hash)."""
+        then `|` and the body hash). A batch holds the first run's request once; a run with
+        a request of its own (a suite's other flows) keeps it. `webhook`: the batch's URL
+        for its events (`scheduler.service.webhooks`)."""
         ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
         idem_key = self.k.idem(idem.key) if idem is not None else None
         existing: str | None = None
@@ -97,7 +102,7 @@ class RunQueue(RedisStore):
                 p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
             for run in runs:
                 fields = run.to_hash()
-                if batch is not None:
+                if batch is not None and run.request is runs[0].request:
                     fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
                 p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
                 p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
@@ -112,6 +117,9 @@ class RunQueue(RedisStore):
                         "created_at": repr(batch.created_at),
                         "goal": batch.goal,
                         "request": runs[0].request.model_dump_json(),
+                        "owner": batch.owner or "",
+                        "suite": batch.suite or "",
+                        "webhook": webhook or "",
                     },
                 )
                 p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
@@ -132,14 +140,14 @@ class RunQueue(RedisStore):
         *,
         idem: Idempotency | None,
         max_pending: int,
-        device_id: str | None,
-        message: Message | None = None,
+        device: tuple[str, Message] | None,
     ) -> Submitted:
         """Write one run, all or nothing, in one round trip (`_SUBMIT_ONE`): refused when
         `max_pending` runs are pending already (0: no limit), a replay when the idempotency
-        key was used, else pending or, when `device_id` is free, reserved for it and, with
-        `message` (the run's broker message for that device), sent: pushed onto its queue in
-        the same script, so a reservation is never left without its message."""
+        key was used, else pending or, when `device` (an id and the run's broker message for
+        it) is free, reserved for it and sent: the message pushed onto its queue in the same
+        script, so a reservation is never left without its message."""
+        device_id, message = device if device is not None else (None, None)
         now = time.time()
         idem_key = self.k.idem(idem.key) if idem is not None else self.k.idem("-")
         fields = run.to_hash()
@@ -180,9 +188,10 @@ class RunQueue(RedisStore):
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def reserve(self, run_id: str, device_id: str) -> float | None:
-        """Atomically give a pending run to an idle, live, unquarantined device; the
-        `dispatched_at` it wrote, or None when it did not."""
+    def reserve(self, run_id: str, device_id: str, message: Message) -> float | None:
+        """Atomically give a pending run to an idle, live, unquarantined device and push its
+        broker `message`; the `dispatched_at` it wrote, or None when it did not (nothing is
+        pushed then)."""
         now = time.time()
         done = bool(
             self._reserve(
@@ -192,14 +201,26 @@ class RunQueue(RedisStore):
                     self.k.lease(device_id),
                     self.k.pending,
                     self.k.reserved,
+                    message.key,
                 ],
-                args=[run_id, device_id, repr(now)],
+                args=[run_id, device_id, repr(now), message.payload],
             )
         )
         return now if done else None
 
+    def resend(self, run_id: str, device_id: str, message: Message) -> bool:
+        """Push the message of a reservation `device_id` still holds, never claimed, again
+        (its reservation time is now); False, with nothing pushed, when the run is no longer
+        reserved for that device."""
+        return bool(
+            self._resend(
+                keys=[self.k.run(run_id), self.k.device(device_id), self.k.reserved, message.key],
+                args=[run_id, device_id, repr(time.time()), message.payload],
+            )
+        )
+
     def unreserve(self, run: RunRecord, device_id: str) -> bool:
-        """Undo `reserve` when the message could not be sent: the run is pending again."""
+        """A reservation whose device is down goes back: the run is pending again."""
         return bool(
             self._unreserve(
                 keys=[
@@ -239,14 +260,6 @@ class RunQueue(RedisStore):
                 args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
             )
         )
-
-    def touch_dispatch(self, run_id: str) -> None:
-        """A reservation's message was sent again: its time (and its index score) is now."""
-        now = time.time()
-        with self.r.pipeline(transaction=True) as p:
-            p.hset(self.k.run(run_id), "dispatched_at", repr(now))
-            p.zadd(self.k.reserved, {run_id: now}, xx=True)
-            p.execute()
 
     # -- cancel ----------------------------------------------------------------------------
 

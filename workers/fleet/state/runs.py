@@ -18,10 +18,13 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, cast
 
+import redis
+
 from workers.core.errors import GoalfleetError
 from workers.core.model import RunResult, StepRow
 from workers.core.records import RunRecord
 from workers.fleet.fence import Fence, LeaseLostError
+from workers.fleet.keys import Keys
 from workers.fleet.state.scripts import RedisStore, Script
 from workers.fleet.state.states import Failure
 
@@ -58,6 +61,12 @@ class Claim:
     time), read by the claim script itself: CLAIMED and EXHAUSTED only."""
 
 
+STEP_CANCEL = 2
+"""The step script's answer when the row was written and a cancel was requested."""
+BATCH_REQUESTS_KEPT = 64
+"""Batch requests a store keeps in memory (`RunStore._batch_request`): a batch's request is
+written once and never changes, so its runs after the first cost no read of it."""
+
 TAKEN, LAPSED = -1, -2
 """What a fenced script (`lua/lib/lease.lua`) returns when the caller's lease token no longer
 holds the device's lease: another holder has it, or nobody does."""
@@ -82,6 +91,10 @@ class RunStore(RedisStore):
     _finish = Script("finish")
     _hand_back = Script("hand_back")
 
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
+        self._batch_requests: dict[str, str] = {}
+
     def _lease(self, fence: Fence | None, device_id: str) -> tuple[str, str]:
         """The lease key and the holder token a fenced script gets ('' when unfenced)."""
         if fence is None:
@@ -95,8 +108,21 @@ class RunStore(RedisStore):
         """A run hash as a record (None when empty); a batch run's request is read from its
         batch, which stores it once."""
         if batch_id := RunRecord.request_on_batch(raw):
-            raw["request"] = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
+            raw["request"] = self._batch_request(batch_id)
         return RunRecord.from_hash(raw) if raw else None
+
+    def _batch_request(self, batch_id: str) -> str:
+        """The batch's request as stored on it, read once (`BATCH_REQUESTS_KEPT`)."""
+        kept = self._batch_requests.get(batch_id)
+        if kept is not None:
+            return kept
+        request = cast("str", self.r.hget(self.k.batch(batch_id), "request") or "")
+        if request:
+            if len(self._batch_requests) >= BATCH_REQUESTS_KEPT:  # the older half goes
+                for old in list(self._batch_requests)[: BATCH_REQUESTS_KEPT // 2]:
+                    self._batch_requests.pop(old, None)  # (threads may share the store)
+            self._batch_requests[batch_id] = request
+        return request
 
     def claim(
         self, run_id: str, device_id: str, worker: str, *, cap: int, fence: Fence | None = None
@@ -130,10 +156,12 @@ class RunStore(RedisStore):
 
     def write_step(
         self, run_id: str, token: str, row: StepRow, *, fence: Fence | None = None
-    ) -> None:
+    ) -> bool:
         """Upsert one step row on (run_id, index), as it happens, so clients can tail it.
-        `ClaimLostError` when the claim moved on; `LeaseLostError` when `fence`'s token no
-        longer holds the device's lease."""
+        True when a cancel of the run was requested (read in the same script: the worker's
+        check before its next step costs no round trip of its own). `ClaimLostError` when
+        the claim moved on; `LeaseLostError` when `fence`'s token no longer holds the
+        device's lease."""
         lease, holder = self._lease(fence, "-")
         ok = self._step(
             keys=[*self.k.run_and_steps(run_id), lease],
@@ -142,6 +170,7 @@ class RunStore(RedisStore):
         check_fence(ok, fence, f"step {row.index} of run {run_id}")
         if not ok:
             raise ClaimLostError(f"run {run_id} is no longer claimed by this execution")
+        return bool(ok == STEP_CANCEL)
 
     def cancel_requested(self, run_id: str) -> bool:
         return self.r.hget(self.k.run(run_id), "cancel") == "1"

@@ -1,4 +1,4 @@
---! uses run_ended places
+--! uses events run_ended places
 -- awaiting_answer -> done / blocked (a person's answer), escalated (expired) or cancelled.
 -- KEYS: run, question, questions, batch, steps
 -- ARGV: run_id, status, result, reason, now, retention

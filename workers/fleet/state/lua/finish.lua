@@ -1,6 +1,7 @@
---! uses lease run_ended places
+--! uses lease retry events run_ended places
 -- running -> a terminal status; the device freed, its health counted (and quarantined after
--- `quarantine_after` infrastructure failures in a row).
+-- `quarantine_after` infrastructure failures in a row); a failure with retries left queues
+-- its next attempt (`lib/retry.lua`).
 -- KEYS: run, steps, device, batch, wake, lease, running
 -- ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
 local lost = lease_lost(KEYS[6], ARGV[10])
@@ -9,6 +10,7 @@ if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], 'status') ~= S.RUNNING then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
            'finished_at', ARGV[5], 'claim', '')
+retry_run(KEYS[1], KEYS[4], ARGV[2], ARGV[5])
 run_ended(KEYS[1], KEYS[2], KEYS[4], ARGV[2], ARGV[6])
 redis.call('ZREM', KEYS[7], ARGV[9])
 free_device(KEYS[3], ARGV[9])

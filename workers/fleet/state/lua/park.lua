@@ -1,4 +1,4 @@
---! uses lease places
+--! uses lease events places
 -- running -> awaiting_answer, the device freed (2: a cancel was requested: not parked).
 -- KEYS: run, device, question, questions, wake, lease, running
 -- ARGV: token, result, reason, now, run_id, question json, deadline, holder ('' unfenced)
@@ -14,4 +14,8 @@ redis.call('ZREM', KEYS[7], ARGV[5])
 redis.call('SET', KEYS[3], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
 redis.call('RPUSH', KEYS[5], ARGV[5])
+local prefix = string.match(KEYS[1], '^(.*):run:[^:]+$')
+local batch = redis.call('HGET', KEYS[1], 'batch')
+if batch and batch ~= '' then batch = prefix .. ':batch:' .. batch else batch = '' end
+emit(prefix, batch, 'kind', 'question', 'run', ARGV[5])
 return 1

@@ -2,7 +2,7 @@
 -- new -> pending, or new -> reserved with its message pushed.
 -- KEYS: run, pending, idem, device, lease, reserved, wake, the device's queue, the run list
 -- ARGV: run_id, pending score, max pending (0: no limit), idem value ('': no key), idem ttl
---       (0: none), device to try ('': none), now, the run's broker message ('': none), then the run's
+--       (0: none), device to try ('': none), now, the run's broker message for that device, then the run's
 --       hash as field/value pairs
 -- One run's submit in one round trip: an idempotency key already used answers what it names
 -- and writes nothing; a full backlog writes nothing; else the run is written and, when the
@@ -25,8 +25,7 @@ end
 redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 redis.call('ZADD', KEYS[9], redis.call('HGET', KEYS[1], 'submitted_at'), ARGV[1])
 if ARGV[6] ~= '' and device_free(KEYS[4], KEYS[5]) then
-  reserve(KEYS[1], KEYS[4], KEYS[6], ARGV[1], ARGV[6], ARGV[7])
-  if ARGV[8] ~= '' then redis.call('LPUSH', KEYS[8], ARGV[8]) end
+  reserve(KEYS[1], KEYS[4], KEYS[6], ARGV[1], ARGV[6], ARGV[7], KEYS[8], ARGV[8])
   return {'reserved'}
 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])

@@ -1,5 +1,5 @@
 --! uses places
--- reserved -> pending, when its message could not be sent.
+-- reserved -> pending, when the device it is reserved for is down and the run can go elsewhere.
 -- KEYS: run, device, pending, reserved, running   ARGV: run_id, device_id, score
 if run_state(KEYS[1]) ~= S.RESERVED then return 0 end
 if redis.call('HGET', KEYS[1], 'device') ~= ARGV[2] then return 0 end

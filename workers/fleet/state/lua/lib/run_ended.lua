@@ -1,7 +1,8 @@
 -- Every script that ends a run calls it (finish, cancel, expire, a question's end): the run
 -- counts once in its batch (`batch` '' when it has none), joins the index of its end status
 -- (`{p}:runs:<status>`, by submit time: the run list's filter), and the run and its step rows
--- are kept `keep` seconds (0: for good). The index's name is the run key's prefix (one Redis,
+-- are kept `keep` seconds (0: for good); the run's end, and its batch's when it was the last,
+-- are events (`lib/events.lua`). The index's name is the run key's prefix (one Redis,
 -- no cluster: the fleet's keys all live on one node). While a history writer is on
 -- (`{p}:history:on`), the run joins its outbox (`{p}:history:outbox`, by end time in ms) and
 -- its keys are held, with no expiry, until the writer has stored them and sets their `keep`.
@@ -16,9 +17,14 @@ local function run_ended(run, steps, batch, status, keep)
   if prefix and submitted and submitted ~= '' then
     redis.call('ZADD', prefix .. ':runs:' .. status, submitted, id)
   end
+  if prefix then emit(prefix, batch, 'kind', 'run_ended', 'run', id, 'status', status) end
   if batch ~= '' and redis.call('EXISTS', batch) == 1 then
     redis.call('HINCRBY', batch, 'n:' .. status, 1)
-    redis.call('HINCRBY', batch, 'finished', 1)
+    local finished = redis.call('HINCRBY', batch, 'finished', 1)
+    local total = tonumber(redis.call('HGET', batch, 'total') or '0') or 0
+    if prefix and finished == total then
+      emit(prefix, batch, 'kind', 'batch_finished', 'batch', redis.call('HGET', batch, 'id'))
+    end
   end
   keep = tonumber(keep)
   if keep > 0 then

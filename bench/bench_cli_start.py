@@ -1,0 +1,97 @@
+"""How long a `goalfleet` command takes to start and answer, against `python -c pass` measured
+in the same run (the interpreter's own start, `site` and the editable install's path hook
+included: the floor any command sits on).
+
+- `python -c pass`
+- `goalfleet --help`
+- `goalfleet status ID`: one run's status from a live API (`goalfleet api` on its own
+  redis-server, `bench/_fleet.py`), the run submitted to a registered device that no worker
+  serves, so it stays queued and its record does not change between samples.
+- `goalfleet status ID --json`
+
+Each sample is one whole process, started and waited for (wall time, `time.perf_counter`);
+the commands are interleaved round by round so machine noise hits each alike; medians. The
+console script beside the interpreter (`.venv/bin/goalfleet`) when there is one, else
+`python -m scheduler`. (hyperfine is not a Debian package on every release; a Python loop
+measures the same thing.) What each command imports: `python -X importtime`.
+
+    .venv/bin/python -m bench.bench_cli_start            # 10 rounds
+    .venv/bin/python -m bench.bench_cli_start --quick    # CI: 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median
+from workers.core.model import Platform
+from workers.core.records import DeviceInfo
+from workers.fleet.keys import lease_holder, worker_name
+
+DEVICE = "cli-1"
+
+
+def goalfleet() -> list[str]:
+    script = Path(sys.executable).with_name("goalfleet")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "scheduler"]
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, check=False, timeout=60)
+    ms = (time.perf_counter() - t0) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+    return ms
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None)
+    args = ap.parse_args()
+    rounds = args.rounds or (3 if args.quick else 10)
+    with BenchFleet() as fleet:
+        url = fleet.start_api()
+        info = DeviceInfo(id=DEVICE, platform=Platform.IOS, os_version="17.5")
+        holder = lease_holder(worker_name(DEVICE))
+        fleet.store().registry.register(info, holder, lease_s=3600)
+        answer = httpx.post(
+            f"{url}/v1/runs",
+            json={**SIGN_IN, "device": DEVICE},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        run_id = answer.json()["id"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached after the warm-up
+        env |= {"GOALFLEET_API_URL": url, "GOALFLEET_API_TOKEN": TOKEN}
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "goalfleet --help": [*goalfleet(), "--help"],
+            "goalfleet status ID": [*goalfleet(), "status", run_id],
+            "goalfleet status ID --json": [*goalfleet(), "status", run_id, "--json"],
+        }
+        for argv in cases.values():  # warm the page cache and .pyc files
+            timed(argv, env)
+        ms: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(rounds):
+            for name, argv in cases.items():
+                ms[name].append(timed(argv, env))
+    floor = median(ms["python -c pass"])
+    print(f"# CLI start ({rounds} rounds, medians, {machine()})\n")
+    print("| command | median | min | ratio to `python -c pass` |\n| --- | ---: | ---: | ---: |")
+    for name, xs in ms.items():
+        print(f"| `{name}` | {median(xs):.0f} ms | {min(xs):.0f} ms | {median(xs) / floor:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""`goalfleet suite validate FILE` and `goalfleet suite run FILE [--only NAME] [--wait]`: a
+flows file (docs/suites.md) checked against its schema, every problem with its line; then
+submitted as one batch for the whole matrix. With `--wait`, the reports (`--junit`, `--html`)
+and an exit code that fails CI on any failed flow (and on a flaky one, unless
+`--allow-flaky`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from scheduler.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    add_api_args,
+    print_json,
+    with_client,
+)
+from scheduler.cli.commands import summary
+from scheduler.cli.report import add_report_flags, as_json, verdict_lines, write_reports
+from scheduler.client.api_client import FleetClient
+from scheduler.suites.flows import Flows, FlowsFileError, load
+from scheduler.suites.outcome import collect
+from workers.core.errors import ConfigError
+
+
+def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
+    p = sub.add_parser("suite", help=summary("suite"))
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    v = verbs.add_parser("validate", help="check a flows file; every problem with its line")
+    v.add_argument("file", type=Path)
+    v.set_defaults(func=validate)
+    r = verbs.add_parser("run", help="submit a flows file's matrix as one batch")
+    r.add_argument("file", type=Path)
+    add_api_args(r)
+    r.add_argument("--only", action="append", default=[], metavar="NAME", help="just this flow")
+    r.add_argument("--wait", action="store_true", help="wait for the batch, then report")
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="--wait at most this long, in seconds (default: 1800)",
+    )
+    add_report_flags(r)
+    r.set_defaults(func=with_client("suite run")(run))
+
+
+def read(path: Path, only: list[str] | None = None) -> Flows:
+    """The flows file, or every problem on stderr and a `ConfigError` (exit 2)."""
+    try:
+        flows = load(path)
+    except FlowsFileError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"{exc.source}:{problem}\n")
+        n = len(exc.problems)
+        raise ConfigError(
+            f"{path}: {n} problem{'s' if n > 1 else ''}", hint="see docs/suites.md"
+        ) from None
+    if only:
+        try:
+            flows = flows.only(only)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return flows
+
+
+def validate(args: argparse.Namespace) -> int:
+    try:
+        flows = read(args.file)
+    except ConfigError as exc:
+        sys.stderr.write(f"goalfleet suite validate: {exc}\n")
+        return EXIT_BAD_INPUT
+    cells = sum(len(f["matrix"]) for f in flows.body["flows"])
+    n = len(flows.body["flows"])
+    sys.stdout.write(f"{args.file}: suite {flows.suite}, {n} flows, {cells} matrix cells: ok\n")
+    return EXIT_OK
+
+
+def run(client: FleetClient, args: argparse.Namespace) -> int:
+    if not args.wait and (args.junit is not None or args.html is not None):
+        raise ConfigError(
+            "--junit and --html are written when the batch has finished: add --wait, or run "
+            "`goalfleet report BATCH --junit FILE --html FILE` later"
+        )
+    flows = read(args.file, args.only)
+    batch = client.submit_batch(flows.body)
+    if not args.wait:
+        if args.json:
+            print_json(batch.model_dump(mode="json"))
+        else:
+            sys.stdout.write(f"batch {batch.id}: suite {flows.suite}, {batch.total} runs\n")
+        return EXIT_OK
+    sys.stderr.write(f"batch {batch.id}: suite {flows.suite}, {batch.total} runs; waiting\n")
+    try:
+        client.wait_batch(batch.id, timeout_s=args.timeout)
+    except TimeoutError:  # report what there is: the cases still running are incomplete
+        sys.stderr.write(f"batch {batch.id} not finished after {args.timeout:g} s\n")
+    report = collect(client, batch.id, pictures=args.junit is not None or args.html is not None)
+    write_reports(report, args)
+    if args.json:
+        print_json(as_json(report))
+    return verdict_lines(report, allow_flaky=args.allow_flaky)

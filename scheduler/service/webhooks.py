@@ -1,0 +1,235 @@
+"""Webhooks: a URL per suite (its flows file's `webhook`, also what its schedule fires) and one
+fleet-wide (`GOALFLEET_WEBHOOK_URL`), called when a batch finishes, a run fails and a question
+waits. Served by the scheduler, never by a worker: the state machine's scripts append an event
+to the capped stream `{p}:events` (one XADD, `lua/lib/events.lua`) and this reads it through a
+consumer group, so several schedulers share the work and an event is delivered once.
+
+Each call is a POST of JSON, signed: `X-Goalfleet-Signature: t=<unix seconds>,v1=<hex>` where
+the hex is HMAC-SHA256 over `<t>.<body>` with `GOALFLEET_WEBHOOK_SECRET` (a receiver checks
+the MAC and that `t` is recent). A 5xx, 408, 429 or no connection is tried again with backoff,
+up to `webhook_attempts` tries, on a small pool of its own threads: a slow receiver delays
+only its own calls. A body holds ids, statuses, reasons, names and counts: never an input's or
+a secret's value, never a screen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+import httpx
+import redis
+import structlog
+
+from scheduler.store.runs import FleetStore
+from workers.core.backoff import Backoff
+from workers.core.model import RunStatus
+from workers.core.records import RunRecord
+from workers.fleet.keys import Keys
+
+log = structlog.stdlib.get_logger("goalfleet.webhooks")
+GROUP = "webhooks"
+SIGNATURE = "X-Goalfleet-Signature"
+EVENT = "X-Goalfleet-Event"
+DELIVERY = "X-Goalfleet-Delivery"
+RETRY_BACKOFF = Backoff(base_s=0.5, cap_s=30.0, jitter=0.2)
+RETRIED = frozenset({408, 429})
+ALIVE_S = 60
+"""How long `{p}:webhook` (the fleet-wide URL is served) outlives the scheduler's last beat."""
+_DECISION = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
+_OK = frozenset({RunStatus.DONE, RunStatus.CANCELLED})
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def verify(secret: str, header: str, body: bytes, *, now: float, tolerance_s: float = 300) -> bool:
+    """What a receiver does with `X-Goalfleet-Signature` (the tests use it too)."""
+    parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
+    try:
+        t = int(parts["t"])
+    except (KeyError, ValueError):
+        return False
+    want = sign(secret, t, body).split("v1=", 1)[1]
+    return abs(now - t) <= tolerance_s and hmac.compare_digest(want, parts.get("v1", ""))
+
+
+def _run(run: RunRecord) -> dict[str, Any]:
+    failure = "decision" if run.status in _DECISION else "infrastructure"
+    return {
+        "id": run.id,
+        "status": run.status.value,
+        "failure": "" if run.status in _OK or not run.status.terminal else failure,
+        "reason": run.reason[:500],
+        "goal": run.request.goal,
+        "flow": run.flow,
+        "batch": run.batch,
+        "device": run.device or run.target,
+        "attempt": run.retry + 1,
+        "retrying": run.retries > 0 and run.status not in _OK,
+        "schedule": run.schedule,
+    }
+
+
+class Webhooks:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        store: FleetStore,
+        *,
+        secret: str,
+        fleet_url: str | None = None,
+        attempts: int = 6,
+        timeout_s: float = 5.0,
+        backoff: Backoff = RETRY_BACKOFF,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.r = client
+        self.k = keys
+        self.store = store
+        self.secret = secret
+        self.fleet_url = fleet_url
+        self.attempts = attempts
+        self.backoff = backoff
+        self.http = httpx.Client(timeout=timeout_s, transport=transport, trust_env=False)
+        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="goalfleet-webhook")
+        self.consumer = f"{socket.gethostname()}-{id(self):x}"
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        self.http.close()
+
+    # -- reading events --------------------------------------------------------------------
+
+    def _group(self) -> None:
+        try:
+            self.r.xgroup_create(self.k.events, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def serve(self, stop: threading.Event, *, block_ms: int = 500) -> None:
+        """Deliver events until `stop` is set (the scheduler's thread)."""
+        self._group()
+        beat = 0.0
+        while not stop.is_set():
+            if self.fleet_url and time.monotonic() - beat > ALIVE_S / 3:
+                self.r.set(self.k.webhook, "1", ex=ALIVE_S)
+                beat = time.monotonic()
+            try:
+                self.pump(block_ms=block_ms)
+            except redis.RedisError:
+                log.warning("webhook_events_unreadable", hint="retrying; Redis is unreachable")
+                stop.wait(1.0)
+
+    def pump(self, *, block_ms: int = 0) -> int:
+        """Read a page of events and hand each one's calls to the pool; returns how many."""
+        got = cast(
+            "list[tuple[str, list[tuple[str, dict[str, str]]]]]",
+            self.r.xreadgroup(
+                GROUP, self.consumer, {self.k.events: ">"}, count=100, block=block_ms or None
+            ),
+        )
+        n = 0
+        for _, entries in got or []:
+            for event_id, fields in entries:
+                for url, kind, body in self.calls(event_id, fields):
+                    self.pool.submit(self.deliver, url, kind, event_id, body)
+                self.r.xack(self.k.events, GROUP, event_id)
+                n += 1
+        return n
+
+    # -- what an event means ---------------------------------------------------------------
+
+    def _urls(self, batch_id: str | None) -> list[str]:
+        urls = [self.fleet_url] if self.fleet_url else []
+        if batch_id:
+            own = cast("str | None", self.r.hget(self.k.batch(batch_id), "webhook"))
+            if own and own not in urls:
+                urls.append(own)
+        return urls
+
+    def calls(self, event_id: str, fields: dict[str, str]) -> list[tuple[str, str, bytes]]:
+        """(url, event name, body) for each call one stream entry makes (none for a run that
+        ended well: only failures, finished batches and questions are called)."""
+        kind = fields.get("kind", "")
+        payload: dict[str, Any]
+        batch_id: str | None
+        if kind == "batch_finished":
+            batch = self.store.batch(fields.get("batch", ""))
+            if batch is None:
+                return []
+            event, batch_id = "batch.finished", batch.id
+            failed = sum(n for s, n in batch.counts.items() if s not in {"done", "cancelled"})
+            payload = {
+                "batch": {
+                    "id": batch.id,
+                    "suite": batch.suite,
+                    "goal": batch.goal,
+                    "total": batch.total,
+                    "finished": batch.finished,
+                    "counts": batch.counts,
+                    "failed_runs": failed,
+                }
+            }
+        elif kind in {"run_ended", "question"}:
+            run = self.store.load(fields.get("run", ""))
+            if run is None or (kind == "run_ended" and run.status in _OK):
+                return []
+            event = "run.failed" if kind == "run_ended" else "question.waiting"
+            batch_id = run.batch
+            payload = {"run": _run(run)}
+            if kind == "question":
+                raw = cast("str | None", self.r.get(self.k.question(run.id)))
+                q = json.loads(raw) if raw else {}
+                payload["question"] = {
+                    "step": q.get("step"),
+                    "reason": str(q.get("reason", ""))[:500],
+                    "deadline": q.get("deadline"),
+                }
+        else:
+            return []
+        body = json.dumps(
+            {"event": event, "delivery": event_id, **payload}, separators=(",", ":")
+        ).encode()
+        return [(url, event, body) for url in self._urls(batch_id)]
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def deliver(self, url: str, event: str, delivery: str, body: bytes) -> bool:
+        """POST `body` to `url`, signed, tried again on a 5xx, 408, 429 or no connection."""
+        for attempt in range(self.attempts):
+            now = int(time.time())
+            headers = {
+                "Content-Type": "application/json",
+                SIGNATURE: sign(self.secret, now, body),
+                EVENT: event,
+                DELIVERY: delivery,
+                "User-Agent": "goalfleet-webhooks",
+            }
+            status = 0
+            try:
+                status = self.http.post(url, content=body, headers=headers).status_code
+            except httpx.HTTPError as exc:
+                why = type(exc).__name__
+            else:
+                if status < 300:  # noqa: PLR2004 - a success
+                    return True
+                why = f"HTTP {status}"
+                if status < 500 and status not in RETRIED:  # noqa: PLR2004 - the receiver refused
+                    break
+            log.info("webhook_retry", webhook_event=event, delivery=delivery, attempt=attempt + 1,
+                     why=why)  # fmt: skip
+            if attempt + 1 < self.attempts:
+                time.sleep(self.backoff.delay(attempt))
+        log.warning("webhook_failed", webhook_event=event, delivery=delivery, tries=self.attempts)
+        return False

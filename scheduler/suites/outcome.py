@@ -1,0 +1,205 @@
+"""A batch as a report reads it: one case per flow x device, its attempts in order (each with
+its own step rows and pictures), and a verdict that tells a pass on retry (`flaky`) and an
+infrastructure failure (`errored`: the device, the model's transport, the worker) from a
+decision failure (`failed`: blocked, escalated, max-steps).
+
+    report = collect(client, batch_id)      # through the API: runs, rows, pictures
+    report.cases[0].verdict                 # "passed" | "flaky" | "failed" | "errored" | ...
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from PIL import Image
+
+from scheduler.client.api_client import ApiError, FleetClient
+from workers.core.model import RunStatus, StepRow
+from workers.core.records import BatchRecord, RunRecord
+
+Verdict = Literal["passed", "flaky", "failed", "errored", "cancelled", "incomplete"]
+DECISION_FAILURES = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
+"""The decider could not reach the goal: the app (or the flow) is wrong."""
+INFRA_FAILURES = frozenset({RunStatus.ERRORED, RunStatus.UNPLACEABLE})
+"""Something under the run failed: the device, the model's transport, the worker, the fleet."""
+THUMB_WIDTH = 200
+"""A step's picture in a report: downscaled to this width (a report never holds originals)."""
+THUMB_BUDGET = 3_000_000
+"""The most bytes of pictures one report embeds; past it, steps keep a link only."""
+
+
+def failure_kind(status: RunStatus) -> Literal["decision", "infrastructure", ""]:
+    if status in DECISION_FAILURES:
+        return "decision"
+    if status in INFRA_FAILURES:
+        return "infrastructure"
+    return ""
+
+
+@dataclass(frozen=True)
+class Picture:
+    name: str
+    """The file name the picture has beside the reports (`<run8>-<step>.png`)."""
+    original: bytes
+    thumb: bytes | None
+    """The picture at `THUMB_WIDTH` (`_thumb`), or None past the report's budget."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    run: RunRecord
+    steps: list[StepRow]
+    pictures: dict[int, Picture] = field(default_factory=dict)
+
+    @property
+    def status(self) -> RunStatus:
+        return self.run.status
+
+    @property
+    def seconds(self) -> float:
+        r = self.run
+        if r.result is not None and r.result.duration_ms:
+            return r.result.duration_ms / 1000
+        if r.started_at and r.finished_at:
+            return max(0.0, r.finished_at - r.started_at)
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Case:
+    flow: str
+    device: str
+    platform: str
+    attempts: list[Attempt]
+
+    @property
+    def last(self) -> Attempt:
+        return self.attempts[-1]
+
+    @property
+    def verdict(self) -> Verdict:
+        last = self.last.status
+        if not last.terminal:
+            return "incomplete"
+        if last is RunStatus.DONE:
+            return "flaky" if len(self.attempts) > 1 else "passed"
+        if last is RunStatus.CANCELLED:
+            return "cancelled"
+        return "errored" if last in INFRA_FAILURES else "failed"
+
+
+@dataclass(frozen=True)
+class Report:
+    batch: BatchRecord
+    cases: list[Case]
+    made_at: float
+
+    @property
+    def title(self) -> str:
+        return self.batch.suite or self.batch.goal or self.batch.id[:8]
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for c in self.cases if c.verdict == verdict)
+
+    def failed(self, *, allow_flaky: bool) -> list[Case]:
+        """The cases that fail CI: every one not passed (flaky too, unless allowed)."""
+        ok = {"passed", "flaky"} if allow_flaky else {"passed"}
+        return [c for c in self.cases if c.verdict not in ok]
+
+
+FLAT_ENOUGH = 8_000
+"""A thumbnail PNG this small is kept without trying a JPEG (a flat app screen)."""
+
+
+def _thumb(png: bytes) -> bytes:
+    """`png` at `THUMB_WIDTH`: a 32-colour PNG, or a JPEG when that is smaller (a photo-like
+    screen). Bilinear with a reducing gap: a quarter of Lanczos' time, alike at this size."""
+    with Image.open(io.BytesIO(png)) as img:
+        img.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 4), Image.Resampling.BILINEAR, reducing_gap=2.0)
+        rgb = img.convert("RGB")
+    flat = io.BytesIO()
+    rgb.quantize(colors=32, method=Image.Quantize.FASTOCTREE).save(flat, format="PNG")
+    if flat.tell() <= FLAT_ENOUGH:
+        return flat.getvalue()
+    photo = io.BytesIO()
+    rgb.save(photo, format="JPEG", quality=70, optimize=True)
+    return min(flat.getvalue(), photo.getvalue(), key=len)
+
+
+def thumb_type(data: bytes) -> str:
+    return "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
+
+
+def cases(runs: list[RunRecord], steps: Callable[[RunRecord], list[StepRow]]) -> list[Case]:
+    """Runs grouped into cases (flow, or goal, x device), attempts in retry order."""
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for run in runs:
+        key = (run.flow or run.request.goal, run.target or run.device or run.id[:8])
+        groups.setdefault(key, []).append(run)
+    out = []
+    for (flow, device), attempts in groups.items():
+        attempts.sort(key=lambda r: (r.retry, r.submitted_at))
+        platform = next((r.selector.platform.value for r in attempts if r.selector and
+                         r.selector.platform), "")  # fmt: skip
+        out.append(Case(flow, device, platform, [Attempt(r, steps(r)) for r in attempts]))
+    out.sort(key=lambda c: (c.flow, c.device))
+    return out
+
+
+def attach_pictures(
+    found: list[Case], fetch: Callable[[str, int], bytes | None], *, budget: int = THUMB_BUDGET
+) -> list[Case]:
+    """`found` with each step's picture (`fetch(run_id, index)`, None when it has gone):
+    downscaled and embedded while `budget` bytes of thumbnails last, linked only after."""
+    left = budget
+    thumbs: dict[str, bytes] = {}  # by artifact id: a screen seen twice is downscaled once
+    out = []
+    for case in found:
+        attempts = []
+        for a in case.attempts:
+            shots: dict[int, Picture] = {}
+            for row in a.steps:
+                png = fetch(a.run.id, row.index) if row.screenshot is not None else None
+                if png is None or row.screenshot is None:
+                    continue
+                thumb = None
+                if left > 0:
+                    thumb = thumbs.get(row.screenshot) or _thumb(png)
+                    thumbs[row.screenshot] = thumb
+                left -= len(thumb or b"")
+                shots[row.index] = Picture(f"{a.run.id[:8]}-{row.index}.png", png, thumb)
+            attempts.append(Attempt(a.run, a.steps, shots))
+        out.append(Case(case.flow, case.device, case.platform, attempts))
+    return out
+
+
+def collect(
+    client: FleetClient,
+    batch_id: str,
+    *,
+    pictures: bool = True,
+    budget: int = THUMB_BUDGET,
+) -> Report:
+    """The batch's report through the API: its runs (every attempt), their rows, and each
+    step's picture (`attach_pictures`)."""
+    batch = client.batch(batch_id)
+    runs = client.batch_runs(batch.id)
+    platforms = {d.info.id: d.info.platform.value for d in client.devices()}
+    found = [
+        Case(c.flow, c.device, c.platform or platforms.get(c.device, ""), c.attempts)
+        for c in cases(runs, lambda r: client.steps(r.id))
+    ]
+
+    def fetch(run_id: str, index: int) -> bytes | None:
+        try:
+            return client.screenshot(run_id, index)
+        except ApiError:
+            return None  # its picture is gone (artifact retention): the row stays
+
+    if pictures:
+        found = attach_pictures(found, fetch, budget=budget)
+    return Report(batch, found, time.time())

@@ -1,0 +1,64 @@
+"""A command imports what it uses and nothing more: `goalfleet --help` lists every command
+without importing any command's dependencies, and a client command (`goalfleet status ID`)
+does not load Redis, Celery, structlog or the API server's stack. Checked in a fresh
+interpreter, by the modules it has loaded once the command returned: behaviour, not a timing
+(bench/bench_cli_start.py measures the time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow  # the whole command as a process: make test, not make unit
+
+HEAVY = ("pydantic", "httpx", "redis", "rich", "structlog", "celery", "kombu", "fastapi")
+SERVER_SIDE = ("redis", "structlog", "celery", "kombu", "fastapi", "starlette", "uvicorn")
+
+LOADED = """
+import json, sys
+from scheduler.cli.main import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:  # argparse's --help
+    code = exc.code
+loaded = sorted(name for name, module in sys.modules.items() if module is not None)
+sys.stderr.write(json.dumps({"code": code, "modules": loaded}) + "\\n")
+"""
+
+
+def _loaded(*argv: str) -> tuple[int, set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
+    env |= {
+        "GOALFLEET_API_URL": "http://127.0.0.1:9",  # the discard port: nothing answers
+        "GOALFLEET_API_TOKEN": "t",
+        "GOALFLEET_API_WAIT_S": "0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    seen = json.loads(proc.stderr.strip().splitlines()[-1])
+    return seen["code"], {name.split(".")[0] for name in seen["modules"]}
+
+
+def test_help_lists_every_command_and_imports_none_of_their_dependencies() -> None:
+    code, loaded = _loaded("--help")
+    assert code == 0
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    assert "scheduler" in loaded  # the check looks at the right interpreter
+
+
+def test_a_client_command_loads_no_server_side_library() -> None:
+    """`goalfleet status ID` against no API: exit 3, having loaded the client's stack only."""
+    code, loaded = _loaded("status", "0123456789abcdef")
+    assert code == 3  # the API is unavailable
+    assert {"httpx", "pydantic"} <= loaded  # it did get as far as the client
+    assert not loaded & set(SERVER_SIDE), sorted(loaded & set(SERVER_SIDE))

@@ -1,0 +1,28 @@
+-- A failed attempt of a run with retries left is tried again (`finish` calls it before the
+-- run counts as ended): a new run, queued, for the same device or selector, in the same
+-- batch, whose id is derived from this one's (a repeated finish makes no second one). This
+-- attempt keeps its record and its rows. The batch's total grows first, so the batch is never
+-- complete between the two attempts.
+local function retry_run(run, batch, status, now)
+  if status == S.DONE or status == S.CANCELLED then return end
+  local left = tonumber(redis.call('HGET', run, 'retries') or '0') or 0
+  if left < 1 then return end
+  local prefix, id = string.match(run, '^(.*):run:([^:]+)$')
+  local next_id = string.sub(redis.sha1hex(id .. ':retry'), 1, 32)
+  local next_run = prefix .. ':run:' .. next_id
+  if redis.call('EXISTS', next_run) == 1 then return end
+  redis.call('HSET', next_run, unpack(redis.call('HGETALL', run)))
+  local try = tonumber(redis.call('HGET', run, 'retry') or '0') or 0
+  redis.call('HSET', next_run, 'id', next_id, 'status', S.QUEUED, 'device', '', 'worker', '',
+             'attempt', '0', 'claim', '', 'result', '', 'reason', '', 'dispatched_at', '',
+             'started_at', '', 'finished_at', '', 'cancel', '', 'submitted_at', now,
+             'retries', left - 1, 'retry', try + 1, 'retry_of', id)
+  local priority = tonumber(redis.call('HGET', run, 'priority') or '0') or 0
+  redis.call('ZADD', prefix .. ':pending', priority * 1e13 + math.floor(tonumber(now) * 1000),
+             next_id)
+  redis.call('ZADD', prefix .. ':runs', now, next_id)
+  if batch ~= '' and redis.call('EXISTS', batch) == 1 then
+    redis.call('HINCRBY', batch, 'total', 1)
+    redis.call('RPUSH', batch .. ':runs', next_id)
+  end
+end
