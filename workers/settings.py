@@ -47,6 +47,23 @@ def checked_url(value: str, schemes: tuple[str, ...]) -> str:
     return value.strip()
 
 
+DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
+
+
+def checked_database_url(value: str) -> str:
+    """`value` when it is a `postgresql://` URL with a host or a `sqlite:///path` one; else
+    ValueError saying what to give."""
+    parsed = urllib.parse.urlsplit(value.strip())
+    example = "postgresql://user@host:5432/db or sqlite:///path/to/history.db"
+    if parsed.scheme not in DATABASE_SCHEMES:
+        raise ValueError(f"{parsed.scheme or value!r} is not a database URL scheme; give {example}")
+    if parsed.scheme == "sqlite" and not parsed.path.strip("/"):
+        raise ValueError("a sqlite URL names a file: sqlite:///path/to/history.db")
+    if parsed.scheme != "sqlite" and not parsed.hostname and "host=" not in parsed.query:
+        raise ValueError(f"the postgresql URL names no host; give {example}")
+    return value.strip()
+
+
 def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
     out = []
     for i, secret in enumerate(tokens, 1):
@@ -208,6 +225,28 @@ class Settings(BaseSettings):
     @classmethod
     def _webhook_url(cls, v: str | None) -> str | None:
         return None if v is None else checked_url(v, HTTP_SCHEMES)
+
+    database_url: SecretStr | None = None
+    """The run history's database (`postgresql://…`, or `sqlite:///path`): set, the scheduler
+    drains ended runs into it (`goalfleet db upgrade` makes its tables) and `goalfleet
+    history` and `/v1/history/…` read it. Unset, a fleet keeps no history; `goalfleet run` and
+    the demo write `history_path`."""
+    history_path: Path = Path(tempfile.gettempdir()) / "goalfleet-history.db"
+    """The embedded history (SQLite) of `goalfleet run` and `goalfleet demo`, and what
+    `goalfleet history` reads when no `database_url` is set."""
+    history_retention_days: Annotated[int, Field(ge=0)] = 90
+    """Runs and steps that ended longer ago are deleted from the history (0: never)."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, v: SecretStr | None) -> SecretStr | None:
+        return None if v is None else SecretStr(checked_database_url(v.get_secret_value()))
+
+    def history_url(self) -> str:
+        """The history database: `database_url`, else the embedded one at `history_path`."""
+        if self.database_url is not None:
+            return self.database_url.get_secret_value()
+        return f"sqlite:///{self.history_path}"
 
     @field_validator("redis_url")
     @classmethod

@@ -32,6 +32,7 @@ from scheduler.api.docs import add_offline_docs
 from scheduler.api.edge import CONSOLE_PREFIX, Edge, Tokens, open_paths
 from scheduler.api.fast_submit import FastSubmit
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
+from scheduler.api.history import add_history_routes
 from scheduler.api.limits import Limits
 from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
@@ -404,6 +405,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     add_list_routes(app, fleet, batch_ids)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s)
+    url = settings.database_url
+    add_history_routes(app, url.get_secret_value() if url else None)
     answer = add_question_routes(
         app, questions, fleet, registry=metrics_registry, resolve=run_ids.resolve
     )

@@ -5,9 +5,10 @@
   raw path, so run ids do not become label values. Each request gets a `request_id` (the
   caller's `X-Request-ID` if it sent a sane one, else a new one), bound to the log context for
   the request and echoed back; Celery carries it on to the task (`workers.telemetry.logs`).
-- `FleetCollector`: device up / busy / quarantined, queue depth per device and pending runs,
-  read from Redis at scrape time. The fleet's state lives in Redis, not in any one process, so
-  the API (one target per fleet) reports it; with several API replicas take `max by (device)`.
+- `FleetCollector`: device up / busy / quarantined, queue depth per device, pending runs and
+  the history outbox's backlog (runs, and the age of the oldest), read from Redis at scrape
+  time. The fleet's state lives in Redis, not in any one process, so the API (one target per
+  fleet) reports it; with several API replicas take `max by (device)`.
 - `api_registry(...)`: a registry per app holding the above plus the process collectors.
 """
 
@@ -32,6 +33,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.store.history.outbox import backlog
 from scheduler.store.runs import FleetStore
 from workers.telemetry.metrics import NAMESPACE, Spec, make_metrics
 
@@ -147,6 +149,7 @@ class FleetCollector(Collector):
             devices = self.store.registry.devices()
             depths = self._queue_depths([d.info.id for d in devices])
             pending_count = self.store.pending_count()
+            held = backlog(self.store.r, self.store.k.history_outbox)
         except (redis.ConnectionError, redis.TimeoutError):
             reachable.add_metric([], 0)
             yield reachable
@@ -185,7 +188,17 @@ class FleetCollector(Collector):
             "Runs accepted but not yet given to a device (waiting for an idle match).",
         )
         pending.add_metric([], pending_count)
-        yield from (up, busy, quarantined, depth, pending)
+        outbox = GaugeMetricFamily(
+            f"{NAMESPACE}_history_backlog_runs",
+            "Ended runs held in the history outbox, not yet in the history database.",
+        )
+        outbox.add_metric([], held.runs)
+        age = GaugeMetricFamily(
+            f"{NAMESPACE}_history_backlog_age_seconds",
+            "How long ago the oldest run held in the history outbox ended (0: none held).",
+        )
+        age.add_metric([], held.age_s(time.time()))
+        yield from (up, busy, quarantined, depth, pending, outbox, age)
 
     def _queue_depths(self, device_ids: list[str]) -> dict[str, int]:
         with self.store.r.pipeline(transaction=False) as p:

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("cancel", "cancel a run"),
     "devices": ("devices", "list the fleet's devices"),
     "eval": ("eval", "measure deciders on the decide-step eval corpus"),
+    "history": ("history", "pass and flaky rates, step times, devices that stand out"),
+    "db": ("history", "the history database: upgrade makes or updates its tables"),
     "memory": ("memory", "list, show or forget remembered decisions"),
     "questions": ("questions", "list runs waiting for a person"),
     "answer": ("questions", "answer a run's question"),

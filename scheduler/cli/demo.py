@@ -155,6 +155,8 @@ def _demo(args: argparse.Namespace) -> int:
                 "lease_s": 5.0,
                 "retention_s": 3600,
                 "artifact_dir": shots / "store",
+                # the runs' history: the embedded SQLite file unless a database is given
+                "database_url": base.database_url or SecretStr(f"sqlite:///{base.history_path}"),
             }
         )
         fleet = LocalFleet(
@@ -177,6 +179,7 @@ def _demo(args: argparse.Namespace) -> int:
             summary = _summary(runs, t_done - t_ready, t_done - t0, args)
             summary["screenshots"] = str(_export_pictures(runs, shots))
             _report(runs, summary, args, out)
+        _show_history(settings, [r.id for r in runs], out)
         ok = all(r.status is RunStatus.DONE for r in runs)
         return EXIT_OK if ok else EXIT_FAILED
     finally:
@@ -231,6 +234,30 @@ def _report(
         if run.result is not None:
             out.print(result_table(run.result, run))
     out.print(_summary_table(summary))
+
+
+def _show_history(settings: Settings, run_ids: list[str], out: Console, wait_s: float = 15) -> None:
+    """Where the runs' history went, once the scheduler's writer has stored them."""
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415 - psycopg loads late
+
+    history = SqlHistory.open(settings.history_url(), upgrade=True)
+    marks = ", ".join("?" for _ in run_ids)
+    sql = f"SELECT COUNT(*) FROM runs WHERE run_id IN ({marks})"  # noqa: S608 - marks only
+    try:
+        deadline = time.monotonic() + wait_s
+        while (stored := int(history.db.query(sql, run_ids)[0][0])) < len(run_ids):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        history.close()
+    embedded = settings.history_url() == f"sqlite:///{settings.history_path}"
+    how = "goalfleet history" if embedded else "goalfleet history (with GOALFLEET_DATABASE_URL)"
+    out.print(
+        f"history: {stored} of {len(run_ids)} runs stored in {history.where()}; see {how}",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _workers(args: argparse.Namespace) -> list[SimWorker]:

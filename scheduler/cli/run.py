@@ -6,6 +6,8 @@ import argparse
 import logging
 import os
 import sys
+import time
+import uuid
 from typing import Any
 
 import redis
@@ -27,6 +29,8 @@ from scheduler.cli.commands import summary
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
+from workers.core.records import RunRecord
+from workers.core.request import GoalRunRequest
 from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
@@ -155,11 +159,44 @@ def main(args: argparse.Namespace) -> int:
         )
     finally:
         device.close()
+    _keep(settings, args, result)
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
         print_result(result, plain_console())
     return 0 if result.status is RunStatus.DONE else 1
+
+
+def _keep(settings: Settings, args: argparse.Namespace, result: RunResult) -> None:
+    """The run in the history (`GOALFLEET_DATABASE_URL`, else the embedded SQLite file); a
+    history that cannot be written is one line on stderr, never the run's failure."""
+    from scheduler.store.history.db import HistoryUnavailableError  # noqa: PLC0415 - psycopg
+    from scheduler.store.history.rows import history_of  # noqa: PLC0415
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415
+
+    now = time.time()
+    record = RunRecord(
+        id=uuid.uuid4().hex,
+        request=GoalRunRequest(goal=args.goal, inputs=pairs(args.input, "--input")),
+        status=result.status,
+        device=args.device,
+        attempt=1,
+        submitted_at=now - result.duration_ms / 1000,
+        started_at=now - result.duration_ms / 1000,
+        finished_at=now,
+        reason=result.reason,
+        result=result,
+    )
+    spec = args.device.split(":", 1)
+    peers = f"local/{spec[0]}/{spec[1].rsplit('-', 1)[-1]}" if spec[0] == "sim" else spec[0]
+    try:
+        history = SqlHistory.open(settings.history_url(), upgrade=settings.database_url is None)
+        try:
+            history.write([history_of(record, result.steps, None, peers=peers)])
+        finally:
+            history.close()
+    except HistoryUnavailableError as exc:
+        sys.stderr.write(f"goalfleet run: the run is not in the history: {exc}\n")
 
 
 def print_result(result: RunResult, console: Console) -> None:

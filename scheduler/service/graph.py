@@ -102,6 +102,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     graph = build(settings, client=redis_client(settings.redis_url))
     pictures = Retention(artifacts(settings), settings.retention_s)
+    history = start_history(settings, graph.store, stop)
 
     def tick() -> None:
         graph.schedules.tick(graph.fleet)
@@ -120,6 +121,8 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
         if served is not None and hooks is not None:
             served.join(timeout=5)
             hooks.close()
+        if history is not None:
+            history.join(timeout=10)
         graph.client.close()
 
 
@@ -136,3 +139,35 @@ def webhooks(settings: Settings, graph: Graph) -> Webhooks | None:
         attempts=settings.webhook_attempts,
         timeout_s=settings.webhook_timeout_s,
     )
+
+
+def start_history(
+    settings: Settings, store: FleetStore, stop: threading.Event
+) -> threading.Thread | None:
+    """With `database_url` set, a thread draining the history outbox into it until `stop`
+    (an embedded SQLite database gets its tables here; a PostgreSQL one from `goalfleet db
+    upgrade`, and the writer waits, holding every ended run, until it has them)."""
+    if settings.database_url is None:
+        return None
+    from scheduler.store.history.outbox import HistoryWriter  # noqa: PLC0415 - psycopg: only on
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415
+
+    url = settings.database_url.get_secret_value()
+    history = SqlHistory.open(url, upgrade=url.startswith("sqlite"))
+    writer = HistoryWriter(
+        store,
+        history,
+        retention_s=settings.retention_s,
+        history_retention_s=settings.history_retention_days * 86_400,
+    )
+    writer.turn_on()  # runs that end from here on are held for it, even before its first drain
+
+    def drain() -> None:
+        try:
+            writer.loop(stop)
+        finally:
+            history.close()
+
+    t = threading.Thread(target=drain, name="goalfleet-history", daemon=True)
+    t.start()
+    return t

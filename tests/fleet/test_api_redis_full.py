@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import httpx
@@ -60,6 +61,8 @@ SPARE = "idle-1"
 """Out of POOL, so no batch takes it: a submit naming it is reserved and sent in its script."""
 NO_REDIS = {"/openapi.json", "/docs", "/redoc"}
 """FastAPI's own routes: they never touch Redis (still called, still no 500)."""
+HISTORY = ("/v1/history", *(f"/v1/history/{q}" for q in ("pass-rates", "step-times", "outliers")))
+"""The run history's routes: they read the history database (SQLite here), not Redis."""
 CANCEL = ("POST", "/v1/runs/{run_id}/cancel")
 REFUSED = 503
 
@@ -175,6 +178,7 @@ def calls(m: Made) -> list[Call]:
         Call(("GET", "/v1/memory/{key}"), f"/v1/memory/{m.memory[0]}", full=200),
         *(Call(("GET", path), path, full=200) for path in sorted(NO_REDIS)),
         *console_reads(m),
+        *(Call(("GET", path), path, full=200) for path in HISTORY),
     ]
     runs = ("POST", "/v1/runs")
     batches = ("POST", "/v1/batches")
@@ -350,14 +354,20 @@ def stored(db: redis.Redis) -> dict[bytes, list[bytes]]:
 
 @pytest.mark.parametrize("outage", OUTAGES, ids=lambda o: o.name)
 def test_no_route_answers_500_while_redis_takes_no_writes(
-    any_redis: tuple[LocalRedis, redis.Redis], serve: type[Served], outage: Outage
+    any_redis: tuple[LocalRedis, redis.Redis], serve: type[Served], outage: Outage, tmp_path: Path
 ) -> None:
     """Full (or read-only): every write is 503 REDIS_UNAVAILABLE (full, nothing written) with
     a Retry-After, every read and FastAPI's own pages answer 200, and Redis holds exactly what
     it held before; taking writes again: every refused write gets its usual answer."""
     own, db = any_redis
     keys = Keys(PREFIX)
-    settings = Settings(redis_url=own.url, key_prefix=PREFIX, api_tokens=[TOKEN], retention_s=3600)
+    settings = Settings(
+        redis_url=own.url,
+        key_prefix=PREFIX,
+        api_tokens=[TOKEN],
+        retention_s=3600,
+        database_url=f"sqlite:///{tmp_path / 'history.db'}",
+    )
     registry = DeviceRegistry(db, keys)
     for d in DEVICES:
         pool = "spare" if d == SPARE else "full"

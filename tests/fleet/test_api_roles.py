@@ -120,6 +120,11 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "POST /ui/questions/{run_id}/answer":          (422, 422, 422, 422, 422, 422),
     "GET /ui/memory":                              (303, 303, 303, 303, 303, 303),
     "POST /ui/memory/{key}/forget":                (422, 422, 422, 422, 422, 422),
+    # the run history aggregates every run: read_any (reader, admin)
+    "GET /v1/history":                             (401, 200, 403, 403, 403, 200),
+    "GET /v1/history/pass-rates":                  (401, 200, 403, 403, 403, 200),
+    "GET /v1/history/step-times":                  (401, 200, 403, 403, 403, 200),
+    "GET /v1/history/outliers":                    (401, 200, 403, 403, 403, 200),
 }  # fmt: skip
 
 
@@ -258,6 +263,7 @@ def world(redis_server: LocalRedis, tmp_path_factory: pytest.TempPathFactory) ->
         api_tokens=[f"{name}:{token}" for name, token in TOKENS.items()],
         api_roles=ROLES,
         artifact_dir=Path(tmp_path_factory.mktemp("pictures")),
+        database_url=f"sqlite:///{tmp_path_factory.mktemp('history') / 'history.db'}",
     )
     app: FastAPI = create(settings, enqueuer=RecordingEnqueuer.of(settings))  # type: ignore[assignment]
     try:

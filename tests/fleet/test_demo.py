@@ -25,8 +25,14 @@ def fresh_machine() -> dict[str, str]:
     }
 
 
-def test_demo_json_shows_memory_hits() -> None:
-    out, _ = goalfleet_json("demo", "--devices", "2", "--runs", "6", env=fresh_machine())
+def test_demo_json_shows_memory_hits(tmp_path: Path) -> None:
+    """... and says where its runs' history went: the embedded database, which
+    `goalfleet history` then reads."""
+    env = {**fresh_machine(), "GOALFLEET_HISTORY_PATH": str(tmp_path / "history.db")}
+    out, proc = goalfleet_json("demo", "--devices", "2", "--runs", "6", env=env)
+    assert f"history: 6 of 6 runs stored in sqlite:///{tmp_path / 'history.db'}" in proc.stderr
+    report, _ = goalfleet_json("history", "--since", "1h", env=env)
+    assert sum(r["runs"] for r in report["pass_rates"]) == 6
     summary, runs = out["summary"], out["runs"]
     assert summary["statuses"] == {"done": 6}
     rows = [

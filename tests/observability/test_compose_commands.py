@@ -1,6 +1,7 @@
-"""The compose file's goalfleet commands start locally, as written: the API, the scheduler and
-the sim workers, with the compose environment — only the Redis URL, the listen addresses and
-ports, and the metrics directory rewritten to loopback and temporary paths. (Docker itself
+"""The compose file's goalfleet commands start locally, as written: the history's tables, the
+API, the scheduler and the sim workers, with the compose environment — only the Redis URL, the
+history database (a scratch one on the machine's PostgreSQL), the listen addresses and ports,
+and the metrics directory rewritten to loopback and temporary paths. (Docker itself
 is not available here; docs/observability.md says what was not run.)"""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pgkit
+import psycopg
 import pytest
 import yaml
 
@@ -50,6 +53,12 @@ def rewrite(argv: list[str], ports: dict[str, int]) -> list[str]:
         else:
             out.append(a)
     return out
+
+
+@pytest.fixture(scope="module")
+def history_url() -> Iterator[str]:
+    with pgkit.scratch_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +95,15 @@ class Started:
     mpdir: Path | None
 
 
-def start_service(name: str, svc: dict[str, Any], tmp: Path, redis_url: str) -> Started:
+def start_service(
+    name: str, svc: dict[str, Any], tmp: Path, redis_url: str, history_url: str
+) -> Started:
     ports = {"--port": free_port(), "--metrics-port": free_port()}
     argv = rewrite([str(a) for a in svc["command"]], ports)
     env = {k: expand(str(v)) for k, v in svc.get("environment", {}).items()}
     env |= {"GOALFLEET_REDIS_URL": redis_url, "GOALFLEET_KEY_PREFIX": "gfcompose"}
+    if "GOALFLEET_DATABASE_URL" in env:
+        env["GOALFLEET_DATABASE_URL"] = history_url
     mpdir = None
     if "PROMETHEUS_MULTIPROC_DIR" in env:
         mpdir = tmp / f"mp-{name}"
@@ -110,13 +123,21 @@ def json_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
 
 
-def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str) -> None:
-    """api answers /health, each worker serves /metrics with its worker_info (multiprocess
-    dir from the compose environment), the scheduler stays up; workers log JSON lines."""
+def test_every_compose_command_starts_and_serves(
+    tmp_path: Path, redis_url: str, history_url: str
+) -> None:
+    """`db upgrade` makes the history's tables and exits 0, api answers /health, each worker
+    serves /metrics with its worker_info (multiprocess dir from the compose environment), the
+    scheduler stays up and stores the run in the history; workers log JSON lines."""
     started: list[Started] = []
+    one_shot = [n for n, s in services().items() if s.get("restart") == "on-failure"]
     try:
+        for name in one_shot:
+            done = start_service(name, services()[name], tmp_path, redis_url, history_url)
+            assert done.proc.proc.wait(timeout=60) == 0, done.proc.tail()
         for name, svc in sorted(services().items()):
-            started.append(start_service(name, svc, tmp_path, redis_url))
+            if name not in one_shot:
+                started.append(start_service(name, svc, tmp_path, redis_url, history_url))
         for s in started:
             if s.url is None:
                 continue
@@ -128,6 +149,7 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
                 assert s.mpdir is not None
                 assert list(s.mpdir.glob("*.db")), "multiprocess files"
         run_id = submit_and_wait(next(s for s in started if s.argv[0] == "api"))
+        wait_stored(history_url, run_id)
         for s in started:
             assert s.proc.alive(), f"{s.name} exited: {s.proc.tail()}"
     finally:
@@ -154,6 +176,19 @@ def test_every_compose_command_starts_and_serves(tmp_path: Path, redis_url: str)
 
 
 REQUEST_ID = "req-compose-1"
+
+
+def wait_stored(url: str, run_id: str, timeout_s: float = 30) -> None:
+    """The scheduler's history writer stored the run in the compose's history database."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT status FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+            if row is not None:
+                assert row[0] == "done"
+                return
+            time.sleep(0.2)
+    pytest.fail(f"run {run_id} never reached the history database")
 
 
 def submit_and_wait(api: Started, timeout_s: float = 60) -> str:

@@ -87,8 +87,9 @@ def test_dashboard_uses_the_provisioned_datasource_uid() -> None:
     provisioned = yaml.safe_load(
         (GRAFANA / "provisioning" / "datasources" / "goalfleet.yml").read_text()
     )
-    (ds,) = provisioned["datasources"]
+    ds, history = provisioned["datasources"]
     uid = ds["uid"]
+    assert history["type"] == "grafana-postgresql-datasource"
     text = (GRAFANA / "dashboards" / "goalfleet.json").read_text()
     assert "${DS_" not in text
     assert "__inputs" not in text
@@ -97,6 +98,10 @@ def test_dashboard_uses_the_provisioned_datasource_uid() -> None:
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
     for p in panels:
+        if p["datasource"]["uid"] == history["uid"]:  # the run history's panels: SQL
+            assert p["datasource"]["type"] == history["type"], p["title"]
+            assert all(t["rawSql"].strip() for t in p["targets"]), p["title"]
+            continue
         assert p["datasource"] == {"type": "prometheus", "uid": uid}, p["title"]
         assert p["targets"], p["title"]
         for t in p["targets"]:
@@ -113,7 +118,9 @@ def test_dashboard_uses_the_provisioned_datasource_uid() -> None:
 def test_dashboard_covers_the_issue() -> None:
     """Runs by status, phase latency p50/p95, tokens, utilisation, queue depth, devices up /
     quarantined, API errors: each has a panel querying the metric."""
-    exprs = " ".join(t["expr"] for p in dashboard()["panels"] for t in p.get("targets", []))
+    exprs = " ".join(
+        t.get("expr") or t["rawSql"] for p in dashboard()["panels"] for t in p.get("targets", [])
+    )
     for needle in (
         "sum by (status) (rate(goalfleet_runs_total",
         "histogram_quantile(0.5, sum by (le, phase) (rate(goalfleet_step_phase_seconds_bucket",
@@ -124,6 +131,8 @@ def test_dashboard_covers_the_issue() -> None:
         "goalfleet_device_up",
         "goalfleet_device_quarantined",
         'goalfleet_api_requests_total{code=~"5.."}',
+        "SUM(flipped)::float / NULLIF(SUM(follows), 0)",  # the history's flaky rate
+        "WHERE cum * 100 >= 95 * steps",  # and its step p95 from the step-time counts
     ):
         assert needle in exprs, needle
 

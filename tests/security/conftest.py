@@ -51,13 +51,15 @@ def sec_redis(redis_binary: str) -> Iterator[LocalRedis]:
 
 
 @pytest.fixture(scope="session")
-def api(sec_redis: LocalRedis) -> Iterator[Api]:
+def api(sec_redis: LocalRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    history = tmp_path_factory.mktemp("history") / "history.db"  # the history routes' own
     settings = Settings(
         redis_url=sec_redis.url,
         key_prefix="gfs",
         api_tokens=[SecretStr(TOKEN)],
         max_pending=1000,
         retention_s=3600,
+        database_url=SecretStr(f"sqlite:///{history}"),
     )
     db = redis_client(settings.redis_url)
     DeviceRegistry(db, Keys(settings.key_prefix)).register(

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_screenshots",
         "bench.bench_cli_start",
         "bench.bench_throughput",
+        "bench.bench_history",  # a scratch database on the machine's PostgreSQL
     ],
 )
 def test_benchmark_runs_in_quick_mode(module: str) -> None:

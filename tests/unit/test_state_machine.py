@@ -15,7 +15,8 @@ Redis is read back and the machine's invariants checked:
 - every run is in the run list, and a run that ended is in the index of its end status only;
 - every reservation pushed its run's broker message, in its own script (one message per
   reservation or resend, none for a refused one), and the latest message of a reserved run
-  names the device it is reserved for.
+  names the device it is reserved for;
+- with a history writer on, the history outbox holds exactly the runs that ended.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class FleetMachine(RuleBasedStateMachine):
         self.r.flushdb()
         self.k = Keys("sm")
         self.now = 1_000.0
+        self.r.set(self.k.history_on, "1")  # a history writer runs: ended runs join its outbox
         self.store = FleetStore(client, self.k, retention_s=0)
         self.rs = RunStore(client, self.k)
         self.qs = QuestionStore(
@@ -394,6 +396,8 @@ class FleetMachine(RuleBasedStateMachine):
             ended = {status for status, ids in by_end.items() if run_id in ids}
             terminal = RunStatus(run["status"]).terminal
             assert ended == ({run["status"]} if terminal else set()), (run_id, ended)
+        terminal_runs = {i for i, run in runs.items() if RunStatus(run["status"]).terminal}
+        assert self._index(self.k.history_outbox) == terminal_runs, "the outbox is every end"
 
         for name, index in (("pending", pending), ("reserved", reserved)):
             assert index <= runs.keys(), f"{name} names runs that do not exist"

@@ -26,6 +26,9 @@
 {p}:questions           zset   parked run ids by the time their question expires
 {p}:timings             hash   the fleet's visibility timeout and time limits, and each
                                process's published timings (`workers.fleet.timings`)
+{p}:history:on          string set (with a TTL) while a history writer runs: ended runs join
+                               the outbox and their keys wait for it (`lua/lib/run_ended.lua`)
+{p}:history:outbox      zset   ended runs not yet in the history database, by end time (ms)
 {p}:celery:*            -      Celery's and kombu's own keys, under the fleet's prefix too
                                (`global_keyprefix`): the device queues `{p}:celery:device.{id}`,
                                the default queue, the unacked hash and index, the queue
@@ -129,6 +132,14 @@ class Keys:
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this fleet (tests count keys with it)."""
         return f"{self.prefix}:*"
+
+    @property
+    def history_on(self) -> str:
+        return f"{self.prefix}:history:on"
+
+    @property
+    def history_outbox(self) -> str:
+        return f"{self.prefix}:history:outbox"
 
     @property
     def events(self) -> str:

@@ -3,9 +3,16 @@
 -- (`{p}:runs:<status>`, by submit time: the run list's filter), and the run and its step rows
 -- are kept `keep` seconds (0: for good); the run's end, and its batch's when it was the last,
 -- are events (`lib/events.lua`). The index's name is the run key's prefix (one Redis,
--- no cluster: the fleet's keys all live on one node).
+-- no cluster: the fleet's keys all live on one node). While a history writer is on
+-- (`{p}:history:on`), the run joins its outbox (`{p}:history:outbox`, by end time in ms) and
+-- its keys are held, with no expiry, until the writer has stored them and sets their `keep`.
 local function run_ended(run, steps, batch, status, keep)
   local prefix, id = string.match(run, '^(.*):run:([^:]+)$')
+  if prefix and redis.call('EXISTS', prefix .. ':history:on') == 1 then
+    local t = redis.call('TIME')
+    redis.call('ZADD', prefix .. ':history:outbox', 'NX', t[1] * 1000 + math.floor(t[2] / 1000), id)
+    keep = 0
+  end
   local submitted = redis.call('HGET', run, 'submitted_at')
   if prefix and submitted and submitted ~= '' then
     redis.call('ZADD', prefix .. ':runs:' .. status, submitted, id)
