@@ -11,20 +11,14 @@ with a trailing slash is a 404, never a Location built from the request's Host.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import redis
 import structlog
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel
 from starlette.datastructures import Headers
 
 from scheduler.api import errors as api_errors
@@ -38,6 +32,7 @@ from scheduler.api.listing import add_list_routes
 from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
+from scheduler.api.submits import GUARDED_IDEMPOTENT, Submit, Submits, submit_header
 from scheduler.api.views import (
     Who,
     need,
@@ -50,8 +45,8 @@ from scheduler.api.views import (
 )
 from scheduler.console.pages import ConsoleDeps, add_console_routes
 from scheduler.console.session import Sessions
-from scheduler.errors import AuthError, ForbiddenError, InvalidRequestError, NotFoundError
-from scheduler.service.fleet import IDEMPOTENCY_KEY, CancelOutcome
+from scheduler.errors import AuthError, ForbiddenError, NotFoundError
+from scheduler.service.fleet import CancelOutcome
 from scheduler.service.graph import build
 from scheduler.service.requests import (
     BatchBody,
@@ -73,9 +68,6 @@ from workers.fleet.outages import is_outage
 from workers.settings import Settings
 
 log = structlog.stdlib.get_logger("goalfleet.api")
-_IDEM = re.compile(IDEMPOTENCY_KEY)
-_JSON = "application/json"
-T = TypeVar("T")
 
 
 class CancelAnswer(RunRecord):
@@ -85,81 +77,6 @@ class CancelAnswer(RunRecord):
     """`cancelled`: the run was waiting (queued, or parked for a person) and is cancelled now.
     `requested`: it is running; its worker stops before its next step, so it may still end
     otherwise (a step already under way can finish it `done`)."""
-
-
-class _Submit:
-    """What the idempotent submits share: the `Idempotency-Key` header (checked when read, so
-    a bad body is reported first), and the answer: 201 when this request created the record,
-    200 when it replays an earlier one, with one log line either way."""
-
-    def __init__(self, idempotency_key: str | None) -> None:
-        self._key = idempotency_key
-
-    @property
-    def key(self) -> str | None:
-        if self._key is not None and not _IDEM.fullmatch(self._key):
-            raise InvalidRequestError(
-                "Idempotency-Key",
-                "is not a valid key",
-                "use 1-128 letters, digits or . _ : -",
-            )
-        return self._key
-
-    @staticmethod
-    def answer(event: str, record: BaseModel, *, created: bool, **fields: object) -> Response:
-        """The record as the route's JSON answer, serialised once here: FastAPI would validate
-        a returned model against the route's `response_model` again before serialising it (the
-        model stays declared on the route for the OpenAPI schema)."""
-        log.info(event, **fields, new=created)
-        return Response(
-            record.model_dump_json(), status_code=201 if created else 200, media_type=_JSON
-        )
-
-
-GUARDED_IDEMPOTENT: dict[str, object] = {
-    "security": [{"HTTPBearer": []}],
-    "parameters": [
-        {
-            "name": "idempotency-key",
-            "in": "header",
-            "required": False,
-            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Idempotency-Key"},
-        }
-    ],
-}
-"""The OpenAPI of a route that reads the bearer guard and the `Idempotency-Key` header itself:
-what `Depends(auth)` and `Depends(_submit)` would document (`tests/security/test_api_fuzz.py`
-holds the two equal)."""
-
-
-async def _submit(idempotency_key: Annotated[str | None, Header()] = None) -> _Submit:
-    """The submits' dependency. Async, as `auth` and the submit routes are, because FastAPI
-    runs every sync dependency and a sync route's response validation in the thread pool, one
-    hop each; a submit makes the one hop its Redis calls need (`Submits`)."""
-    return _Submit(idempotency_key)
-
-
-class Submits:
-    """The threads the submits' blocking Redis calls run on: one hop from the event loop per
-    submit, on the loop's own executor machinery (`run_in_executor`, with the request's
-    context, so its log line carries the request id). Starlette's `run_in_threadpool` does the
-    same through anyio's capacity limiter and cancel scopes, at several times the CPU."""
-
-    def __init__(self, threads: int = 16) -> None:
-        self.threads = threads
-        self._pool: ThreadPoolExecutor | None = None
-
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
-        if self._pool is None:  # started with the first submit, again after a shutdown
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="submit")
-        ctx = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn, *args)
-
-    def close(self) -> None:
-        """At the app's shutdown (an app served again, as a test client does, starts anew)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
 
 
 def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
@@ -239,16 +156,14 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         need(who, Action.METRICS)
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
-    def run_submitted(sub: RunSubmit, submit: _Submit, who: Principal) -> Response:
+    def run_submitted(sub: RunSubmit, submit: Submit, who: Principal) -> Response:
         limits.check_run(sub)
         run, created = fleet.submit_run(sub, idempotency_key=submit.key, owner=who.name)
         return submit.answer(
             "run.submitted", run, created=created, run_id=run.id, device_id=run.device
         )
 
-    def batch_submitted(
-        sub: BatchSubmit | SuiteSubmit, submit: _Submit, who: Principal
-    ) -> Response:
+    def batch_submitted(sub: BatchSubmit | SuiteSubmit, submit: Submit, who: Principal) -> Response:
         if isinstance(sub, SuiteSubmit):  # a suite's flows over their device matrix
             limits.check_suite(sub, signed=settings.webhook_secret is not None)
             batch, created = fleet.submit_suite(sub, idempotency_key=submit.key, owner=who.name)
@@ -277,12 +192,12 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         if who is None:  # the edge refused it too
             raise AuthError("missing or wrong bearer token")
         need(who, Action.SUBMIT)
-        submit = _Submit(headers.get("idempotency-key"))
+        submit = Submit(headers.get("idempotency-key"))
         return await submits.run(run_submitted, sub, submit, who)  # Redis calls block
 
     @app.post("/v1/batches", status_code=201, response_model=BatchRecord)
     async def submit_batch(
-        sub: BatchBody, submit: Annotated[_Submit, Depends(_submit)], who: Who
+        sub: BatchBody, submit: Annotated[Submit, Depends(submit_header)], who: Who
     ) -> Response:
         """One goal over a selector (or `count` runs), or a suite (`suite`, `flows`): each
         flow over its device matrix, all in one batch."""
