@@ -3,7 +3,8 @@ holds, each one Lua script in `lua/` (loaded by `scripts`, with the fragments of
 and the status names of `workers.core.model.RunStatus`), called from one of four stores:
 
     queue.RunQueue        the scheduler's side: submit, reserve, unreserve, release a stray
-                          reservation, cancel, expire an unplaceable run
+                          reservation, release a run whose worker lost its lease, cancel,
+                          expire an unplaceable run
     runs.RunStore         the worker's side: claim, step, finish, hand back
     questions.QuestionStore  park a run for a person, answer (requeue or end), expire, cancel
     devices.DeviceRegistry   register, renew, deregister, recover (lift a quarantine)
@@ -23,6 +24,7 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     finish            running           done | blocked | escalated |          finish
                                         max-steps | errored | cancelled
     hand back         running|reserved  pending                               hand_back
+    lease lost        running           pending (its worker lost the lease)   release_lapsed
     park              running           awaiting_answer                       park
     answer            awaiting_answer   pending (a control) | done | blocked  requeue,
                                                                               end_question
@@ -34,6 +36,10 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     end overdue       running           errored (the scheduler, by claim)     finish
 
     * a redelivered message claims again: attempt + 1, past the cap it is finished errored.
+    lease lost: the claim records its worker's lease token (`holder`); a running run whose
+    device's lease that token no longer holds (lapsed, or another worker's) goes back to
+    pending, its attempt counted, so any matching device takes it (the scheduler's sweep,
+    every quarter lease); a message of it redelivered later is skipped by the claim.
     unreserve (the message could not be sent), release_stray (no registered device holds the
     reservation) and deregister (the device leaves) also take reserved -> pending.
 

@@ -60,6 +60,7 @@ class RunQueue(RedisStore):
     _unreserve = Script("unreserve")
     _cancel = Script("cancel")
     _release_stray = Script("release_stray")
+    _release_lapsed = Script("release_lapsed")
     _forget_running = Script("forget_running")
     _expire = Script("expire")
 
@@ -239,6 +240,48 @@ class RunQueue(RedisStore):
                 args=[run.id, device_id, pending_score(run.priority, run.submitted_at)],
             )
         )
+
+    def release_lapsed(self, *, limit: int = 10_000) -> list[tuple[str, str]]:
+        """Re-pend every running run whose claiming worker no longer holds its device's lease
+        (`lua/release_lapsed.lua`): its worker died, or stopped for longer than the lease. Two
+        pipelined reads (every running run's device, claim and holder; each of their devices'
+        lease), then one script per run found, which checks again; (run id, device id) of
+        each run re-pended."""
+        ids = cast("list[str]", self.r.zrange(self.k.running, 0, limit - 1))
+        if not ids:
+            return []
+        fields = ["status", "device", "claim", "holder", "priority", "submitted_at"]
+        with self.r.pipeline(transaction=False) as p:
+            for rid in ids:
+                p.hmget(self.k.run(rid), fields)
+            rows = cast("list[list[str | None]]", p.execute())
+        devices = sorted({row[1] for row in rows if row[0] == RunStatus.RUNNING and row[1]})
+        with self.r.pipeline(transaction=False) as p:
+            for did in devices:
+                p.get(self.k.lease(did))
+            leases = dict(zip(devices, cast("list[str | None]", p.execute()), strict=True))
+        released = []
+        for rid, (status, device, claim, holder, prio, submitted) in zip(ids, rows, strict=True):
+            if status != RunStatus.RUNNING or not device or not claim:
+                continue
+            now = leases.get(device)
+            if now is not None and (not holder or now == holder):
+                continue  # its worker holds the lease (or an unfenced claim's lease lives)
+            score = pending_score(int(prio or 0), float(submitted or 0))
+            if self._release_lapsed(
+                keys=[
+                    self.k.run(rid),
+                    self.k.device(device),
+                    self.k.lease(device),
+                    self.k.pending,
+                    self.k.reserved,
+                    self.k.running,
+                    self.k.wake,
+                ],
+                args=[rid, device, claim, score],
+            ):
+                released.append((rid, device))
+        return released
 
     def touch_dispatch(self, run_id: str) -> None:
         """A reservation's message was sent again: its time (and its index score) is now."""
