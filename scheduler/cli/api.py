@@ -106,12 +106,21 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api.app import create_app  # noqa: PLC0415 - same reason
+    from scheduler.api.connection import ConnectionLimits, bounded_protocol  # noqa: PLC0415
 
+    limits = ConnectionLimits(
+        max_head_bytes=settings.api_max_header_bytes,
+        max_headers=settings.api_max_headers,
+        read_timeout_s=settings.api_read_timeout_s,
+        max_connections=settings.api_max_connections,
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings),
             loop="uvloop",  # a dependency: the dispatch bench's HTTP paths 0.02-0.06x faster
-            http="httptools",  # the C parser (a dependency): ~15 % less CPU a submit than h11
+            # the C parser (a dependency: ~15 % less CPU a submit than h11), bounded: head
+            # size and count, read time, connections (`scheduler.api.connection`)
+            http=bounded_protocol(limits),
             log_level="warning",
             log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
             access_log=False,  # the API's middleware logs (debug) and counts every request
