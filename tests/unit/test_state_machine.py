@@ -92,7 +92,7 @@ class FleetMachine(RuleBasedStateMachine):
             client, self.k, retention_s=0, memory_ttl_s=60, clock=lambda: self.now
         )
         self.workers: dict[str, Worker] = {}  # device -> its current worker process
-        self.retired: list[Worker] = []  # earlier processes, replaced once their lease lapsed
+        self.retired: list[Worker] = []  # earlier processes: replaced, or deregistered
         self.attempts: dict[str, int] = {}
         self.ids = itertools.count()
 
@@ -141,6 +141,7 @@ class FleetMachine(RuleBasedStateMachine):
     def deregister(self, device: str) -> None:
         if worker := self.workers.pop(device, None):
             self.store.registry.deregister(device, worker.holder, keep_s=0)
+            self.retired.append(worker)  # gone; a run it was running still names its token
 
     @rule(device=st.sampled_from(DEVICES))
     def recover(self, device: str) -> None:
@@ -265,8 +266,9 @@ class FleetMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(w.claims for w in self.retired))
     @rule(i=st.integers(0, 5), then=THEN)
     def zombie_acts(self, i: int, then: tuple[str, ...]) -> None:
-        """A worker process whose lease lapsed and whose device another process took goes on
-        with a claim it held: every fenced write of it (step, finish, park) is refused."""
+        """A worker process that was replaced (its lease lapsed, another process took the
+        device) or deregistered goes on with a claim it held: every fenced write of it (step,
+        finish, park) is refused."""
         zombies = [w for w in self.retired if w.claims]
         zombie = zombies[i % len(zombies)]
         assert not self._act(zombie, latest=False, then=then) or then[0] == "hand_back"

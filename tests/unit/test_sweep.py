@@ -101,9 +101,9 @@ def test_runs_whose_worker_lost_the_lease_go_back_to_pending(parts, client):
     before = commands(client)
     assert d.sweep() == 3
     used = commands(client) - before - 1
-    # the two reads (an HMGET per run, a GET per device), then per run moved its script
-    # (EVALSHA and the ~15 commands it runs) and its device's re-read (3)
-    assert used <= 2 * N + 1 + 3 * 20, used
+    # the finding script (EVALSHA, ZRANGE, an HMGET and a GET per run), then per run moved
+    # its script (EVALSHA and the ~15 commands it runs) and its device's re-read (3)
+    assert used <= 2 + 2 * N + 3 * 20, used
     moved = [store.load(i) for i in ids[:3]]
     assert [(r.status, r.device, r.attempt) for r in moved] == [(RunStatus.QUEUED, None, 1)] * 3
     assert {x.info.id: x.run for x in store.registry.devices() if x.info.id < "d003"} == {
@@ -112,3 +112,14 @@ def test_runs_whose_worker_lost_the_lease_go_back_to_pending(parts, client):
     assert {x.info.id for x in d.view.idle()} == {"d002"}
     assert {store.load(i).status for i in ids[3:]} == {RunStatus.RUNNING}
     assert d.sweep() == 0  # the next check is a quarter lease away; nothing else is due
+
+
+def test_the_lapse_check_reads_the_running_index_in_slices(parts, client):
+    """With slices of 7 running runs, lapsed leases on the first and the last of 50 busy
+    devices are both found (8 slices, the last one short)."""
+    store, _, ids, _ = busy_fleet(parts)
+    for did in ("d000", "d049"):
+        client.delete(Keys("t").lease(did))
+    moved = store.release_lapsed(slice_size=7)
+    assert sorted(moved) == sorted([(ids[0], "d000"), (ids[49], "d049")])
+    assert store.release_lapsed(slice_size=7) == []
