@@ -206,7 +206,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="CI: N = 10 and 100, 50 samples")
     ap.add_argument("--sizes", default="", help="comma-separated N (default 10,100,1000,10000)")
     args = ap.parse_args()
-    sizes, samples = ((10, 100), 50) if args.quick else ((10, 100, 1000, 10_000), 300)
+    samples = 50 if args.quick else 300
+    sizes: tuple[int, ...] = (10, 100) if args.quick else (10, 100, 1000, 10_000)
     if args.sizes:
         sizes = tuple(int(x) for x in args.sizes.split(","))
     with LocalRedis() as server:
