@@ -111,7 +111,8 @@ class Dispatcher:
 
     def _lapsed(self) -> int:
         """Re-pend running runs whose worker lost its device's lease; their devices are
-        re-read (freed, and down or held by a new worker)."""
+        re-read (freed, and down or held by a new worker); one whose cancel was requested
+        while it ran is cancelled now instead of waiting for a device."""
         released = self.store.release_lapsed()
         for run_id, device_id in released:
             log.warning(
@@ -122,6 +123,9 @@ class Dispatcher:
                 "the lease); pending again for any matching device",
             )
         self.view.refresh([device_id for _, device_id in released])
+        for run in self.store.load_many([run_id for run_id, _ in released]):
+            if run.cancel_requested:  # asked to stop while running: it ends here, pending
+                self.store.cancel(run.id)
         return len(released)
 
     def _orphans(self, before: float) -> int:

@@ -123,3 +123,17 @@ def test_the_lapse_check_reads_the_running_index_in_slices(parts, client):
     moved = store.release_lapsed(slice_size=7)
     assert sorted(moved) == sorted([(ids[0], "d000"), (ids[49], "d049")])
     assert store.release_lapsed(slice_size=7) == []
+
+
+def test_a_lapsed_run_whose_cancel_was_requested_ends_cancelled(parts, client):
+    """A run whose cancel was requested while it ran, then whose worker died: the sweep ends
+    it `cancelled` (its device freed) instead of queueing it for another device."""
+    store, _, ids, _ = busy_fleet(parts)
+    assert store.cancel(ids[0]) == "requested"
+    client.delete(Keys("t").lease("d000"))
+    d = Dispatcher(store, parts[2], lapsed_every_s=1.0)
+    assert d.sweep() == 1
+    run = store.load(ids[0])
+    assert run is not None
+    assert (run.status, run.attempt) == (RunStatus.CANCELLED, 1)
+    assert client.zscore(Keys("t").pending, ids[0]) is None
