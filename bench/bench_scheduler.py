@@ -20,10 +20,14 @@ Per N, with every device busy and 200 runs pending:
   process reaches;
 - **sweep** — the scheduler's sweep (at most once a second in its loop) with the scheduler's
   own bounds (`overdue_after_s`, `orphan_after_s`) while every device's run is fresh, so
-  nothing is due: p50 ms and Redis commands per sweep.
+  nothing is due: p50 ms and Redis commands per sweep;
+- **lapse check** — the sweep's re-pending of running runs whose worker lost its lease
+  (`RunQueue.release_lapsed`, every quarter lease in the scheduler's loop) with every lease
+  held: p50 ms and Redis commands per check (one read per running run and per device).
 
     .venv/bin/python -m bench.bench_scheduler            # full: N up to 10,000, 300 samples
     .venv/bin/python -m bench.bench_scheduler --quick    # CI: N = 10 and 100, 50 samples
+    .venv/bin/python -m bench.bench_scheduler --sizes 10,10000   # some N only
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class Row:
     submits_per_s: float
     sweep_p50: float
     sweep_cmds: float
+    lapse_p50: float
+    lapse_cmds: float
 
 
 def commands(r: redis.Redis) -> int:
@@ -142,6 +148,15 @@ def measure(r: redis.Redis, n: int, samples: int) -> Row:
         t1, c1 = time.perf_counter(), commands(r)
         sweep_ms.append((t1 - t0) * 1000)
         sweep_cmds.append(c1 - c0 - 1)
+    lapse_ms: list[float] = []
+    lapse_cmds: list[int] = []
+    for _ in range(SWEEPS):
+        c0, t0 = commands(r), time.perf_counter()
+        if store.release_lapsed():
+            raise RuntimeError("a lapse check moved a run in a fleet whose leases are all held")
+        t1, c1 = time.perf_counter(), commands(r)
+        lapse_ms.append((t1 - t0) * 1000)
+        lapse_cmds.append(c1 - c0 - 1)
 
     pass_ms: list[float] = []
     pass_cmds: list[int] = []
@@ -182,14 +197,20 @@ def measure(r: redis.Redis, n: int, samples: int) -> Row:
         submits_per_s=samples / wall,
         sweep_p50=median(sweep_ms),
         sweep_cmds=median(sweep_cmds),
+        lapse_p50=median(lapse_ms),
+        lapse_cmds=median(lapse_cmds),
     )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI: N = 10 and 100, 50 samples")
+    ap.add_argument("--sizes", default="", help="comma-separated N (default 10,100,1000,10000)")
     args = ap.parse_args()
-    sizes, samples = ((10, 100), 50) if args.quick else ((10, 100, 1000, 10_000), 300)
+    samples = 50 if args.quick else 300
+    sizes: tuple[int, ...] = (10, 100) if args.quick else (10, 100, 1000, 10_000)
+    if args.sizes:
+        sizes = tuple(int(x) for x in args.sizes.split(","))
     with LocalRedis() as server:
         r = redis_client(server.url)
         rows = [measure(r, n, samples) for n in sizes]
@@ -197,15 +218,17 @@ def main() -> None:
     print(f"{machine()}; {samples} samples per N, {BACKLOG} runs pending, every device busy\n")
     print(
         "| N devices | pass p50 ms | p95 | vs N=10 | cmds/pass | CPU ms/pass "
-        "| submit p50 ms | p95 | vs N=10 | cmds/submit | submits/s | sweep p50 ms | cmds/sweep |"
+        "| submit p50 ms | p95 | vs N=10 | cmds/submit | submits/s | sweep p50 ms | cmds/sweep "
+        "| lapse check p50 ms | cmds/check |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * 15 + "|")
     for x in rows:
         print(
             f"| {x.n:,} | {x.pass_p50:.2f} | {x.pass_p95:.2f} | {x.pass_p50 / base.pass_p50:.2f}x "
             f"| {x.pass_cmds:.0f} | {x.pass_cpu:.2f} | {x.submit_p50:.2f} | {x.submit_p95:.2f} "
             f"| {x.submit_p50 / base.submit_p50:.2f}x | {x.submit_cmds:.0f} "
-            f"| {x.submits_per_s:.0f} | {x.sweep_p50:.2f} | {x.sweep_cmds:.0f} |"
+            f"| {x.submits_per_s:.0f} | {x.sweep_p50:.2f} | {x.sweep_cmds:.0f} "
+            f"| {x.lapse_p50:.2f} | {x.lapse_cmds:.0f} |"
         )
 
 

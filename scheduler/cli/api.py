@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
-import os
-import signal
 import socket
-import sys
-from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from scheduler.cli._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
+from scheduler.cli.api_processes import supervise
 from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
-from workers.processes import dies_with_this_process
 from workers.settings import API_PROCESSES_MAX, Settings
 from workers.telemetry.logs import configure_logging, install_celery_hooks
-
-log = structlog.stdlib.get_logger("goalfleet.api")
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -100,7 +91,15 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         if processes == 1:
             serve(settings, sock)
             return EXIT_OK
+        load_server()  # in the parent: a replacement process forks with it loaded
         return supervise(processes, lambda: serve(settings, sock))
+
+
+def load_server() -> None:
+    """Import the server and the app (they load only for this command)."""
+    import uvicorn  # noqa: F401, PLC0415
+
+    import scheduler.api.app  # noqa: F401, PLC0415
 
 
 def serve(settings: Settings, sock: socket.socket) -> None:
@@ -108,72 +107,24 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     import uvicorn  # noqa: PLC0415 - the server loads only for this command
 
     from scheduler.api.app import create_app  # noqa: PLC0415 - same reason
+    from scheduler.api.connection import ConnectionLimits, bounded_protocol  # noqa: PLC0415
 
+    limits = ConnectionLimits(
+        max_head_bytes=settings.api_max_header_bytes,
+        max_headers=settings.api_max_headers,
+        read_timeout_s=settings.api_read_timeout_s,
+        max_connections=settings.api_max_connections,
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings),
             loop="uvloop",  # a dependency: the dispatch bench's HTTP paths 0.02-0.06x faster
-            http="httptools",  # the C parser (a dependency): ~15 % less CPU a submit than h11
+            # the C parser (a dependency: ~15 % less CPU a submit than h11), bounded: head
+            # size and count, read time, connections (`scheduler.api.connection`)
+            http=bounded_protocol(limits),
             log_level="warning",
             log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
             access_log=False,  # the API's middleware logs (debug) and counts every request
         )
     )
     server.run(sockets=[sock])
-
-
-def supervise(n: int, serve_one: Callable[[], None]) -> int:
-    """Fork `n` processes that each run `serve_one` (the socket is inherited: the kernel hands
-    each new connection to one of them), and wait for them. SIGTERM or SIGINT here is passed
-    on to every one; one that exits on its own stops the others (exit 1): the API is whole or
-    stopped, for its supervisor to restart. Each child gets SIGTERM if this process dies."""
-    arm_child = dies_with_this_process()
-    children: set[int] = set()
-    stopping = False
-
-    def stop_all(_signum: int = signal.SIGTERM, _frame: object = None) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, stop_all)
-    signal.signal(signal.SIGINT, stop_all)
-    stops = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held until every child is known
-    for _ in range(n):
-        pid = os.fork()
-        if pid == 0:  # the child: its own Redis connections and device view (create_app)
-            code = 1
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-                arm_child()
-                serve_one()
-                code = EXIT_OK
-            except KeyboardInterrupt:  # Ctrl-C: uvicorn shut down, then raised it again
-                code = EXIT_OK
-            except BaseException:
-                log.exception("api_process_failed")
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        children.add(pid)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # a stop that came meanwhile runs now
-    code = EXIT_OK
-    while children:
-        pid, status = os.wait()
-        children.discard(pid)
-        if not stopping:
-            log.error(
-                "api_process_exited",
-                pid=pid,
-                code=os.waitstatus_to_exitcode(status),
-                hint="the other API processes stop too; restart the API",
-            )
-            code = 1
-            stop_all()
-    return code

@@ -44,6 +44,7 @@ class Dispatcher:
         orphan_after_s: float | None = None,
         unplaceable_after_s: float | None = None,
         view_max_age_s: float = 0.0,
+        lapsed_every_s: float | None = None,
     ) -> None:
         self.store = store
         self.placement = Placement(store)
@@ -60,6 +61,12 @@ class Dispatcher:
         self.orphan_after_s = orphan_after_s
         """A selector run reserved for a device that has been down this long goes back to
         pending (the stale message is skipped by the claim if the device ever returns)."""
+        self.lapsed_every_s = lapsed_every_s
+        """How often the sweep re-pends running runs whose worker lost its device's lease
+        (died, or stopped longer than the lease), so any matching device runs them within
+        a lease and this of the lapse (None: never; the visibility timeout brings them back
+        to that device alone, or the overdue sweep ends them)."""
+        self._lapsed_at = float("-inf")
 
     def sweep(self, *, now: float | None = None) -> int:
         """Free devices held by overdue runs and re-pend runs stuck on dead devices. Reads
@@ -67,6 +74,9 @@ class Dispatcher:
         device's run."""
         now = time.time() if now is None else now
         fixed = 0
+        if self.lapsed_every_s is not None and now - self._lapsed_at >= self.lapsed_every_s:
+            self._lapsed_at = now
+            fixed += self._lapsed()
         if self.orphan_after_s is not None:
             fixed += self._orphans(now - self.orphan_after_s)
         if self.unplaceable_after_s is not None and now - self._expired_at >= 1.0:
@@ -98,6 +108,25 @@ class Dispatcher:
             else:
                 self.store.forget_running(rid, claimed_at)
         return fixed
+
+    def _lapsed(self) -> int:
+        """Re-pend running runs whose worker lost its device's lease; their devices are
+        re-read (freed, and down or held by a new worker); one whose cancel was requested
+        while it ran is cancelled now instead of waiting for a device."""
+        released = self.store.release_lapsed()
+        for run_id, device_id in released:
+            log.warning(
+                "run_moved_off_lost_lease",
+                run_id=run_id,
+                device_id=device_id,
+                hint="its worker lost the device's lease mid-run (died, or stopped longer than "
+                "the lease); pending again for any matching device",
+            )
+        self.view.refresh([device_id for _, device_id in released])
+        for run in self.store.load_many([run_id for run_id, _ in released]):
+            if run.cancel_requested:  # asked to stop while running: it ends here, pending
+                self.store.cancel(run.id)
+        return len(released)
 
     def _orphans(self, before: float) -> int:
         """Runs reserved before `before` and never claimed: one no registered device holds

@@ -74,6 +74,7 @@ def build(
         enqueuer,
         overdue_after_s=overdue_after_s(settings),
         orphan_after_s=settings.orphan_after_s,
+        lapsed_every_s=settings.lease_s / 4,
         unplaceable_after_s=settings.unplaceable_after_s,
         view_max_age_s=settings.device_view_max_age_s,
     )

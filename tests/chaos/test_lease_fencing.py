@@ -45,14 +45,16 @@ def own_redis(redis_binary: str) -> Iterator[LocalRedis]:
 
 
 class KeyEvents:
-    """Keyspace notifications for one key, in the order Redis executed the commands."""
+    """Keyspace notifications for some keys, in the order Redis executed the commands: (key,
+    event) pairs. One subscriber connection gets every channel's messages in that order, so
+    a write to a marker key splits them into before and after."""
 
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, *keys: str) -> None:
         self.db = redis.Redis.from_url(url, decode_responses=True)
-        self.db.config_set("notify-keyspace-events", "Kgh")
+        self.db.config_set("notify-keyspace-events", "Kgh$")
         self.pubsub = self.db.pubsub()
-        self.pubsub.subscribe(f"__keyspace@0__:{key}")
-        self.events: list[str] = []
+        self.pubsub.subscribe(*[f"__keyspace@0__:{key}" for key in keys])
+        self.events: list[tuple[str, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, daemon=True)
         self._thread.start()
@@ -61,7 +63,13 @@ class KeyEvents:
         while not self._stop.is_set():
             msg = self.pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)
             if msg is not None:
-                self.events.append(str(msg["data"]))
+                key = str(msg["channel"]).removeprefix("__keyspace@0__:")
+                self.events.append((key, str(msg["data"])))
+
+    def after(self, marker: str, key: str) -> list[str]:
+        """`key`'s events after the first event of `marker`."""
+        seen = [k for k, _ in self.events].index(marker)
+        return [e for k, e in self.events[seen + 1 :] if k == key]
 
     def close(self) -> None:
         self._stop.set()
@@ -99,10 +107,11 @@ def test_a_resumed_worker_that_lost_its_lease_stands_down(  # noqa: PLR0915 - on
     """SIGSTOP the worker of `pause-1` mid-run for longer than its 4 s lease, start a
     replacement (it registers once the lease lapsed), SIGCONT the first: it exits with status
     3 within the bound; it opens no device session after it resumed and writes no step row
-    after the replacement took the lease (the run's steps see no write before the
-    replacement's claim); the run it had in flight is handed back and done by the
-    replacement (attempt 2); every run ends `done` exactly once; no two sessions on the device
-    overlap."""
+    after it was frozen (from then on the run's steps see the replacement's claim empty them,
+    then exactly the rows the replacement's run kept); the run it had in flight goes back to
+    pending once the lease is no longer its worker's (the scheduler's sweep) and is done by
+    the replacement (attempt 2); every run ends `done` exactly once; no two sessions on the
+    device overlap."""
     settings = chaos_settings(
         own_redis.url,
         lease_s=LEASE_S,
@@ -133,17 +142,19 @@ def test_a_resumed_worker_that_lost_its_lease_stands_down(  # noqa: PLR0915 - on
         ids = [c.submit_run({**SIGN_IN, "device": DEVICE}).id for _ in range(RUNS)]
 
         inflight = _in_flight(db, prefix, ids, deadline_s=60)
+        steps, marker = f"{prefix}:run:{inflight}:steps", f"{prefix}:test:frozen"
+        events = KeyEvents(settings.redis_url, steps, marker)
+        time.sleep(0.3)  # the subscription is live before the worker is frozen
         first_pids = {first.pid, *children(first.pid)}
         first.pause()
         paused_at = time.monotonic()
+        time.sleep(0.2)  # a command the worker sent just before is executed before the marker
+        db.set(marker, "1")
         replacement = spawn(spec.argv(), env=fleet.env, log=tmp_path / "replacement.log")
         second_holder = _wait_holder_change(db, lease, first_holder, deadline_s=60)
         paused_s = time.monotonic() - paused_at  # at least until the frozen lease lapsed
         rec = db.hgetall(f"{prefix}:run:{inflight}")
-        assert rec["status"] == "running"
-        assert rec["attempt"] == "1"
-        events = KeyEvents(settings.redis_url, f"{prefix}:run:{inflight}:steps")
-        time.sleep(0.3)  # the subscription is live before the first worker runs again
+        assert rec["status"] in {"running", "queued"}  # not ended: pending again, or taken
 
         resumed_ns = time.monotonic_ns()
         resumed_at = time.monotonic()
@@ -165,10 +176,12 @@ def test_a_resumed_worker_that_lost_its_lease_stands_down(  # noqa: PLR0915 - on
         assert db.get(lease) == second_holder
         assert {d.info.id: d.alive for d in c.devices()} == {DEVICE: True}
 
-        # no step row of the first worker after the takeover: the run's steps saw nothing
-        # before the replacement's claim emptied them
-        assert events.events, "the replacement's claim and rows were not seen"
-        assert events.events[0] == "del", events.events
+        # no step row of the first worker once frozen: the run's steps saw the replacement's
+        # claim empty them first, then one write per row the replacement's run kept
+        after = events.after(marker, steps)
+        assert after, "the replacement's claim and rows were not seen"
+        assert after[0] == "del", after
+        assert after.count("hset") == len(final[inflight].result.steps), after
         # the first worker opened no device session after it resumed, and none overlapped
         reopened = [
             (w, p, ns)

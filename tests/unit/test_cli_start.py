@@ -9,13 +9,16 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.cli._common import shown_url
+from scheduler.cli.api_processes import MAX_QUICK_EXITS, Supervisor
 from scheduler.local.redis import LocalRedis
 from workers.processes import Child, spawn
 
@@ -106,21 +109,77 @@ def test_api_processes_each_serve_the_one_socket_and_stop_together(
     assert not [c for c in children if Path(f"/proc/{c}").exists()]
 
 
+def _burst(url: str, stop: threading.Event, tally: list[tuple[float, bool]]) -> None:
+    """Requests one after another on one keep-alive client until `stop`: (time, succeeded)."""
+    with httpx.Client(headers={"Authorization": "Bearer t"}, timeout=5) as client:
+        while not stop.is_set():
+            try:
+                ok = client.get(url).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            tally.append((time.monotonic(), ok))
+
+
 @pytest.mark.slow  # the whole command as a process: make test, not make unit
-def test_an_api_process_that_dies_stops_the_api(redis_server: LocalRedis) -> None:
-    """The API is whole or stopped: one of its processes killed, the command stops the other
-    and exits 1, with a line naming the process, for its supervisor to restart it."""
-    proc, _ = _start(redis_server.url, "api", "--port", "0", "--processes", "2")
-    children = _children(proc.pid, 2)
+def test_a_dead_api_process_is_replaced_and_requests_go_on(redis_server: LocalRedis) -> None:
+    """`--processes 2`, kill -9 of one process in the middle of a burst of requests from four
+    clients: a new process takes its place (logged, naming both), and at least 99 % of the
+    requests of the next 10 s succeed; SIGTERM then stops the command and every process."""
+    proc, line = _start(redis_server.url, "api", "--port", "0", "--processes", "2")
+    found = re.search(r"listening on http://127\.0\.0\.1:(\d+) ", line)
+    assert found, line
+    url = f"http://127.0.0.1:{found.group(1)}/v1/devices"
+    stop = threading.Event()
+    tallies: list[list[tuple[float, bool]]] = [[] for _ in range(4)]
+    threads = [threading.Thread(target=_burst, args=(url, stop, t)) for t in tallies]
     try:
+        children = _children(proc.pid, 2)
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        killed = time.monotonic()
         os.kill(children[0], signal.SIGKILL)
-        proc.wait(timeout=30)
+        time.sleep(10.0)
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        after = _children(proc.pid, 2)
     finally:
+        stop.set()
         err = _stop(proc)
-    assert proc.returncode == 1, err
-    assert "api_process_exited" in err
+    assert proc.returncode == 0, err
+    window = [ok for tally in tallies for at, ok in tally if killed <= at <= killed + 10.0]
+    rate = sum(window) / len(window)
+    print(f"after the kill: {sum(window)}/{len(window)} requests succeeded ({rate:.2%})")  # noqa: T201 - the figure
+    assert len(window) > 200, len(window)
+    assert rate >= 0.99, rate
+    replaced = [c for c in after if c not in children]
+    assert children[1] in after, (children, after)
+    assert len(replaced) == 1, (children, after)
+    assert "api_process_replaced" in err
     assert f'"pid": {children[0]}' in err
-    assert not Path(f"/proc/{children[1]}").exists()
+    assert f'"new_pid": {replaced[0]}' in err
+    assert not [c for c in after if Path(f"/proc/{c}").exists()]
+
+
+def test_api_processes_that_die_at_every_start_stop_the_api() -> None:
+    """A process that exits as soon as it starts is replaced a few times, with growing waits,
+    then the supervisor gives up: exit 1, `api_processes_failing`, nothing left running."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    supervisor = Supervisor(2, lambda: None)  # each child returns at once: a quick exit
+    try:
+        with capture_logs() as logs:
+            code = supervisor.run()
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert code == 1
+    events = [e["event"] for e in logs]
+    assert events.count("api_process_replaced") == MAX_QUICK_EXITS - 1, events
+    assert events[-1] == "api_processes_failing", events
+    assert supervisor.children == {} or all(
+        not Path(f"/proc/{pid}").exists() for pid in supervisor.children
+    )
 
 
 @pytest.mark.slow  # the whole command as a process: make test, not make unit

@@ -6,7 +6,9 @@ Redis is read back and the machine's invariants checked:
 - a device's current run exists and is reserved or running on that device;
 - a queued run is in exactly one of pending or reserved, and is reserved exactly when it holds
   a device, which holds it back;
-- a running run is in the running index and its device holds it;
+- a running run is in the running index, its device holds it, and it names the lease token
+  of the worker process that claimed it (the sweep re-pends it once that token no longer
+  holds the device's lease: `lua/release_lapsed.lua`);
 - a terminal run holds no device and is in no index (pending, reserved, running, questions);
 - a quarantined device is never reserved;
 - a run's attempts never decrease (but for a person's answer, which queues the run afresh:
@@ -98,6 +100,7 @@ class FleetMachine(RuleBasedStateMachine):
         self.enq = RecordingEnqueuer(client, self.k)
         self.pushes = 0  # the messages the reservations so far must have pushed
         self.workers: dict[str, Worker] = {}  # device -> its current worker process
+        self.retired: list[Worker] = []  # earlier processes: replaced, or deregistered
         self.attempts: dict[str, int] = {}
         self.ids = itertools.count()
 
@@ -115,6 +118,8 @@ class FleetMachine(RuleBasedStateMachine):
             self.store.registry.register(info, worker.holder, lease_s=30)
         except DeviceTakenError:
             return
+        if (old := self.workers.get(device)) is not None and old.holder != worker.holder:
+            self.retired.append(old)
         self.workers[device] = worker
 
     @rule(device=st.sampled_from(DEVICES))
@@ -133,9 +138,18 @@ class FleetMachine(RuleBasedStateMachine):
         self.r.delete(self.k.lease(device))
 
     @rule(device=st.sampled_from(DEVICES))
+    def worker_replaced(self, device: str) -> None:
+        """The worker dies, its lease lapses, a new process registers for the device, and
+        the scheduler's sweep comes by."""
+        self.r.delete(self.k.lease(device))
+        self._register(device)
+        self.release_lapsed()
+
+    @rule(device=st.sampled_from(DEVICES))
     def deregister(self, device: str) -> None:
         if worker := self.workers.pop(device, None):
             self.store.registry.deregister(device, worker.holder, keep_s=0)
+            self.retired.append(worker)  # gone; a run it was running still names its token
 
     @rule(device=st.sampled_from(DEVICES))
     def recover(self, device: str) -> None:
@@ -207,6 +221,22 @@ class FleetMachine(RuleBasedStateMachine):
     def expire_unplaceable(self, run: str) -> None:
         self.store.expire_unplaceable(run, after_s=1)
 
+    @rule()
+    def release_lapsed(self) -> None:
+        """The scheduler's sweep re-pends exactly the running runs whose claiming worker no
+        longer holds the device's lease (none, or another's), attempts counted."""
+        runs, _ = self._all()
+        lost = set()
+        for rid, run in runs.items():
+            lease, holder = self.r.get(self.k.lease(run["device"] or "-")), run.get("holder")
+            if run["status"] == "running" and (lease is None or (holder and lease != holder)):
+                lost.add(rid)
+        assert {rid for rid, _ in self.store.release_lapsed()} == lost
+        for rid in lost:
+            after = cast("dict[str, str]", self.r.hgetall(self.k.run(rid)))
+            assert (after["status"], after["device"]) == ("queued", ""), (rid, after)
+            assert after["attempt"] == runs[rid]["attempt"], rid
+
     @rule(run=runs)
     def end_overdue(self, run: str) -> None:
         record = self.store.load(run)
@@ -248,15 +278,28 @@ class FleetMachine(RuleBasedStateMachine):
         """`device`'s worker goes on with its latest claim (or its oldest: maybe one the fleet
         has moved on from, as a zombie execution would): a step, then the run's end, a
         question for a person or a hand back."""
-        worker = self.workers.get(device)
-        if worker is None or not worker.claims:
-            return
+        if (worker := self.workers.get(device)) is not None and worker.claims:
+            self._act(worker, latest=latest, then=then)
+
+    @precondition(lambda self: any(w.claims for w in self.retired))
+    @rule(i=st.integers(0, 5), then=THEN)
+    def zombie_acts(self, i: int, then: tuple[str, ...]) -> None:
+        """A worker process that was replaced (its lease lapsed, another process took the
+        device) or deregistered goes on with a claim it held: every fenced write of it (step,
+        finish, park) is refused."""
+        zombies = [w for w in self.retired if w.claims]
+        zombie = zombies[i % len(zombies)]
+        assert not self._act(zombie, latest=False, then=then) or then[0] == "hand_back"
+
+    def _act(self, worker: Worker, *, latest: bool, then: tuple[str, ...]) -> bool:
+        """Whether the worker's write went through (False: refused, or nothing to do)."""
         run = list(worker.claims)[-1 if latest else 0]
         token = worker.claims[run]
         record = self.store.load(run)
         if record is None:
-            return
+            return False
         kind, *how = then
+        fence = worker.fence()
         with contextlib.suppress(LeaseLostError, ClaimLostError):
             if kind == "step":
                 row = StepRow(
@@ -266,25 +309,26 @@ class FleetMachine(RuleBasedStateMachine):
                     screen="Sign in",
                     outcome=Outcome.ACTED,
                 )
-                self.rs.write_step(run, token, row, fence=worker.fence())
-            elif kind == "finish":
+                self.rs.write_step(run, token, row, fence=fence)
+                return True
+            if kind == "finish":
                 status, failure = RunStatus(how[0]), Failure(how[1])
                 result = RunResult(status=status, goal="Sign in", run_id=run)
-                self.rs.finish(
+                return self.rs.finish(
                     record,
                     token,
                     result,
                     failure=failure,
                     quarantine_after=1,
                     retention_s=0,
-                    fence=worker.fence(),
+                    fence=fence,
                 )
-            elif kind == "park":
+            if kind == "park":
                 question = self._question(record, worker.device, ttl=float(how[0]))
                 result = RunResult(status=RunStatus.ESCALATED, goal="Sign in", run_id=run)
-                self.qs.park(record, token, result, question, fence=worker.fence())
-            else:
-                self.rs.hand_back(record, worker.device, token)
+                return bool(self.qs.park(record, token, result, question, fence=fence))
+            return self.rs.hand_back(record, worker.device, token)
+        return False
 
     def _question(self, record: RunRecord, device: str, *, ttl: float) -> Question:
         screen = DecideState(
@@ -356,6 +400,9 @@ class FleetMachine(RuleBasedStateMachine):
         pending, reserved = self._index(self.k.pending), self._index(self.k.reserved)
         running, questions = self._index(self.k.running), self._index(self.k.questions)
         held = {d: h.get("run", "") for d, h in devices.items() if h.get("run")}
+        claimed_by = {
+            t: w.holder for w in [*self.workers.values(), *self.retired] for t in w.claims.values()
+        }
 
         for d, run_id in held.items():
             assert run_id in runs, f"device {d} holds run {run_id}, which does not exist"
@@ -376,6 +423,7 @@ class FleetMachine(RuleBasedStateMachine):
                 assert not where, (run_id, where)
                 assert run_id in running, f"running {run_id} not in the running index"
                 assert held.get(device) == run_id, f"running {run_id}, {device} not holding"
+                assert run.get("holder") == claimed_by[run["claim"]], f"{run_id}: claim's holder"
             else:
                 assert not where, (run_id, status, where)
                 assert run_id not in running, (run_id, status)

@@ -3,7 +3,8 @@ holds, each one Lua script in `lua/` (loaded by `scripts`, with the fragments of
 and the status names of `workers.core.model.RunStatus`), called from one of four stores:
 
     queue.RunQueue        the scheduler's side: submit, reserve, resend, unreserve, release a
-                          stray reservation, cancel, expire an unplaceable run
+                          stray reservation, release a run whose worker lost its lease,
+                          cancel, expire an unplaceable run
     runs.RunStore         the worker's side: claim, step, finish, hand back
     questions.QuestionStore  park a run for a person, answer (requeue or end), expire, cancel
     devices.DeviceRegistry   register, renew, deregister, recover (lift a quarantine)
@@ -24,6 +25,7 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     finish            running           done | blocked | escalated |          finish
                                         max-steps | errored | cancelled
     hand back         running|reserved  pending                               hand_back
+    lease lost        running           pending (its worker lost the lease)   release_lapsed
     park              running           awaiting_answer                       park
     answer            awaiting_answer   pending (a control) | done | blocked  requeue,
                                                                               end_question
@@ -38,6 +40,10 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     A finish that fails a run with `retries` left also submits its next attempt (a new run,
     pending, for the same device, in the same batch: `lib/retry.lua`). Every script that ends
     or parks a run appends an event for webhooks when someone listens (`lib/events.lua`).
+    lease lost: the claim records its worker's lease token (`holder`); a running run whose
+    device's lease that token no longer holds (lapsed, or another worker's) goes back to
+    pending, its attempt counted, so any matching device takes it (the scheduler's sweep,
+    every quarter lease); a message of it redelivered later is skipped by the claim.
     unreserve (its device is down), release_stray (no registered device holds the
     reservation) and deregister (the device leaves) also take reserved -> pending.
 

@@ -14,7 +14,7 @@ end
 if redis.call('HGET', KEYS[1], 'device') ~= ARGV[1] then return {'elsewhere', tostring(attempt)} end
 attempt = attempt + 1
 redis.call('HSET', KEYS[1], 'status', S.RUNNING, 'worker', ARGV[2], 'attempt', attempt,
-           'claim', ARGV[4], 'started_at', ARGV[5])
+           'claim', ARGV[4], 'started_at', ARGV[5], 'holder', ARGV[7])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'run', ARGV[6])
 redis.call('ZREM', KEYS[4], ARGV[6])
