@@ -164,11 +164,14 @@ def grafana_expr(expr: str) -> str:
 
 
 def dashboard_targets() -> list[tuple[str, str]]:
+    """Every Prometheus query of the dashboard (its PostgreSQL panels, the run history's,
+    carry `rawSql` instead: not Prometheus's to answer)."""
     dash = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "goalfleet.json").read_text())
     return [
         (f"{p['title']} / {t['refId']}", t["expr"])
         for p in dash["panels"]
         for t in p.get("targets", [])
+        if "rawSql" not in t
     ]
 
 
