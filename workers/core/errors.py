@@ -55,6 +55,13 @@ STALE_REASONS: frozenset[str] = frozenset(
         "ref_not_found",  # agent-device 0.21.5: unknown ref on a full snapshot, no reason given
     }
 )
+STALE_HINTS: dict[str, str] = {
+    "plain_ref_requires_complete_frame": "pin refs as @eN~sGEN from the snapshot they came from",
+    "ref_generation_mismatch": "take a new snapshot",
+    "ref_frame_expired": "take a new snapshot",
+    "ref_not_issued": "use a ref from the snapshot",
+}
+"""What the caller should do about each stale-ref reason (a `StaleRefError`'s default hint)."""
 
 
 class GoalfleetError(Exception):
@@ -96,7 +103,7 @@ class DeviceError(GoalfleetError, code="DEVICE"):
 
 class StaleRefError(DeviceError, code="STALE_REF"):
     def __init__(self, message: str, *, reason: str, hint: str = "") -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint or STALE_HINTS.get(reason, ""))
         self.reason = reason
 
 

@@ -18,12 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from workers.core.backoff import Backoff
 from workers.core.chain import Tier, ask
 from workers.core.errors import (
     DeviceError,
     StaleRefError,
-    TransientDeviceError,
 )
 from workers.core.guards import DEFAULT_DANGEROUS, Guards, word_pattern
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
@@ -46,14 +44,12 @@ from workers.core.model import (
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort, KnownScreen
 from workers.core.repeats import Repeats
-from workers.core.rows import TRANSIENT_RETRIES, End, Row, Step, device_end, totals
+from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""
-TRANSIENT_BACKOFF = Backoff(base_s=0.05, cap_s=1.0, jitter=0)
-"""A device command's retry after a transient error: one device's own, so no jitter."""
 _SOURCES: dict[str, MemorySource] = {"rules": "rules", "scripted": "scripted", "human": "human"}
 """Who a remembered decision came from, by its `decided_by` (any other: a model)."""
 
@@ -92,17 +88,8 @@ class _Run:
     """The fingerprint of the screen the run started on (`evidence`: a done claim there needs
     a screen that offers no way forward)."""
 
-    # -- device calls with bounded retry of transient errors ------------------------------
-
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        for attempt in range(TRANSIENT_RETRIES + 1):
-            try:
-                return call()
-            except TransientDeviceError:
-                if attempt == TRANSIENT_RETRIES:
-                    raise
-                self.sleep(TRANSIENT_BACKOFF.delay(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return retry_transient(call, self.sleep)
 
     # -- one step: snapshot → decide → judge → act ------------------------------------------
 

@@ -6,16 +6,14 @@ Sensitive input values are `SecretStr` and only ever leave this module as `*****
 
 from __future__ import annotations
 
-import collections
-import functools
-import operator
 import re
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from workers.core.app import AppUnderTest
+from workers.core.inputs import INPUT_NAME_PATTERN, MIN_SCRUB_CHARS, Inputs, InputValue
 from workers.core.screen import (
     REF_PATTERN,
     Candidate,
@@ -27,10 +25,14 @@ from workers.core.screen import (
     pin_ref,
 )
 
-__all__ = [  # the screen's types live in workers.core.screen and are importable from here
+__all__ = [  # the screen's and the inputs' types live in workers.core.screen and .inputs
+    "INPUT_NAME_PATTERN",
+    "MIN_SCRUB_CHARS",
     "NONE",
     "REF_PATTERN",
     "Candidate",
+    "InputValue",
+    "Inputs",
     "Kind",
     "Node",
     "Platform",
@@ -41,165 +43,12 @@ __all__ = [  # the screen's types live in workers.core.screen and are importable
 
 PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*)/(?P<model>[A-Za-z0-9][\w.:/@-]*)$")
 """`<provider>/<model>`, e.g. `openai/gpt-4o-mini` (see `workers.decide.factory`)."""
-INPUT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 NONE = "none"
 """The literal a decider answers when no ref (or no input) applies."""
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-MIN_SCRUB_CHARS = 3
-"""Shorter values are not scrubbed from screen texts: they occur by chance everywhere."""
-_VALUE = operator.attrgetter("value")
-
-
-class InputValue(BaseModel):
-    """One caller-supplied input: a name the decider sees and a value it never does."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    value: SecretStr
-    sensitive: bool = False
-    plain_field: bool = False
-    """A secret the caller allows into a plain text field (a one-time code: OTP fields are
-    almost never secure fields). Still redacted everywhere, as every secret is."""
-
-    @field_validator("name")
-    @classmethod
-    def _name_shape(cls, v: str) -> str:
-        if not INPUT_NAME_PATTERN.fullmatch(v):
-            raise ValueError(
-                "input name must start with a letter and hold only letters, digits and _ "
-                "(at most 40 characters), e.g. 'email' or 'password'"
-            )
-        return v
-
-    def reveal(self) -> str:
-        """The literal value. Only device adapters call this, at the moment of typing."""
-        return self.value.get_secret_value()
-
-    def shown(self) -> str:
-        """What logs and step rows may show of the value."""
-        return "**********" if self.sensitive else self.value.get_secret_value()
-
-
-class Inputs(BaseModel):
-    """The caller's inputs by name. The decider sees `names()` only."""
-
-    model_config = ConfigDict(frozen=True)
-
-    values: tuple[InputValue, ...] = ()
-
-    @classmethod
-    def of(
-        cls,
-        plain: dict[str, str] | None = None,
-        secret: dict[str, str] | None = None,
-        *,
-        plain_fields: frozenset[str] = frozenset(),
-    ) -> Inputs:
-        """`plain_fields`: the secrets the caller allows into a plain text field."""
-        vals = [InputValue(name=k, value=SecretStr(v)) for k, v in (plain or {}).items()]
-        vals += [
-            InputValue(name=k, value=SecretStr(v), sensitive=True, plain_field=k in plain_fields)
-            for k, v in (secret or {}).items()
-        ]
-        counts = collections.Counter(v.name for v in vals)  # linear: 100k names stay cheap
-        dupes = sorted(name for name, n in counts.items() if n > 1)
-        if dupes:
-            raise ValueError(f"input {dupes[0]!r} is given twice; give each input name once")
-        return cls(values=tuple(vals))
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(v.name for v in self.values)
-
-    @functools.cached_property
-    def _replacements(self) -> list[tuple[str, str]]:
-        """(value, "{name}") for every value worth scrubbing, longest first (once per run:
-        the inputs never change)."""
-        pairs = [(v.reveal(), "{" + v.name + "}") for v in self.values]
-        return sorted(
-            ((value, name) for value, name in pairs if len(value) >= MIN_SCRUB_CHARS),
-            key=lambda pair: -len(pair[0]),
-        )
-
-    def scrub(self, text: str, replacements: list[tuple[str, str]] | None = None) -> str:
-        """`text` with every supplied value of 3+ characters replaced by `{name}`: a screen
-        that shows what was typed ("Hi ada@example.com") reaches no decider, prompt, step
-        row or memory key with the value in it."""
-        for value, name in self._replacements if replacements is None else replacements:
-            if value in text:
-                text = text.replace(value, name)
-        return text
-
-    def scrub_row(self, row: StepRow) -> StepRow:
-        """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
-        errors, a fill's shown value: a step row names an input, never holds its value.
-        A row none of whose texts holds a value comes back as it is (no copy validated)."""
-        if not self._replacements:
-            return row
-        pairs = self._replacements
-        changed = False
-
-        def walk(v: object) -> object:
-            nonlocal changed
-            if isinstance(v, str):
-                scrubbed = self.scrub(v, pairs)
-                changed = changed or scrubbed != v
-                return scrubbed
-            if isinstance(v, dict):
-                return {k: walk(x) for k, x in v.items()}
-            if isinstance(v, list | tuple):
-                return [walk(x) for x in v]
-            return v
-
-        walked = walk(row.model_dump())
-        return StepRow.model_validate(walked) if changed else row
-
-    def scrub_state(self, state: DecideState) -> DecideState:
-        """The state with candidate names and context texts scrubbed, and field values
-        dropped (a switch's on/off state stays: it is the app's, not the caller's). Only
-        what changes is copied: the loop does this every step."""
-        pairs = self._replacements
-        if not pairs and not any(map(_VALUE, state.candidates)):
-            return state  # nothing to scrub, no value to drop
-        candidates = []
-        for c in state.candidates:
-            name = self.scrub(c.name, pairs)
-            value = self.scrub(c.value, pairs) if c.kind.stateful else ""
-            changed = name != c.name or value != c.value
-            candidates.append(c.model_copy(update={"name": name, "value": value}) if changed else c)
-        context = tuple(self.scrub(text, pairs) for text in state.context)
-        history = tuple(self.scrub(line, pairs) for line in state.history)  # a backstop
-        screen = self.scrub(state.screen, pairs)
-        if (
-            screen == state.screen
-            and context == state.context
-            and history == state.history
-            and all(a is b for a, b in zip(candidates, state.candidates, strict=True))
-        ):
-            return state
-        return state.model_copy(
-            update={
-                "candidates": tuple(candidates),
-                "context": context,
-                "history": history,
-                "screen": screen,
-            }
-        )
-
-    def get(self, name: str) -> InputValue | None:
-        for v in self.values:
-            if v.name == name:
-                return v
-        return None
-
-    def secrets(self) -> tuple[str, ...]:
-        """The sensitive literals, for redaction processors and leak scans."""
-        return tuple(v.reveal() for v in self.values if v.sensitive and v.reveal())
 
 
 class TokenUsage(_Frozen):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
+from workers.core.backoff import Backoff
 from workers.core.errors import DeviceError, FatalDeviceError, GoalfleetError, TransientDeviceError
 from workers.core.model import (
     Action,
@@ -23,6 +24,22 @@ from workers.core.model import (
 
 TRANSIENT_RETRIES = 3
 """Retries of one device call on `TransientDeviceError`, with exponential backoff."""
+TRANSIENT_BACKOFF = Backoff(base_s=0.05, cap_s=1.0, jitter=0)
+"""A device command's retry after a transient error: one device's own, so no jitter."""
+_T = TypeVar("_T")
+
+
+def retry_transient(call: Callable[[], _T], sleep: Callable[[float], None]) -> _T:
+    """`call()`, again after a `TransientDeviceError` up to `TRANSIENT_RETRIES` times (with
+    `TRANSIENT_BACKOFF` between), the last error raised."""
+    for attempt in range(TRANSIENT_RETRIES + 1):
+        try:
+            return call()
+        except TransientDeviceError:
+            if attempt == TRANSIENT_RETRIES:
+                raise
+            sleep(TRANSIENT_BACKOFF.delay(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from workers.core.errors import ConfigError
+
 REF_PATTERN = re.compile(r"^e[0-9]+$")
 
 
@@ -122,6 +124,13 @@ class Snapshot(_Frozen):
 
 def pin_ref(ref: str, refs_generation: str) -> str:
     return f"@{ref}~s{refs_generation}"
+
+
+def require_pinned(pinned_ref: str) -> None:
+    """Mutations go to pinned refs only (`pin_ref`'s form, `@e5~s652468`): ConfigError else."""
+    head, sep, gen = pinned_ref.partition("~s")
+    if not (sep and head.startswith("@e") and head[2:].isdigit() and gen.isdigit()):
+        raise ConfigError(f"{pinned_ref!r} is not a pinned ref; pin it as @eN~sGEN (Snapshot.pin)")
 
 
 def fingerprint(nodes: tuple[Node, ...] | list[Node]) -> str:

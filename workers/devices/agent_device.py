@@ -41,6 +41,7 @@ from workers.core.errors import (
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.projection import build_snapshot
+from workers.core.screen import require_pinned
 from workers.core.shots import Screenshot
 from workers.devices.agent_device_daemon import DaemonInfo
 from workers.devices.agent_device_launch import (
@@ -244,11 +245,11 @@ class AgentDeviceDevice:
         return build_snapshot(nodes, str(generation))
 
     def press(self, pinned_ref: str) -> ActionResult:
-        _require_pinned(pinned_ref)
+        require_pinned(pinned_ref)
         return self._settled("press", pinned_ref, [pinned_ref], {})
 
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        _require_pinned(pinned_ref)
+        require_pinned(pinned_ref)
         literal = value.reveal()
         flags: dict[str, Any] = {}
         if value.sensitive:
@@ -396,10 +397,3 @@ class AgentDeviceDevice:
         for s in self._secrets:
             text = text.replace(s, MASK)
         return text
-
-
-def _require_pinned(pinned_ref: str) -> None:
-    """Mutations go to pinned refs only: `@e5~s652468`."""
-    head, sep, gen = pinned_ref.partition("~s")
-    if not (sep and head.startswith("@e") and head[2:].isdigit() and gen.isdigit()):
-        raise ConfigError(f"{pinned_ref!r} is not a pinned ref; pin it as @eN~sGEN (Snapshot.pin)")

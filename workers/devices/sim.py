@@ -66,13 +66,6 @@ _NODE_TYPES: dict[str, tuple[str, str]] = {
     "switch": ("XCUIElementTypeSwitch", "android.widget.Switch"),
 }
 """How each element kind renders, in the platform's accessibility types."""
-_STALE_HINTS = {
-    "plain_ref_requires_complete_frame": "pin refs as @eN~sGEN from the snapshot they came from",
-    "ref_generation_mismatch": "take a new snapshot",
-    "ref_frame_expired": "take a new snapshot",
-    "ref_not_issued": "use a ref from the snapshot",
-}
-"""agent-device's four stale-ref reasons, with what the caller should do about each."""
 PINNED = re.compile(r"^@(e[0-9]+)~s([0-9]+)$")
 SPEC = re.compile(r"^sim:(?P<app>[a-z]+)-(?P<platform>ios|android)$")
 
@@ -279,21 +272,24 @@ class SimDevice:
     def _resolve(self, pinned_ref: str, command: int) -> Element:
         m = PINNED.fullmatch(pinned_ref)
         if m is None:
-            raise _stale(
-                f"{pinned_ref!r} is not pinned to a snapshot", "plain_ref_requires_complete_frame"
+            raise StaleRefError(
+                f"{pinned_ref!r} is not pinned to a snapshot",
+                reason="plain_ref_requires_complete_frame",
             )
         ref, gen = m.group(1), int(m.group(2))
         frame = self._frames.get(gen)
         if frame is None:
-            raise _stale(
+            raise StaleRefError(
                 f"{pinned_ref} names generation {gen}, current is {self._generation}",
-                "ref_generation_mismatch",
+                reason="ref_generation_mismatch",
             )
         if frame.expired or command in self.faults.stale_on or self._roll(self.faults.stale_rate):
-            raise _stale(f"{pinned_ref}: the frame expired", "ref_frame_expired")
+            raise StaleRefError(f"{pinned_ref}: the frame expired", reason="ref_frame_expired")
         element_id = frame.refs.get(ref)
         if element_id is None:
-            raise _stale(f"{ref} was not issued in generation {gen}", "ref_not_issued")
+            raise StaleRefError(
+                f"{ref} was not issued in generation {gen}", reason="ref_not_issued"
+            )
         for el in self._current().elements:
             if el.id == element_id:
                 return el
@@ -368,10 +364,6 @@ class SimDevice:
 def action_log(session_log: Path) -> Path:
     """Where a sim device with `session_log` records each command's interval (JSON lines)."""
     return session_log.with_name(session_log.name + ".actions.jsonl")
-
-
-def _stale(message: str, reason: str) -> StaleRefError:
-    return StaleRefError(message, reason=reason, hint=_STALE_HINTS[reason])
 
 
 def _line(node: Node) -> str:
