@@ -68,11 +68,12 @@ def make_device_host(
     return AgentDeviceHost(spec, app=app)
 
 
-def open_probe_device(spec: str) -> DevicePort:
+def open_probe_device(spec: str, *, sim: SimOptions = DEFAULT_SIM) -> DevicePort:
     """A device for the quarantine probe, beside the run's: its own daemon (a state dir of its
-    own, `+probe`), started for the probe and stopped on close."""
+    own, `+probe`), started for the probe and stopped on close; a sim device with the worker's
+    own sim options (its faults too: a broken sim stays broken to its probe)."""
     if spec.startswith("sim:"):
-        return make_device(spec)
+        return make_device(spec, sim=sim)
     from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
 
     return open_device(spec, role="probe")

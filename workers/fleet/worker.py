@@ -169,4 +169,4 @@ def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:
     """The quarantine probe's device: a daemon of its own (the pool child keeps the run's)."""
     from workers.devices.factory import open_probe_device  # noqa: PLC0415 - only workers do
 
-    return lambda: open_probe_device(spec.device_spec)
+    return lambda: open_probe_device(spec.device_spec, sim=spec.sim)
