@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -24,44 +23,17 @@ from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.core.shots import ShotMode
 from workers.decide.factory import ModelSettings, check_mode
 from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
+from workers.urls import (
+    HTTP_SCHEMES,
+    REDIS_SCHEMES,
+    checked_database_url,
+    checked_url,
+    sentinel_address,
+)
 
 TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 API_PROCESSES_MAX = 64
 """The most processes `goalfleet api --processes` (or `GOALFLEET_API_PROCESSES`) may ask for."""
-
-
-HTTP_SCHEMES = ("http", "https")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
-def checked_url(value: str, schemes: tuple[str, ...]) -> str:
-    """`value` when it is a URL of one of `schemes` with a host (a `unix://` one with a
-    path); else ValueError saying what to give, e.g. for `127.0.0.1:8797`."""
-    parsed = urllib.parse.urlsplit(value.strip())
-    example = "http://127.0.0.1:8787" if schemes == HTTP_SCHEMES else "redis://127.0.0.1:6379/0"
-    if parsed.scheme not in schemes:
-        wanted = " or ".join(f"{s}://" for s in schemes)
-        raise ValueError(f"{value!r} is not a {wanted} URL; give one like {example}")
-    if not (parsed.path if parsed.scheme == "unix" else parsed.hostname):
-        raise ValueError(f"{value!r} names no host; give one like {example}")
-    return value.strip()
-
-
-DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
-
-
-def checked_database_url(value: str) -> str:
-    """`value` when it is a `postgresql://` URL with a host or a `sqlite:///path` one; else
-    ValueError saying what to give."""
-    parsed = urllib.parse.urlsplit(value.strip())
-    example = "postgresql://user@host:5432/db or sqlite:///path/to/history.db"
-    if parsed.scheme not in DATABASE_SCHEMES:
-        raise ValueError(f"{parsed.scheme or value!r} is not a database URL scheme; give {example}")
-    if parsed.scheme == "sqlite" and not parsed.path.strip("/"):
-        raise ValueError("a sqlite URL names a file: sqlite:///path/to/history.db")
-    if parsed.scheme != "sqlite" and not parsed.hostname and "host=" not in parsed.query:
-        raise ValueError(f"the postgresql URL names no host; give {example}")
-    return value.strip()
 
 
 def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
@@ -82,7 +54,19 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GOALFLEET_", extra="ignore", frozen=True)
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """The store (runs, steps, devices, batches), the Celery broker and the result backend."""
+    """The store (runs, steps, devices, batches), the Celery broker and the result backend.
+    With `redis_sentinels` set, only its password and DB number are used."""
+    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Redis Sentinel addresses (`host:port`, comma-separated): set, every part of the fleet
+    finds the master `redis_sentinel_master` through them and follows a promotion."""
+    redis_sentinel_master: str = "goalfleet"
+    redis_sentinel_password: SecretStr | None = None
+    """The sentinels' own password (`requirepass` in sentinel.conf), when they have one."""
+    redis_wait_replicas: Annotated[int | None, Field(ge=0, le=16)] = None
+    """Replicas an acknowledged write (a submit, an answer, a step, a finish) must reach
+    before the fleet answers for it (`WAIT`); unset: 1 with sentinels, 0 without."""
+    redis_wait_timeout_ms: Annotated[int, Field(ge=1, le=60_000)] = 1000
+    """How long a write waits for its replicas before it is reported unacknowledged."""
     key_prefix: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_.-]+$")] = (
         "gf"
     )
@@ -260,6 +244,20 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url(cls, v: str) -> str:
         return checked_url(v, REDIS_SCHEMES)
+
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _sentinels(cls, v: object) -> object:
+        entries = [e.strip() for e in v.split(",") if e.strip()] if isinstance(v, str) else v
+        for entry in entries if isinstance(entries, list) else []:
+            sentinel_address(str(entry))
+        return entries
+
+    def wait_replicas(self) -> int:
+        """Replicas an acknowledged write waits for (`redis_wait_replicas`, resolved)."""
+        if self.redis_wait_replicas is not None:
+            return self.redis_wait_replicas
+        return 1 if self.redis_sentinels else 0
 
     @field_validator("api_url")
     @classmethod

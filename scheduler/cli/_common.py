@@ -36,7 +36,8 @@ from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
 from workers.core.secrets import SECRET_ENV_PREFIX
 from workers.core.text import visible
-from workers.settings import HTTP_SCHEMES, Settings, checked_url
+from workers.settings import Settings
+from workers.urls import HTTP_SCHEMES, checked_url
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -190,19 +191,37 @@ def shown_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{auth}@{host}" if auth else host))
 
 
-def check_redis(url: str, *, timeout_s: float = 2.0) -> None:
-    """Raise `UnavailableError` (one line, exit 3) unless Redis at `url` answers a PING: the
-    long-running processes check once at start rather than fail deep inside."""
+def shown_store(settings: Settings) -> str:
+    """Where the fleet's store is, as a log line may show it (no password)."""
+    if settings.redis_sentinels:
+        where = ",".join(settings.redis_sentinels)
+        return f"the master {settings.redis_sentinel_master!r} of sentinels {where}"
+    return f"Redis {shown_url(settings.redis_url)}"
+
+
+def check_redis(settings: Settings, *, timeout_s: float = 2.0) -> None:
+    """Raise `UnavailableError` (one line, exit 3) unless the fleet's store answers a PING
+    (through its sentinels, when it has them): the long-running processes check once at
+    start rather than fail deep inside."""
     import redis  # noqa: PLC0415 - only the servers load it, not the API's clients
 
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    from workers.fleet.connections import store_client  # noqa: PLC0415 - as redis
+
+    named = "GOALFLEET_REDIS_SENTINELS" if settings.redis_sentinels else "GOALFLEET_REDIS_URL"
+    where = (
+        shown_store(settings)
+        if settings.redis_sentinels
+        else f"Redis at {shown_url(settings.redis_url)}"
+    )
+    try:
+        client = store_client(settings, timeout_s=timeout_s)
+    except ValueError as exc:  # a URL redis-py cannot parse
+        raise ConfigError(f"GOALFLEET_REDIS_URL: {exc}") from None
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError) as exc:
-        raise UnavailableError(
-            f"cannot reach Redis at {shown_url(url)} ({exc}); start it, or set GOALFLEET_REDIS_URL"
-        ) from None
-    except ValueError as exc:  # a URL redis-py cannot parse
+        raise UnavailableError(f"cannot reach {where} ({exc}); start it, or set {named}") from None
+    except ValueError as exc:
         raise ConfigError(f"GOALFLEET_REDIS_URL: {exc}") from None
     finally:
         client.close()

@@ -7,7 +7,7 @@ import errno
 import socket
 from typing import Any
 
-from scheduler.cli._common import EXIT_OK, add_log_args, shown_url, start_line, with_settings
+from scheduler.cli._common import EXIT_OK, add_log_args, shown_store, start_line, with_settings
 from scheduler.cli.api_processes import supervise
 from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
@@ -83,7 +83,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     shown_host = f"[{host}]" if ":" in host else host
     start_line(
         "api",
-        f"listening on http://{shown_host}:{port} (Redis {shown_url(settings.redis_url)}, "
+        f"listening on http://{shown_host}:{port} ({shown_store(settings)}, "
         f"key prefix {settings.key_prefix}; OpenAPI at /docs"
         + (f"; {processes} processes)" if processes > 1 else ")"),
     )

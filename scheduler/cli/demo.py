@@ -282,10 +282,10 @@ def _workers(args: argparse.Namespace) -> list[SimWorker]:
 
 def _forget(settings: Settings) -> None:
     """Delete every key of this demo's fleet: all start with its prefix, Celery's too."""
-    from workers.fleet.connections import redis_client  # noqa: PLC0415 - only on shared Redis
+    from workers.fleet.connections import store_client  # noqa: PLC0415 - only on shared Redis
     from workers.fleet.keys import Keys  # noqa: PLC0415 - same reason
 
-    client = redis_client(settings.redis_url)
+    client = store_client(settings)
     try:
         for key in client.scan_iter(match=Keys(settings.key_prefix).pattern(), count=1000):
             client.delete(key)

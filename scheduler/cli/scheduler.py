@@ -12,7 +12,7 @@ from scheduler.cli._common import (
     EXIT_OK,
     add_log_args,
     check_redis,
-    shown_url,
+    shown_store,
     start_line,
     with_settings,
 )
@@ -31,13 +31,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 @with_settings("scheduler")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
-    check_redis(settings.redis_url)  # cannot connect at start: one line, exit 3
+    check_redis(settings)  # cannot connect at start: one line, exit 3
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     start_line(
         "scheduler",
-        f"dispatching runs from Redis {shown_url(settings.redis_url)} "
+        f"dispatching runs from {shown_store(settings)} "
         f"(key prefix {settings.key_prefix}) every {settings.dispatch_interval_s:g} s",
     )
     run_scheduler(settings, stop)

@@ -21,7 +21,7 @@ from scheduler.cli._common import (
     add_log_args,
     check_redis,
     pairs,
-    shown_url,
+    shown_store,
     start_line,
     with_settings,
 )
@@ -242,7 +242,7 @@ def _describe(spec: WorkerSpec, settings: Settings) -> str:
     if spec.app is not None:
         version = f" {spec.app.version}" if spec.app.version else ""
         where += f", app {spec.app.id}{version} (reset {spec.app.reset} before each run)"
-    return f"{where}, on Redis {shown_url(settings.redis_url)} (key prefix {settings.key_prefix})"
+    return f"{where}, on {shown_store(settings)} (key prefix {settings.key_prefix})"
 
 
 def _root_warning_in_one_line() -> None:
@@ -274,7 +274,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     check_worker_setup(
         spec.device_spec, settings, os.environ, deciders=args.decider, secrets=args.secret
     )
-    check_redis(settings.redis_url)
+    check_redis(settings)
     # other timings than the fleet's: one line, exit 2, before anything starts
     publish_at_start(settings, role="worker", who=spec.name)
     _reexec_with_metrics_dir(args)

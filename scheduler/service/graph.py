@@ -19,7 +19,7 @@ from scheduler.service.webhooks import Webhooks
 from scheduler.store.enqueue import CeleryEnqueuer, Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.fleet.artifacts import Retention, artifacts
-from workers.fleet.connections import redis_client
+from workers.fleet.connections import store_client
 from workers.fleet.keys import Keys
 from workers.fleet.state.questions import QuestionStore
 from workers.settings import Settings
@@ -60,7 +60,7 @@ def build(
 ) -> Graph:
     """The graph over `client` (default: a new one on `settings.redis_url`) and `enqueuer`
     (default: Celery's, on the same Redis)."""
-    client = client or redis_client(settings.redis_url, timeout_s=2.0)
+    client = client or store_client(settings, timeout_s=2.0)
     keys = Keys(settings.key_prefix)
     celery = None
     if enqueuer is None:
@@ -101,7 +101,7 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - Celery loads lazily
 
     publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
-    graph = build(settings, client=redis_client(settings.redis_url))
+    graph = build(settings, client=store_client(settings))
     pictures = Retention(artifacts(settings), settings.retention_s)
     history = start_history(settings, graph.store, stop)
 

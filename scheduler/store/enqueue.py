@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import redis
 from kombu.entity import DELIVERY_MODES
 
-from workers.fleet.connections import redis_client
+from workers.fleet.connections import store_client
 from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.fleet.state.queue import Message
 from workers.settings import Settings
@@ -92,7 +92,7 @@ class RecordingEnqueuer:
     @classmethod
     def of(cls, settings: Settings) -> RecordingEnqueuer:
         """One on `settings`' Redis and key prefix, the store `build(settings)` makes."""
-        return cls(redis_client(settings.redis_url), Keys(settings.key_prefix))
+        return cls(store_client(settings), Keys(settings.key_prefix))
 
     def message(self, run_id: str, device_id: str) -> Message:
         return Message(key=self.key, payload=json.dumps([run_id, device_id]))

@@ -25,6 +25,7 @@ The settings that make a run survive a worker's death without running twice at o
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from celery import Celery
@@ -42,27 +43,50 @@ def restore_interval_s(visibility_timeout_s: int) -> int:
     return max(1, min(10, visibility_timeout_s // 10))
 
 
+def broker(settings: Settings) -> tuple[str, str, dict[str, Any]]:
+    """The broker URL, its transport and the transport options that name the fleet's Redis:
+    `redis_url`, or (`redis_sentinels`) kombu's `sentinel://` list, each with `redis_url`'s
+    password and DB number, and the master's name."""
+    if not settings.redis_sentinels:
+        return settings.redis_url, "workers.fleet.transport:Transport", {}
+    url = urllib.parse.urlsplit(settings.redis_url)
+    auth = url.netloc.rpartition("@")[0]
+    db = url.path.strip("/") or "0"
+    hosts = [f"sentinel://{auth + '@' if auth else ''}{a}/{db}" for a in settings.redis_sentinels]
+    password = settings.redis_sentinel_password
+    options: dict[str, Any] = {"master_name": settings.redis_sentinel_master}
+    if password is not None:
+        options["sentinel_kwargs"] = {"password": password.get_secret_value()}
+    return ";".join(hosts), "workers.fleet.transport:SentinelTransport", options
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     vt = settings.visibility_timeout_s
     # Every key kombu and Celery write (queues, unacked hash and index, bindings, results)
     # starts with the fleet's prefix, as the store's do: fleets share one Redis DB untouched.
     prefix = Keys(settings.key_prefix).celery
+    url, transport, where = broker(settings)
     return {
-        "broker_url": settings.redis_url,
-        "result_backend": settings.redis_url,
+        "broker_url": url,
+        "result_backend": url,
         "broker_transport_options": {
             "visibility_timeout": vt,
             "unacked_restore_interval": restore_interval_s(vt),
             "unacked_restore_throttle": 1,
             "global_keyprefix": prefix,
+            **where,
         },
-        "result_backend_transport_options": {"visibility_timeout": vt, "global_keyprefix": prefix},
+        "result_backend_transport_options": {
+            "visibility_timeout": vt,
+            "global_keyprefix": prefix,
+            **where,
+        },
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,
         # A Redis outage is waited out, never a reason to exit (`workers.fleet.transport`):
         # kombu's ack emulation without the writes a full Redis refuses; the consumer restarts
         # on anything else Redis refuses (OOM, READONLY) and reconnects for as long as it takes.
-        "broker_transport": "workers.fleet.transport:Transport",
+        "broker_transport": transport,
         "broker_channel_error_retry": True,
         "broker_connection_max_retries": None,
         "task_acks_late": True,

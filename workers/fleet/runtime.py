@@ -18,7 +18,7 @@ from workers.core.secrets import SecretResolver
 from workers.core.shots import Camera
 from workers.devices.sim import DEFAULT_SIM, SimOptions
 from workers.fleet.artifacts import make_camera
-from workers.fleet.connections import redis_client
+from workers.fleet.connections import store_client
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys, worker_name
 from workers.fleet.state.runs import RunStore
@@ -110,7 +110,7 @@ def build_runtime(
     host: DeviceHost | None = None,
 ) -> WorkerRuntime:
     # A run waits a Redis outage out (backoff with jitter) as long as it may run at all.
-    client = redis_client(settings.redis_url, outage_wait_s=settings.soft_time_limit_s)
+    client = store_client(settings, outage_wait_s=settings.soft_time_limit_s)
     return WorkerRuntime(
         settings=settings,
         spec=spec,

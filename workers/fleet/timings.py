@@ -28,7 +28,7 @@ import redis
 import structlog
 
 from workers.core.errors import ConfigError
-from workers.fleet.connections import redis_client
+from workers.fleet.connections import store_client
 from workers.fleet.keys import Keys
 from workers.fleet.state.scripts import RedisStore, Script
 from workers.settings import Settings
@@ -96,7 +96,7 @@ class FleetTimings(RedisStore):
 def publish_at_start(settings: Settings, *, role: Role, who: str) -> None:
     """`publish` over a connection of its own. The API and the scheduler start while Redis is
     down too (they wait for it): for them a Redis error is logged, not raised."""
-    client = redis_client(settings.redis_url)
+    client = store_client(settings)
     try:
         FleetTimings(client, Keys(settings.key_prefix)).publish(settings, role=role, who=who)
     except redis.RedisError as exc:

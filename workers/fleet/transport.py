@@ -19,7 +19,10 @@ with backoff, because until then the message exists only in this process. Celery
 itself restarts instead of exiting on anything else Redis refuses (`celery_app`:
 `broker_channel_error_retry`).
 
-`broker_transport = "workers.fleet.transport:Transport"` selects it (`celery_app`).
+`broker_transport = "workers.fleet.transport:Transport"` selects it (`celery_app`), and
+`SentinelTransport`, the same over kombu's Sentinel channel, when the fleet's Redis is behind
+sentinels: a lost master is an outage like any other, and the reconnection asks the sentinels
+for the new one.
 """
 
 from __future__ import annotations
@@ -169,4 +172,16 @@ class Transport(kombu_redis.Transport):
     # Only a lost connection is worth a reconnect; a refused write is raised as it is (an
     # outage, `is_outage`).
     recoverable_connection_errors = kombu_redis.Transport.connection_errors
+    recoverable_channel_errors = ()
+
+
+class SentinelChannel(kombu_redis.SentinelChannel):
+    QoS = OutageQoS
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with `OutageQoS` (see `Transport`)."""
+
+    Channel = SentinelChannel
+    recoverable_connection_errors = kombu_redis.SentinelTransport.connection_errors
     recoverable_channel_errors = ()

@@ -26,7 +26,7 @@ from workers.core.ports import DevicePort
 from workers.core.secrets import EnvSecrets
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.celery_app import make_celery
-from workers.fleet.connections import redis_client
+from workers.fleet.connections import store_client
 from workers.fleet.fence import LeaseLostError
 from workers.fleet.keys import Keys, device_queue
 from workers.fleet.presence import Presence
@@ -92,7 +92,7 @@ def start_worker(
     host = default_device_host(spec)  # each pool child keeps its copy's daemon and app
     opener = telemetry.wrap_opener(host.open)
     all_observers = (*telemetry.observers, *observers)
-    registry = DeviceRegistry(redis_client(settings.redis_url), Keys(settings.key_prefix))
+    registry = DeviceRegistry(store_client(settings), Keys(settings.key_prefix))
     presence = Presence(registry, spec, settings, probe=_probe(spec), on_lost=_stand_down(settings))
     fence = presence.fence
     runtime_mod.configure(

@@ -5,8 +5,8 @@ expire a run no device can take. The worker's side (claim, steps, finish, hand b
 cancel and stray release also set or clear a device's `run` field, in the same script as the
 run's write.
 
-Every write that must be all-or-nothing is one MULTI/EXEC or one Lua script (`lua/`), so a
-crash at any point leaves nothing half-written.
+Every write that must be all-or-nothing is one Lua script (`lua/`), so a crash at any point
+leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 import redis
-from redis.client import Pipeline
 
 from workers.core.model import RunResult, RunStatus
 from workers.core.records import BatchRecord, RunRecord
@@ -60,6 +59,7 @@ LAPSE_SLICE = 1000
 class RunQueue(RedisStore):
     """Every scheduler-side transition of a run (see `workers.fleet.state`)."""
 
+    _create = Script("create")
     _submit_one = Script("submit_one")
     _reserve = Script("reserve")
     _resend = Script("resend")
@@ -93,52 +93,42 @@ class RunQueue(RedisStore):
         a request of its own (a suite's other flows) keeps it. `webhook`: the batch's URL
         for its events (`scheduler.service.webhooks`)."""
         ref = f"batch:{batch.id}" if batch else f"run:{runs[0].id}"
-        idem_key = self.k.idem(idem.key) if idem is not None else None
-        existing: str | None = None
-
-        def write(p: Pipeline) -> None:
-            """One attempt; `transaction` runs it again when the watched key changed."""
-            nonlocal existing
-            existing = cast("str | None", p.get(idem_key)) if idem_key is not None else None
-            if existing is not None:
-                p.reset()  # the key is taken: unwatch and write nothing
-                return
-            p.multi()
-            if idem is not None and idem_key is not None:
-                p.set(idem_key, f"{ref}|{idem.body_hash}", ex=self.retention_s or None)
-            for run in runs:
-                fields = run.to_hash()
-                if batch is not None and run.request is runs[0].request:
-                    fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
-                p.hset(self.k.run(run.id), mapping=fields)  # type: ignore[arg-type]
-                p.zadd(self.k.pending, {run.id: pending_score(run.priority, run.submitted_at)})
-                p.zadd(self.k.runs, {run.id: run.submitted_at})
-            if batch is not None:
-                p.hset(
-                    self.k.batch(batch.id),
-                    mapping={
-                        "id": batch.id,
-                        "total": batch.total,
-                        "finished": 0,
-                        "created_at": repr(batch.created_at),
-                        "goal": batch.goal,
-                        "request": runs[0].request.model_dump_json(),
-                        "owner": batch.owner or "",
-                        "suite": batch.suite or "",
-                        "webhook": webhook or "",
-                    },
-                )
-                p.rpush(self.k.batch_runs(batch.id), *[r.id for r in runs])
-                if self.retention_s:
-                    # a batch outlives its runs by a day so its counts stay readable
-                    keep = self.retention_s + 86400
-                    p.expire(self.k.batch(batch.id), keep)
-                    p.expire(self.k.batch_runs(batch.id), keep)
-
-        # WATCH the idempotency key, read it, MULTI/EXEC the writes; redis-py retries the whole
-        # of `write` on a WatchError (another submit took the key in between)
-        self.r.transaction(write, *([idem_key] if idem_key is not None else []))
-        return existing
+        keys = [
+            self.k.idem(idem.key) if idem is not None else "-",
+            self.k.pending,
+            self.k.runs,
+            self.k.batch(batch.id) if batch is not None else "-",
+            self.k.batch_runs(batch.id) if batch is not None else "-",
+        ]
+        args: list[str | int | float] = [
+            f"{ref}|{idem.body_hash}" if idem is not None else "",
+            self.retention_s if idem is not None else 0,
+            # a batch outlives its runs by a day so its counts stay readable
+            self.retention_s + 86400 if self.retention_s else 0,
+        ]
+        if batch is None:
+            args.append(0)
+        else:
+            batch_fields: dict[str, str | int] = {
+                "id": batch.id,
+                "total": batch.total,
+                "finished": 0,
+                "created_at": repr(batch.created_at),
+                "goal": batch.goal,
+                "request": runs[0].request.model_dump_json(),
+                "owner": batch.owner or "",
+                "suite": batch.suite or "",
+                "webhook": webhook or "",
+            }
+            args += [2 * len(batch_fields), *(x for pair in batch_fields.items() for x in pair)]
+        for run in runs:
+            fields = run.to_hash()
+            if batch is not None and run.request is runs[0].request:
+                fields["request"] = ""  # the batch holds it, once (`request_on_batch`)
+            keys.append(self.k.run(run.id))
+            args += [run.id, pending_score(run.priority, run.submitted_at), run.submitted_at]
+            args += [2 * len(fields), *(x for pair in fields.items() for x in pair)]
+        return cast("str | None", self._create(keys=keys, args=args))
 
     def submit_one(
         self,

@@ -12,18 +12,28 @@ A script's first line may name the fragments of `lua/lib/` it calls (`--! uses l
 the loader puts them before it. Every script starts with two tables made here from the
 Python enums, so no status name is written twice: `S` (each `RunStatus`, and `RESERVED`, the
 state of a queued run that holds a device: `workers.fleet.state`) and `F` (each `Failure`).
+
+Every script is a write the fleet answers for (a submit, an answer, a claim, a step row, a
+finish, a lease renew), so on a store with replicas (`connections.Replication`) a script is
+acknowledged only once it has reached them: the script and a `WAIT` go in one pipeline, on one
+connection (`WAIT` counts the writes of its own connection) and one round trip; when redis-py
+re-sends the pipeline after a lost connection, it re-sends both, so the `WAIT` always covers
+the write it answers for. Fewer replicas than asked within the timeout: `NotReplicatedError`,
+an outage (the write may or may not survive a failover; it is not acknowledged).
 """
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import overload
+from typing import Any, Protocol, cast, overload
 
 import redis
 from redis.commands.core import Script as RegisteredScript
+from redis.exceptions import NoScriptError
 
 from workers.core.model import RunStatus
+from workers.fleet.connections import Replication, StoreClient
 from workers.fleet.keys import Keys
 from workers.fleet.state.states import RESERVED, Failure
 
@@ -51,6 +61,50 @@ def source(name: str) -> str:
     return "".join([PRELUDE, *fragments, body])
 
 
+class NotReplicatedError(redis.exceptions.ConnectionError):
+    """A write reached fewer replicas than the fleet asks for (`Settings.redis_wait_replicas`)
+    within `redis_wait_timeout_ms`: it is not acknowledged, and may be lost in a failover.
+    A `ConnectionError`, so every edge treats it as the outage it is (`outages.is_outage`)."""
+
+
+class ScriptCall(Protocol):
+    """A store's script, called as redis-py calls a registered one."""
+
+    def __call__(self, keys: list[Any] | None = None, args: list[Any] | None = None) -> Any: ...  # noqa: ANN401 - what the script returns
+
+
+class Acknowledged:
+    """A registered script whose every call waits for `replication.replicas` replicas."""
+
+    def __init__(
+        self, script: RegisteredScript, client: redis.Redis, replication: Replication
+    ) -> None:
+        self.script = script
+        self.client = client
+        self.replication = replication
+
+    def __call__(self, keys: list[Any] | None = None, args: list[Any] | None = None) -> Any:  # noqa: ANN401 - what the script returns
+        keys, args = keys or [], args or []
+        need, timeout_ms = self.replication.replicas, self.replication.timeout_ms
+        for _ in range(2):  # a second time only after loading the script (a new master)
+            with self.client.pipeline(transaction=False) as p:
+                p.evalsha(self.script.sha, len(keys), *keys, *args)
+                p.execute_command("WAIT", need, timeout_ms)  # type: ignore[no-untyped-call]  # redis-py
+                out, got = p.execute(raise_on_error=False)
+            if not isinstance(out, NoScriptError):
+                break
+            self.client.script_load(self.script.script)
+        for reply in (out, got):
+            if isinstance(reply, Exception):
+                raise reply
+        if int(got) < need:
+            raise NotReplicatedError(
+                f"the write reached {got} of {need} replica(s) within {timeout_ms} ms; it is "
+                "not acknowledged (see docs/reliability.md)"
+            )
+        return out
+
+
 class RedisStore:
     """A store over `client` with the key layout `keys`. Thread-safe as redis-py is: a
     worker's heartbeat thread and its main process may share one."""
@@ -58,7 +112,8 @@ class RedisStore:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.r = client
         self.k = keys
-        self.scripts: dict[str, RegisteredScript] = {}
+        self.replication = client.replication if isinstance(client, StoreClient) else Replication()
+        self.scripts: dict[str, ScriptCall] = {}
         """This store's registered scripts, by attribute name (see `Script`)."""
 
 
@@ -77,11 +132,15 @@ class Script:
     @overload
     def __get__(self, store: None, owner: type) -> Script: ...
     @overload
-    def __get__(self, store: RedisStore, owner: type) -> RegisteredScript: ...
-    def __get__(self, store: RedisStore | None, owner: type) -> Script | RegisteredScript:
+    def __get__(self, store: RedisStore, owner: type) -> ScriptCall: ...
+    def __get__(self, store: RedisStore | None, owner: type) -> Script | ScriptCall:
         if store is None:
             return self
-        registered = store.scripts.get(self.name)
-        if registered is None:
-            registered = store.scripts[self.name] = store.r.register_script(self.source)
-        return registered
+        bound = store.scripts.get(self.name)
+        if bound is None:
+            registered = store.r.register_script(self.source)
+            bound = cast("ScriptCall", registered)
+            if store.replication.replicas > 0:
+                bound = Acknowledged(registered, store.r, store.replication)
+            store.scripts[self.name] = bound
+        return bound
