@@ -12,7 +12,6 @@ import itertools
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,17 +26,6 @@ from workers.settings import Settings
 
 TOKEN = "chaos-test-token"
 SECRET_VALUE = "chaos-Secret-27182"
-
-
-def report_path(name: str) -> Path:
-    """Where a chaos test writes its numbers (`GOALFLEET_CHAOS_REPORT_DIR`, default a temp
-    directory): docs/reliability.md quotes them."""
-    base = Path(
-        os.environ.get("GOALFLEET_CHAOS_REPORT_DIR", "")
-        or Path(tempfile.gettempdir()) / "goalfleet-chaos"
-    )
-    base.mkdir(parents=True, exist_ok=True)
-    return base / f"{name}.json"
 
 
 def chaos_runs(default: int) -> int:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from chaoskit import SECRET_VALUE, chaos_settings, children, read_sessions, report_path
+from chaoskit import SECRET_VALUE, chaos_settings, children, read_sessions
+from reportkit import report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chaoskit import SECRET_VALUE, chaos_settings, report_path
+from chaoskit import SECRET_VALUE, chaos_settings
+from reportkit import report_path
 
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker

@@ -18,7 +18,8 @@ from typing import cast
 import httpx
 import pytest
 import redis
-from chaoskit import SECRET_VALUE, TOKEN, chaos_settings, report_path
+from chaoskit import SECRET_VALUE, TOKEN, chaos_settings
+from reportkit import report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 import redis
-from chaoskit import SECRET_VALUE, TOKEN, chaos_settings, report_path
+from chaoskit import SECRET_VALUE, TOKEN, chaos_settings
+from reportkit import report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis

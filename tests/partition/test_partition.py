@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from partkit import Action, device_overlaps, read_actions, report_path, run_overlaps, run_seed
+from actionkit import Action, device_overlaps, read_actions, run_overlaps, run_seed
 from pydantic import SecretStr
+from reportkit import report_path
 
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker

@@ -30,6 +30,7 @@ from typing import Any
 
 from celery import Celery
 
+from workers.fleet.connections import sentinel_options
 from workers.fleet.keys import DEFAULT_QUEUE, Keys
 from workers.settings import Settings
 
@@ -53,10 +54,10 @@ def broker(settings: Settings) -> tuple[str, str, dict[str, Any]]:
     auth = url.netloc.rpartition("@")[0]
     db = url.path.strip("/") or "0"
     hosts = [f"sentinel://{auth + '@' if auth else ''}{a}/{db}" for a in settings.redis_sentinels]
-    password = settings.redis_sentinel_password
-    options: dict[str, Any] = {"master_name": settings.redis_sentinel_master}
-    if password is not None:
-        options["sentinel_kwargs"] = {"password": password.get_secret_value()}
+    options = {
+        "master_name": settings.redis_sentinel_master,
+        "sentinel_kwargs": sentinel_options(settings),
+    }
     return ";".join(hosts), "workers.fleet.transport:SentinelTransport", options
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from workers.fleet.outages import REDIS_OUTAGE_ERRORS, OutageRetry
@@ -63,16 +65,28 @@ def redis_client(url: str, *, timeout_s: float = 5.0, outage_wait_s: float = 0.0
     return cast("StoreClient", client)
 
 
-def sentinels(settings: Settings, *, timeout_s: float = 5.0) -> Sentinel:
-    """The Sentinel set of `settings.redis_sentinels`, with the sentinels' own password."""
+SENTINEL_TIMEOUT_S = 1.0
+"""How long one sentinel may take to answer before the next is asked (they answer in ms)."""
+
+
+def sentinel_options(settings: Settings) -> dict[str, Any]:
+    """How a client talks to the sentinels themselves: their password, a short timeout and no
+    retries (redis-py's default backs off for seconds on a dead sentinel before it asks the
+    next one; the list of sentinels is the retry)."""
     password = settings.redis_sentinel_password
+    return {
+        "password": password.get_secret_value() if password else None,
+        "socket_timeout": SENTINEL_TIMEOUT_S,
+        "socket_connect_timeout": SENTINEL_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), 0),
+    }
+
+
+def sentinels(settings: Settings) -> Sentinel:
+    """The Sentinel set of `settings.redis_sentinels`."""
     return Sentinel(  # type: ignore[no-untyped-call]  # redis-py's sentinel module is untyped
         [sentinel_address(a) for a in settings.redis_sentinels],
-        sentinel_kwargs={
-            "password": password.get_secret_value() if password else None,
-            "socket_timeout": timeout_s,
-            "socket_connect_timeout": timeout_s,
-        },
+        sentinel_kwargs=sentinel_options(settings),
     )
 
 
@@ -87,7 +101,7 @@ def store_client(
     else:
         url = urllib.parse.urlsplit(settings.redis_url)
         db = url.path.strip("/")
-        client = sentinels(settings, timeout_s=timeout_s).master_for(  # type: ignore[no-untyped-call]
+        client = sentinels(settings).master_for(  # type: ignore[no-untyped-call]
             settings.redis_sentinel_master,
             redis_class=StoreClient,
             username=urllib.parse.unquote(url.username) if url.username else None,

@@ -1,12 +1,11 @@
-"""What the partition test reads back: the sim devices' action logs (one JSON line per device
-command: pid, run seed, monotonic start and end), and the overlap checks over them. Every
-worker host runs on this machine, so `CLOCK_MONOTONIC` is one clock for all of them."""
+"""The sim devices' action logs read back (one JSON line per device command: pid, run seed,
+monotonic start and end), and the overlap checks over them: a device driven by two workers at
+once, a run driven on two devices at once. Every worker runs on this machine, so
+`CLOCK_MONOTONIC` is one clock for all of them."""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -104,13 +103,3 @@ def run_overlaps(actions: list[Action]) -> list[str]:
     for seed in sorted({seed for _, _, seed in spans}):
         bad += overlapping(span for (_, _, s), span in spans.items() if s == seed)
     return bad
-
-
-def report_path(name: str) -> Path:
-    """Where the test writes its numbers (`GOALFLEET_CHAOS_REPORT_DIR`, as the chaos suite)."""
-    base = Path(
-        os.environ.get("GOALFLEET_CHAOS_REPORT_DIR", "")
-        or Path(tempfile.gettempdir()) / "goalfleet-chaos"
-    )
-    base.mkdir(parents=True, exist_ok=True)
-    return base / f"{name}.json"
