@@ -93,6 +93,7 @@ bench: dev
 	$(BIN)/python -m bench.bench_scheduler
 	$(BIN)/python -m bench.bench_idle_pick
 	$(BIN)/python -m bench.bench_submit_cpu
+	$(BIN)/python -m bench.bench_replication_wait
 	$(BIN)/python -m bench.bench_api_rate
 	$(BIN)/python -m bench.bench_flood
 	$(BIN)/python -m bench.bench_agent_device

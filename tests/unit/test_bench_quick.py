@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_scheduler",
         "bench.bench_idle_pick",
         "bench.bench_submit_cpu",
+        "bench.bench_replication_wait",  # a master and its replica (SentinelLab)
         "bench.bench_api_rate",
         "bench.bench_screenshots",
         "bench.bench_cli_start",
