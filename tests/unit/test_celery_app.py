@@ -17,3 +17,31 @@ def test_a_hard_time_limit_requeues_and_other_failures_are_acked() -> None:
     task = app.task(name="t")(body)
     assert (task.acks_late, task.reject_on_worker_lost) == (True, True)
     assert (task.acks_on_timeout, task.acks_on_failure) == (False, True)
+
+
+def test_behind_sentinels_the_broker_asks_them_for_the_master() -> None:
+    """`redis_sentinels` makes kombu's `sentinel://` list, one per sentinel, each with the
+    master's password and DB number from `redis_url`, and selects the Sentinel variant of the
+    outage-hardened transport; without, the plain one on `redis_url`."""
+    settings = Settings(
+        redis_url="redis://:pw@ignored:1/3",
+        redis_sentinels="10.0.0.5:26379,10.0.0.6:26380",
+        redis_sentinel_master="farm",
+        redis_sentinel_password="spw",
+    )
+    app = make_celery(settings)
+    assert app.conf.broker_url == (
+        "sentinel://:pw@10.0.0.5:26379/3;sentinel://:pw@10.0.0.6:26380/3"
+    )
+    assert app.conf.result_backend == app.conf.broker_url
+    assert app.conf.broker_transport == "workers.fleet.transport:SentinelTransport"
+    for options in (
+        app.conf.broker_transport_options,
+        app.conf.result_backend_transport_options,
+    ):
+        assert options["master_name"] == "farm"
+        assert options["sentinel_kwargs"]["password"] == "spw"
+        assert options["sentinel_kwargs"]["retry"]._retries == 0  # the list is the retry
+    plain = make_celery(Settings(redis_url="redis://127.0.0.1:9/0"))
+    assert plain.conf.broker_transport == "workers.fleet.transport:Transport"
+    assert "master_name" not in plain.conf.broker_transport_options

@@ -84,3 +84,10 @@ def test_a_script_the_server_forgot_is_loaded_and_run_once(redis_server: LocalRe
     client.script_flush()
     assert call(keys=["n"]) == 2  # NOSCRIPT, loaded, run: counted once
     assert client.get("n") == "2"
+
+
+@pytest.mark.parametrize("bad", ["sentinel-1", "h:0", "h:port", ":26379", "h:70000"])
+def test_a_sentinel_address_that_is_not_host_port_is_refused_by_name(bad: str) -> None:
+    with pytest.raises(ValueError, match="redis_sentinels") as caught:
+        Settings(redis_sentinels=f"10.0.0.5:26379,{bad}")
+    assert "is not host:port; give e.g. 10.0.0.5:26379,10.0.0.6:26379" in str(caught.value)
