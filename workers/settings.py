@@ -1,6 +1,13 @@
 """The one `Settings` object: read from the environment (prefix `GOALFLEET_`) once, at a
 composition root (the CLI, the worker start, the API app factory), and passed down.
 
+`Settings()` takes each field from its keyword argument, else from its `GOALFLEET_<FIELD>`
+variable (the name matched case-insensitively; any other variable is ignored), else its
+default, and validates them all, defaults too. A plain pydantic model reads them (`_from_env`,
+as pydantic-settings did for these fields, none of them nested or JSON-decoded): its main
+module imported asyncio and its sources, ~65 ms of every command's start
+(bench/bench_cli_start.py).
+
 Nothing else in goalfleet reads the environment, with one deliberate exception: secret values
 (`GOALFLEET_SECRET_<NAME>`) are handed to `workers.core.secrets.EnvSecrets` by the same composition
 root, so they never sit in a settings object that might be printed.
@@ -8,60 +15,47 @@ root, so they never sit in a settings object that might be printed.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
-import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from workers.core.access import Principal, Role, parse_roles
-from workers.core.guards import DEFAULT_DANGEROUS
-from workers.core.records import MAX_LABEL_CHARS, MAX_LABELS
-from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
-from workers.core.shots import ShotMode
-from workers.decide.factory import ModelSettings, check_mode
-from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
+from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS, MAX_LABEL_CHARS, MAX_LABELS
+from workers.core.danger import DEFAULT_DANGEROUS
+from workers.core.shot_mode import ShotMode
+from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings, check_mode
+from workers.urls import HTTP_SCHEMES, REDIS_SCHEMES, checked_database_url, checked_url
+
+ENV_PREFIX = "GOALFLEET_"
 
 TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 API_PROCESSES_MAX = 64
 """The most processes `goalfleet api --processes` (or `GOALFLEET_API_PROCESSES`) may ask for."""
 
 
-HTTP_SCHEMES = ("http", "https")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
-def checked_url(value: str, schemes: tuple[str, ...]) -> str:
-    """`value` when it is a URL of one of `schemes` with a host (a `unix://` one with a
-    path); else ValueError saying what to give, e.g. for `127.0.0.1:8797`."""
-    parsed = urllib.parse.urlsplit(value.strip())
-    example = "http://127.0.0.1:8787" if schemes == HTTP_SCHEMES else "redis://127.0.0.1:6379/0"
-    if parsed.scheme not in schemes:
-        wanted = " or ".join(f"{s}://" for s in schemes)
-        raise ValueError(f"{value!r} is not a {wanted} URL; give one like {example}")
-    if not (parsed.path if parsed.scheme == "unix" else parsed.hostname):
-        raise ValueError(f"{value!r} names no host; give one like {example}")
-    return value.strip()
-
-
-DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
-
-
-def checked_database_url(value: str) -> str:
-    """`value` when it is a `postgresql://` URL with a host or a `sqlite:///path` one; else
-    ValueError saying what to give."""
-    parsed = urllib.parse.urlsplit(value.strip())
-    example = "postgresql://user@host:5432/db or sqlite:///path/to/history.db"
-    if parsed.scheme not in DATABASE_SCHEMES:
-        raise ValueError(f"{parsed.scheme or value!r} is not a database URL scheme; give {example}")
-    if parsed.scheme == "sqlite" and not parsed.path.strip("/"):
-        raise ValueError("a sqlite URL names a file: sqlite:///path/to/history.db")
-    if parsed.scheme != "sqlite" and not parsed.hostname and "host=" not in parsed.query:
-        raise ValueError(f"the postgresql URL names no host; give {example}")
-    return value.strip()
+def _from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `GOALFLEET_<FIELD>` variables of `environ`, by field name (`GOALFLEET_API_PORT`
+    and `goalfleet_api_port` alike); a variable that names no field is ignored."""
+    fields = Settings.model_fields
+    out: dict[str, str] = {}
+    for key, value in environ.items():
+        name = key.lower()
+        if name.startswith(ENV_PREFIX.lower()) and name[len(ENV_PREFIX) :] in fields:
+            out[name[len(ENV_PREFIX) :]] = value
+    return out
 
 
 def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
@@ -76,10 +70,14 @@ def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
     return out
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
 
-    model_config = SettingsConfigDict(env_prefix="GOALFLEET_", extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+
+    def __init__(self, **given: Any) -> None:  # noqa: ANN401 - each field's own type
+        """Each field from `given`, else its `GOALFLEET_<FIELD>` variable, else its default."""
+        super().__init__(**(_from_env(os.environ) | given))
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     """The store (runs, steps, devices, batches), the Celery broker and the result backend."""
@@ -88,11 +86,11 @@ class Settings(BaseSettings):
     )
     """Prefix of every key goalfleet writes, so several fleets can share one Redis."""
 
-    api_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    api_tokens: list[SecretStr] = Field(default_factory=list)
     """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
     request is refused except /health, so an API is never open by accident. `name:token`
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
-    api_roles: Annotated[dict[str, frozenset[Role]], NoDecode] = Field(default_factory=dict)
+    api_roles: dict[str, frozenset[Role]] = Field(default_factory=dict)
     """What each token may do (`workers.core.access`): `name:role+role,…`, e.g.
     `alice:submit,ops:admin,grafana:read` (an unnamed token is `token-N`). Empty: every token
     holds every role, as before roles existed; given: every token needs an entry."""
@@ -151,7 +149,7 @@ class Settings(BaseSettings):
     memory_ttl_s: Annotated[int, Field(ge=60)] = 30 * 24 * 3600
     """An entry unused this long expires (each hit starts the clock again)."""
 
-    escalate_to: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    escalate_to: list[str] = Field(default_factory=list)
     """Deciders asked in turn when a run's own decider escalates (comma-separated in the
     environment, e.g. `openai/gpt-4o-mini,openai/gpt-4o`); a request's `escalate_to` wins."""
     questions: bool = True
@@ -175,9 +173,7 @@ class Settings(BaseSettings):
     """Take confidence from token logprobs; the decider falls back to the model's self-report
     by itself where a server returns none. False skips that first try."""
 
-    dangerous_controls: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: list(DEFAULT_DANGEROUS)
-    )
+    dangerous_controls: list[str] = Field(default_factory=lambda: list(DEFAULT_DANGEROUS))
     """Words that make a control dangerous (comma-separated in the environment): a decision
     to press one escalates instead. Empty turns the guard off."""
 
@@ -364,7 +360,7 @@ class Settings(BaseSettings):
         """These settings as `GOALFLEET_*` variables, for child processes (demo, tests)."""
         out: dict[str, str] = {}
         for name, value in self:
-            key = f"GOALFLEET_{name.upper()}"
+            key = f"{ENV_PREFIX}{name.upper()}"
             if value is None:
                 continue
             if isinstance(value, SecretStr):

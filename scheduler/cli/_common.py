@@ -36,7 +36,8 @@ from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.params import RunParams
 from workers.core.secrets import SECRET_ENV_PREFIX
 from workers.core.text import visible
-from workers.settings import HTTP_SCHEMES, Settings, checked_url
+from workers.settings import Settings
+from workers.urls import HTTP_SCHEMES, checked_url
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -39,8 +39,9 @@ from workers.devices.sim import SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.settings import REDIS_SCHEMES, Settings, checked_url
+from workers.settings import Settings
 from workers.telemetry.logs import SECRETS, configure_logging
+from workers.urls import REDIS_SCHEMES, checked_url
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import psycopg
 
 from workers.core.errors import GoalfleetError
-from workers.settings import checked_database_url
+from workers.urls import checked_database_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 WORK_MEM = "32MB"
