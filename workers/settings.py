@@ -74,6 +74,9 @@ class Settings(BaseModel):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+    # Empty defaults are literals (pydantic copies them per instance), not
+    # `default_factory=list`: pydantic reads a builtin factory's signature by tokenizing its
+    # text signature, ~6 ms of every command's start (bench/bench_cli_start.py).
 
     def __init__(self, **given: Any) -> None:  # noqa: ANN401 - each field's own type
         """Each field from `given`, else its `GOALFLEET_<FIELD>` variable, else its default."""
@@ -86,11 +89,11 @@ class Settings(BaseModel):
     )
     """Prefix of every key goalfleet writes, so several fleets can share one Redis."""
 
-    api_tokens: list[SecretStr] = Field(default_factory=list)
+    api_tokens: list[SecretStr] = []
     """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
     request is refused except /health, so an API is never open by accident. `name:token`
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
-    api_roles: dict[str, frozenset[Role]] = Field(default_factory=dict)
+    api_roles: dict[str, frozenset[Role]] = {}
     """What each token may do (`workers.core.access`): `name:role+role,…`, e.g.
     `alice:submit,ops:admin,grafana:read` (an unnamed token is `token-N`). Empty: every token
     holds every role, as before roles existed; given: every token needs an entry."""
@@ -149,7 +152,7 @@ class Settings(BaseModel):
     memory_ttl_s: Annotated[int, Field(ge=60)] = 30 * 24 * 3600
     """An entry unused this long expires (each hit starts the clock again)."""
 
-    escalate_to: list[str] = Field(default_factory=list)
+    escalate_to: list[str] = []
     """Deciders asked in turn when a run's own decider escalates (comma-separated in the
     environment, e.g. `openai/gpt-4o-mini,openai/gpt-4o`); a request's `escalate_to` wins."""
     questions: bool = True
