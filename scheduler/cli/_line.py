@@ -23,9 +23,9 @@ STATUS_STYLE = {
     "errored": "red",
     "blocked": "magenta",
     "escalated": "magenta",
-    "max_steps": "magenta",
+    "max-steps": "magenta",
 }
-"""Each `RunStatus` value's colour (a rich style name)."""
+"""A `RunStatus` value's colour (a rich style name); the others print uncoloured."""
 _SGR = {"green": "32", "cyan": "36", "dim": "2", "yellow": "33", "red": "31", "magenta": "35"}
 """The styles of `STATUS_STYLE` as ANSI SGR codes, as rich writes them."""
 
