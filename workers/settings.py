@@ -3,10 +3,9 @@ composition root (the CLI, the worker start, the API app factory), and passed do
 
 `Settings()` takes each field from its keyword argument, else from its `GOALFLEET_<FIELD>`
 variable (the name matched case-insensitively; any other variable is ignored), else its
-default, and validates them all, defaults too. A plain pydantic model reads them (`_from_env`,
-as pydantic-settings did for these fields, none of them nested or JSON-decoded): its main
-module imported asyncio and its sources, ~65 ms of every command's start
-(bench/bench_cli_start.py).
+default, and validates them all, defaults too. `_from_env` reads them as pydantic-settings
+did for these fields (none is nested or JSON-decoded); pydantic-settings itself cost ~65 ms of
+every command's start (its main module imports asyncio; bench/bench_cli_start.py).
 
 Nothing else in goalfleet reads the environment, with one deliberate exception: secret values
 (`GOALFLEET_SECRET_<NAME>`) are handed to `workers.core.secrets.EnvSecrets` by the same composition
