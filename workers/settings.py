@@ -1,6 +1,12 @@
 """The one `Settings` object: read from the environment (prefix `GOALFLEET_`) once, at a
 composition root (the CLI, the worker start, the API app factory), and passed down.
 
+`Settings()` takes each field from its keyword argument, else from its `GOALFLEET_<FIELD>`
+variable (the name matched case-insensitively; any other variable is ignored), else its
+default, and validates them all, defaults too. `_from_env` reads them as pydantic-settings
+did for these fields (none is nested or JSON-decoded); pydantic-settings itself cost ~65 ms of
+every command's start (its main module imports asyncio; bench/bench_cli_start.py).
+
 Nothing else in goalfleet reads the environment, with one deliberate exception: secret values
 (`GOALFLEET_SECRET_<NAME>`) are handed to `workers.core.secrets.EnvSecrets` by the same composition
 root, so they never sit in a settings object that might be printed.
@@ -8,21 +14,27 @@ root, so they never sit in a settings object that might be printed.
 
 from __future__ import annotations
 
-import re
+import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from workers.core.access import Principal, Role, parse_roles
-from workers.core.guards import DEFAULT_DANGEROUS
-from workers.core.records import MAX_LABEL_CHARS, MAX_LABELS
-from workers.core.request import MAX_INPUT_CHARS, MAX_INPUTS
-from workers.core.shots import ShotMode
-from workers.decide.factory import ModelSettings, check_mode
-from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS
+from workers.core.access import TOKEN_NAME, Principal, Role, parse_roles, token_names
+from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS, MAX_LABEL_CHARS, MAX_LABELS
+from workers.core.danger import DEFAULT_DANGEROUS
+from workers.core.shot_mode import ShotMode
+from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings, check_mode
 from workers.urls import (
     HTTP_SCHEMES,
     REDIS_SCHEMES,
@@ -31,32 +43,40 @@ from workers.urls import (
     sentinel_address,
 )
 
-TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+ENV_PREFIX = "GOALFLEET_"
+
 API_PROCESSES_MAX = 64
 """The most processes `goalfleet api --processes` (or `GOALFLEET_API_PROCESSES`) may ask for."""
 
 
-def _named(tokens: list[SecretStr]) -> list[tuple[str, str]]:
-    out = []
-    for i, secret in enumerate(tokens, 1):
-        raw = secret.get_secret_value()
-        name, sep, token = raw.partition(":")
-        if sep and TOKEN_NAME.fullmatch(name) and token:
-            out.append((name, token))
-        else:
-            out.append((f"token-{i}", raw))
+def _from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `GOALFLEET_<FIELD>` variables of `environ`, by field name (`GOALFLEET_API_PORT`
+    and `goalfleet_api_port` alike); a variable that names no field is ignored."""
+    fields = Settings.model_fields
+    out: dict[str, str] = {}
+    for key, value in environ.items():
+        name = key.lower()
+        if name.startswith(ENV_PREFIX.lower()) and name[len(ENV_PREFIX) :] in fields:
+            out[name[len(ENV_PREFIX) :]] = value
     return out
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
 
-    model_config = SettingsConfigDict(env_prefix="GOALFLEET_", extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+    # Empty defaults are literals (pydantic copies them per instance), not
+    # `default_factory=list`: pydantic reads a builtin factory's signature by tokenizing its
+    # text signature, ~6 ms of every command's start (bench/bench_cli_start.py).
+
+    def __init__(self, **given: Any) -> None:  # noqa: ANN401 - each field's own type
+        """Each field from `given`, else its `GOALFLEET_<FIELD>` variable, else its default."""
+        super().__init__(**(_from_env(os.environ) | given))
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     """The store (runs, steps, devices, batches), the Celery broker and the result backend.
     With `redis_sentinels` set, only its password and DB number are used."""
-    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    redis_sentinels: list[str] = []
     """Redis Sentinel addresses (`host:port`, comma-separated): set, every part of the fleet
     finds the master `redis_sentinel_master` through them and follows a promotion."""
     redis_sentinel_master: str = "goalfleet"
@@ -72,11 +92,11 @@ class Settings(BaseSettings):
     )
     """Prefix of every key goalfleet writes, so several fleets can share one Redis."""
 
-    api_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    api_tokens: list[SecretStr] = []
     """Bearer tokens the API accepts (comma-separated in the environment). Empty: every
     request is refused except /health, so an API is never open by accident. `name:token`
     names a token (`alice:s3cret`): answers to questions are recorded as that name's."""
-    api_roles: Annotated[dict[str, frozenset[Role]], NoDecode] = Field(default_factory=dict)
+    api_roles: dict[str, frozenset[Role]] = {}
     """What each token may do (`workers.core.access`): `name:role+role,…`, e.g.
     `alice:submit,ops:admin,grafana:read` (an unnamed token is `token-N`). Empty: every token
     holds every role, as before roles existed; given: every token needs an entry."""
@@ -135,7 +155,7 @@ class Settings(BaseSettings):
     memory_ttl_s: Annotated[int, Field(ge=60)] = 30 * 24 * 3600
     """An entry unused this long expires (each hit starts the clock again)."""
 
-    escalate_to: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    escalate_to: list[str] = []
     """Deciders asked in turn when a run's own decider escalates (comma-separated in the
     environment, e.g. `openai/gpt-4o-mini,openai/gpt-4o`); a request's `escalate_to` wins."""
     questions: bool = True
@@ -159,9 +179,7 @@ class Settings(BaseSettings):
     """Take confidence from token logprobs; the decider falls back to the model's self-report
     by itself where a server returns none. False skips that first try."""
 
-    dangerous_controls: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: list(DEFAULT_DANGEROUS)
-    )
+    dangerous_controls: list[str] = Field(default_factory=lambda: list(DEFAULT_DANGEROUS))
     """Words that make a control dangerous (comma-separated in the environment): a decision
     to press one escalates instead. Empty turns the guard off."""
 
@@ -276,7 +294,7 @@ class Settings(BaseSettings):
 
     def named_tokens(self) -> list[tuple[str, str]]:
         """(name, token) for every API token: `name:token`, or `token-N` for an unnamed one."""
-        return _named(self.api_tokens)
+        return token_names(self.api_tokens)
 
     def principals(self) -> list[tuple[Principal, str]]:
         """(who, token) for every API token: its name and roles (`admin` for each when
@@ -307,7 +325,7 @@ class Settings(BaseSettings):
     def _roles_cover_tokens(
         cls, v: dict[str, frozenset[Role]], info: ValidationInfo
     ) -> dict[str, frozenset[Role]]:
-        names = [name for name, _ in _named(info.data.get("api_tokens") or [])]
+        names = [name for name, _ in token_names(info.data.get("api_tokens") or [])]
         if not v or not names:
             return v
         missing = [n for n in names if n not in v]
@@ -362,7 +380,7 @@ class Settings(BaseSettings):
         """These settings as `GOALFLEET_*` variables, for child processes (demo, tests)."""
         out: dict[str, str] = {}
         for name, value in self:
-            key = f"GOALFLEET_{name.upper()}"
+            key = f"{ENV_PREFIX}{name.upper()}"
             if value is None:
                 continue
             if isinstance(value, SecretStr):

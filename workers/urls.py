@@ -1,4 +1,7 @@
-"""The URLs a setting may hold, checked: each error says what to give instead."""
+"""The URLs a setting or a flag may hold, checked where they are read: the API's (`http`,
+`https`), Redis's (`redis`, `rediss`, `unix`) and the run history's database
+(`postgresql`, `sqlite`). Each check returns the URL, or raises ValueError saying what to
+give."""
 
 from __future__ import annotations
 

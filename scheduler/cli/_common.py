@@ -33,8 +33,6 @@ from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.errors import UnavailableError
 from scheduler.service.run_ids import MIN_PREFIX, RUN_ID_LENGTH
 from workers.core.errors import ConfigError, GoalfleetError
-from workers.core.params import RunParams
-from workers.core.secrets import SECRET_ENV_PREFIX
 from workers.core.text import visible
 from workers.settings import Settings
 from workers.urls import HTTP_SCHEMES, checked_url
@@ -237,6 +235,8 @@ def refuse_secrets(command: str, environ: Mapping[str, str] = os.environ) -> Non
     mistake that leaks it into a network-facing process (its `/proc/<pid>/environ`, a core
     dump, every child), and a warning in a log fixes nothing. Names the variables, never a
     value."""
+    from workers.core.secrets import SECRET_ENV_PREFIX  # noqa: PLC0415 - loads the request models
+
     held = sorted(k for k in environ if k.startswith(SECRET_ENV_PREFIX))
     if held:
         more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
@@ -309,52 +309,3 @@ def pairs(items: list[str], flag: str) -> dict[str, str]:
             raise ConfigError(f"{flag} {name!r} is given twice; give each name once")
         out[name] = value
     return out
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def add_run_param_flags(p: argparse.ArgumentParser, *, server_defaults: bool = False) -> None:
-    """`--max-steps`, `--min-confidence`, … from `RunParams`: type, default and help from
-    the one definition. With `server_defaults`, unset flags stay None (the API applies the
-    default), and the help still shows it."""
-    for name, info in RunParams.model_fields.items():
-        kind: type = info.annotation if info.annotation in {int, float} else str  # type: ignore[assignment]
-        default = info.default
-        shown = "none" if default is None else default
-        p.add_argument(
-            _flag(name),
-            type=kind,
-            default=None if server_defaults else default,
-            metavar=name.upper().split("_")[-1],
-            help=f"{info.description} (default: {shown})",
-        )
-
-
-def run_params_from(args: argparse.Namespace) -> RunParams:
-    """The flags as `RunParams`; a bad value is a ConfigError naming the flag and its bounds."""
-    values = {
-        name: getattr(args, name)
-        for name in RunParams.model_fields
-        if getattr(args, name, None) is not None
-    }
-    try:
-        return RunParams(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = str(first["loc"][0])
-        info = RunParams.model_fields[name]
-        bounds = {
-            key: getattr(m, key.lower())
-            for m in info.metadata
-            for key in ("Ge", "Le")
-            if hasattr(m, key.lower())
-        }
-        if "Ge" in bounds and "Le" in bounds:
-            why = f"must be between {bounds['Ge']} and {bounds['Le']}"
-        elif "Ge" in bounds:
-            why = f"must be {bounds['Ge']} or more"
-        else:
-            why = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{_flag(name)} {why}") from None

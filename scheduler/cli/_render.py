@@ -21,8 +21,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from scheduler.cli._line import STATUS_STYLE, run_tail
 from scheduler.client.api_client import FleetClient
-from workers.core.model import RunResult, RunStatus, StepRow
+from workers.core.model import RunResult, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.core.text import visible
 
@@ -112,18 +113,6 @@ def _follow(
     return value
 
 
-STATUS_STYLE = {
-    RunStatus.DONE: "green",
-    RunStatus.RUNNING: "cyan",
-    RunStatus.QUEUED: "dim",
-    RunStatus.CANCELLED: "yellow",
-    RunStatus.ERRORED: "red",
-    RunStatus.BLOCKED: "magenta",
-    RunStatus.ESCALATED: "magenta",
-    RunStatus.MAX_STEPS: "magenta",
-}
-
-
 def step_cells(s: StepRow, *, detail: bool = False) -> list[str | Text]:
     """A step row's cells (its strings `inert`). `detail` (`goalfleet run`) adds the
     decision's confidence and tenths of a millisecond; the fleet's views stay compact."""
@@ -164,12 +153,10 @@ def steps_table(rows: list[StepRow], title: str | Text = "", *, detail: bool = F
 
 
 def run_line(run: RunRecord) -> Text:
-    """A run's status line: its status in colour, the rest as plain text."""
-    where = visible(run.device or run.target or "pending")
-    tail = f" — {visible(run.reason)}" if run.reason else ""
+    """A run's status line: its status in colour, the rest as plain text (`_line`)."""
     return Text.assemble(
         (run.status.value, STATUS_STYLE.get(run.status, "")),
-        f" run {run.id[:8]} on {where} (attempt {run.attempt}){tail}",
+        run_tail(run.id, run.device or run.target, run.attempt, run.reason),
     )
 
 

@@ -17,13 +17,12 @@ from rich.text import Text
 
 from scheduler.cli._common import (
     add_goal_input_flags,
-    add_run_param_flags,
     load_settings,
     pairs,
     plain_fields,
     report,
-    run_params_from,
 )
+from scheduler.cli._params import add_run_param_flags, run_params_from
 from scheduler.cli._render import plain_console, steps_table
 from scheduler.cli.commands import summary
 from workers.core.errors import ConfigError, GoalfleetError

@@ -14,7 +14,8 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json
-from scheduler.cli._render import STATUS_STYLE, inert, plain_console
+from scheduler.cli._line import STATUS_STYLE
+from scheduler.cli._render import inert, plain_console
 from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError

@@ -1,12 +1,18 @@
-"""`goalfleet status`: one run (or a batch) as it is now."""
+"""`goalfleet status`: one run (or a batch) as it is now.
+
+A run's status is its JSON as the API answered it (`--json`), or its status line (`_line`);
+only an ended run's step table loads rich and the run models (`_render.result_table`), so a
+run still queued or running answers with neither imported (bench/bench_cli_start.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_id_arg
-from scheduler.cli._render import plain_console, result_table, run_line
+from scheduler.cli._line import colours, status_line
 from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 
@@ -18,22 +24,33 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 
 
 def main(client: FleetClient, args: argparse.Namespace) -> int:
-    out = plain_console()
     if args.batch:
-        batch = client.batch(args.id)
-        if args.json:
-            print_json(batch.model_dump(mode="json"))
-            return EXIT_OK
-        counts = ", ".join(f"{k}: {v}" for k, v in sorted(batch.counts.items()))
-        out.print(f"batch {batch.id}: {batch.finished}/{batch.total} finished ({counts})")
-        for run in client.batch_runs(args.id):
-            out.print(run_line(run))
-        return EXIT_OK
-    run = client.run(run_id_arg(args.id))
+        return _batch(client, args)
+    run = client.run_json(run_id_arg(args.id))
     if args.json:
-        print_json(run.model_dump(mode="json"))
+        print_json(run)
         return EXIT_OK
-    out.print(run_line(run))
-    if run.result is not None:
-        out.print(result_table(run.result, run))
+    sys.stdout.write(status_line(run, colour=colours(sys.stdout)) + "\n")
+    if run.get("result") is not None:
+        from scheduler.cli._render import plain_console, result_table  # noqa: PLC0415 - rich
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
+        record = RunRecord.model_validate(run)
+        if record.result is not None:
+            plain_console().print(result_table(record.result, record))
+    return EXIT_OK
+
+
+def _batch(client: FleetClient, args: argparse.Namespace) -> int:
+    from scheduler.cli._render import plain_console, run_line  # noqa: PLC0415 - rich
+
+    batch = client.batch(args.id)
+    if args.json:
+        print_json(batch.model_dump(mode="json"))
+        return EXIT_OK
+    out = plain_console()
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(batch.counts.items()))
+    out.print(f"batch {batch.id}: {batch.finished}/{batch.total} finished ({counts})")
+    for run in client.batch_runs(args.id):
+        out.print(run_line(run))
     return EXIT_OK

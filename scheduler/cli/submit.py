@@ -11,12 +11,11 @@ from scheduler.cli._common import (
     EXIT_OK,
     add_client_command,
     add_goal_input_flags,
-    add_run_param_flags,
     pairs,
     plain_fields,
     print_json,
-    run_params_from,
 )
+from scheduler.cli._params import add_run_param_flags, run_params_from
 from scheduler.cli._render import live_console, watch_batch, watch_run
 from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient

@@ -11,6 +11,10 @@ Connections are httpx's pool: kept between calls, one per thread calling at the 
 noticed before reuse and replaced. `transport` is the seam: tests pass
 `httpx.MockTransport(handler)`.
 
+The records an answer is read into (`workers.core.records`, its step models) load with the
+first call that returns one, not with the client: `goalfleet status` prints `run_json` as it
+came, and a client command's start is mostly imports (bench/bench_cli_start.py).
+
 What a caller can rely on:
 
 - No connection could be made (refused, unknown host, connect timeout): nothing was sent, so
@@ -23,28 +27,28 @@ What a caller can rely on:
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import TypeAdapter
 
 from workers.core.backoff import Backoff
 from workers.core.errors import GoalfleetError
-from workers.core.memory import Remembered
-from workers.core.model import StepRow
-from workers.core.records import BatchRecord, DeviceState, Question, RunRecord
 
-_STEPS = TypeAdapter(list[StepRow])
-_DEVICES = TypeAdapter(list[DeviceState])
-_MEMORY = TypeAdapter(list[Remembered])
-_QUESTIONS = TypeAdapter(list[Question])
-_RUNS = TypeAdapter(list[RunRecord])
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from workers.core.memory import Remembered
+    from workers.core.model import StepRow
+    from workers.core.records import BatchRecord, DeviceState, Question, RunRecord
+
+T = TypeVar("T")
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 """Methods whose repeat has the effect of one request (RFC 9110 §9.2.2)."""
@@ -55,6 +59,14 @@ _DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 CONNECT_BACKOFF = Backoff(base_s=0.1, cap_s=1.0, jitter=0)
 """The pause between refused connections while `connect_wait_s` lasts: one caller's own
 wait, so no jitter."""
+
+
+@functools.cache
+def _list_of(kind: type[T]) -> TypeAdapter[list[T]]:
+    """The adapter that reads a JSON list of `kind` (one per kind, built at its first use)."""
+    from pydantic import TypeAdapter  # noqa: PLC0415 - see the module's docstring
+
+    return TypeAdapter(list[kind])  # type: ignore[valid-type]
 
 
 class ApiError(GoalfleetError):
@@ -189,22 +201,36 @@ class FleetClient:
         return out
 
     def submit_run(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> RunRecord:
+        from workers.core.records import RunRecord  # noqa: PLC0415 - see the module's docstring
+
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return RunRecord.model_validate(self._call("POST", "/v1/runs", body=body, headers=headers))
 
     def submit_batch(
         self, body: dict[str, Any], *, idempotency_key: str | None = None
     ) -> BatchRecord:
+        from workers.core.records import BatchRecord  # noqa: PLC0415
+
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return BatchRecord.model_validate(
             self._call("POST", "/v1/batches", body=body, headers=headers)
         )
 
+    def run_json(self, run_id: str) -> dict[str, Any]:
+        """`GET /v1/runs/{id}` as the API answered it: the run's JSON object (the fields of
+        `RunRecord`), no model built."""
+        out: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}")
+        return out
+
     def run(self, run_id: str) -> RunRecord:
-        return RunRecord.model_validate(self._call("GET", f"/v1/runs/{run_id}"))
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
+        return RunRecord.model_validate(self.run_json(run_id))
 
     def steps(self, run_id: str, *, after: int = 0) -> list[StepRow]:
-        return _STEPS.validate_python(
+        from workers.core.model import StepRow  # noqa: PLC0415
+
+        return _list_of(StepRow).validate_python(
             self._call("GET", f"/v1/runs/{run_id}/steps", params={"after": str(after)})
         )
 
@@ -213,7 +239,9 @@ class FleetClient:
         runs and the next page's cursor (None: the last page)."""
         params = {k: str(v) for k, v in filters.items() if v is not None}
         page = self._call("GET", "/v1/runs", params=params)
-        return _RUNS.validate_python(page["runs"]), page["next"]
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
+        return _list_of(RunRecord).validate_python(page["runs"]), page["next"]
 
     def screenshot(self, run_id: str, index: int) -> bytes:
         """Step `index`'s picture (PNG bytes); `ApiError` 404 when it has none."""
@@ -223,13 +251,21 @@ class FleetClient:
         return resp.content
 
     def cancel(self, run_id: str) -> RunRecord:
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/cancel"))
 
     def batch(self, batch_id: str) -> BatchRecord:
+        from workers.core.records import BatchRecord  # noqa: PLC0415
+
         return BatchRecord.model_validate(self._call("GET", f"/v1/batches/{batch_id}"))
 
     def batch_runs(self, batch_id: str) -> list[RunRecord]:
-        return _RUNS.validate_python(self._call("GET", f"/v1/batches/{batch_id}/runs"))
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
+        return _list_of(RunRecord).validate_python(
+            self._call("GET", f"/v1/batches/{batch_id}/runs")
+        )
 
     def add_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /v1/schedules`: a recurring batch or suite; the schedule as stored."""
@@ -244,19 +280,29 @@ class FleetClient:
         self._call("DELETE", f"/v1/schedules/{schedule_id}")
 
     def devices(self) -> list[DeviceState]:
-        return _DEVICES.validate_python(self._call("GET", "/v1/devices"))
+        from workers.core.records import DeviceState  # noqa: PLC0415
+
+        return _list_of(DeviceState).validate_python(self._call("GET", "/v1/devices"))
 
     def questions(self) -> list[Question]:
-        return _QUESTIONS.validate_python(self._call("GET", "/v1/questions"))
+        from workers.core.records import Question  # noqa: PLC0415
+
+        return _list_of(Question).validate_python(self._call("GET", "/v1/questions"))
 
     def answer(self, run_id: str, body: dict[str, object]) -> RunRecord:
+        from workers.core.records import RunRecord  # noqa: PLC0415
+
         return RunRecord.model_validate(self._call("POST", f"/v1/runs/{run_id}/answer", body=body))
 
     def memory(self, *, goal: str | None = None) -> list[Remembered]:
+        from workers.core.memory import Remembered  # noqa: PLC0415
+
         params = {"goal": goal} if goal else {}
-        return _MEMORY.validate_python(self._call("GET", "/v1/memory", params=params))
+        return _list_of(Remembered).validate_python(self._call("GET", "/v1/memory", params=params))
 
     def memory_entry(self, key: str) -> Remembered:
+        from workers.core.memory import Remembered  # noqa: PLC0415
+
         return Remembered.model_validate(self._call("GET", f"/v1/memory/{key}"))
 
     def forget(self, key: str) -> None:

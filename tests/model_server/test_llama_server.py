@@ -27,9 +27,10 @@ from workers.core.model import (
     Snapshot,
 )
 from workers.core.params import RunParams
-from workers.decide.factory import ModelSettings, make_decider
+from workers.decide.factory import make_decider
 from workers.decide.instructor import InstructorDecider
-from workers.decide.prompt import DEFAULT_MAX_OUTPUT_TOKENS, actions_for
+from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings
+from workers.decide.prompt import actions_for
 from workers.devices.sim import SimDevice, make_sim_device
 from workers.testing.samples import signin_flow
 

@@ -30,7 +30,8 @@ sys.stderr.write(json.dumps({"code": code, "modules": loaded}) + "\\n")
 """
 
 
-def _loaded(*argv: str) -> tuple[int, set[str]]:
+def _loaded(*argv: str, whole: bool = False) -> tuple[int, set[str]]:
+    """The exit code and the packages loaded (with `whole`, every module's full name)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOALFLEET_")}
     env |= {
         "GOALFLEET_API_URL": "http://127.0.0.1:9",  # the discard port: nothing answers
@@ -46,7 +47,8 @@ def _loaded(*argv: str) -> tuple[int, set[str]]:
         timeout=60,
     )
     seen = json.loads(proc.stderr.strip().splitlines()[-1])
-    return seen["code"], {name.split(".")[0] for name in seen["modules"]}
+    names = set(seen["modules"])
+    return seen["code"], names if whole else {name.split(".")[0] for name in names}
 
 
 def test_help_lists_every_command_and_imports_none_of_their_dependencies() -> None:
@@ -62,3 +64,14 @@ def test_a_client_command_loads_no_server_side_library() -> None:
     assert code == 3  # the API is unavailable
     assert {"httpx", "pydantic"} <= loaded  # it did get as far as the client
     assert not loaded & set(SERVER_SIDE), sorted(loaded & set(SERVER_SIDE))
+
+
+def test_status_loads_neither_rich_nor_the_run_models() -> None:
+    """`goalfleet status ID` reads the run's JSON and prints its line (`_line`): rich, the
+    records and the step models load only for an ended run's step table, and the settings come
+    without pydantic-settings."""
+    code, loaded = _loaded("status", "0123456789abcdef", whole=True)
+    assert code == 3
+    unwanted = {"rich", "pydantic_settings", "workers.core.records", "workers.core.model"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+    assert {"scheduler.cli._line", "workers.settings"} <= loaded

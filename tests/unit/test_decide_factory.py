@@ -8,8 +8,9 @@ from pydantic import SecretStr
 
 from scheduler.cli._common import load_settings
 from workers.core.errors import ConfigError
-from workers.decide.factory import ModelSettings, make_decider
+from workers.decide.factory import make_decider
 from workers.decide.instructor import InstructorDecider
+from workers.decide.options import ModelSettings
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, done
 from workers.settings import Settings

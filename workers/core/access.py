@@ -22,9 +22,12 @@ owners were) is nobody's own: `read` and `admin` see it, a `submit` token does n
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
+
+from pydantic import SecretStr
 
 
 class Role(StrEnum):
@@ -141,3 +144,20 @@ class Principal:
 def granting(*actions: Action) -> str:
     """The roles that grant any of `actions`, as a refusal names them (`read or admin`)."""
     return " or ".join(r.value for r in Role if GRANTS[r] & set(actions))
+
+
+TOKEN_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+"""A token's name (`name:token` in `GOALFLEET_API_TOKENS`)."""
+
+
+def token_names(tokens: list[SecretStr]) -> list[tuple[str, str]]:
+    """(name, token) for each API token: `name:token`, or `token-N` for an unnamed one."""
+    out = []
+    for i, secret in enumerate(tokens, 1):
+        raw = secret.get_secret_value()
+        name, sep, token = raw.partition(":")
+        if sep and TOKEN_NAME.fullmatch(name) and token:
+            out.append((name, token))
+        else:
+            out.append((f"token-{i}", raw))
+    return out

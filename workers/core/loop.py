@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.chain import Tier, ask
+from workers.core.danger import DEFAULT_DANGEROUS, word_pattern
 from workers.core.errors import (
     DeviceError,
     StaleRefError,
 )
-from workers.core.guards import DEFAULT_DANGEROUS, Guards, word_pattern
+from workers.core.guards import Guards
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
     Action,

@@ -12,15 +12,12 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from workers.core.bounds import MAX_LABEL_CHARS, MAX_LABELS
 from workers.core.model import Attempt, DecideState, Platform, RunResult, RunStatus
 from workers.core.request import GoalRunRequest
 
 DEVICE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABEL_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
-MAX_LABELS = 64
-"""The hard ceiling on a selector's labels (the API's own limit, `Settings.api_max_labels`,
-is lower by default)."""
-MAX_LABEL_CHARS = 200
 
 
 def _s(raw: dict[str, str], key: str) -> str | None:

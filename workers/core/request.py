@@ -8,6 +8,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workers.core.app import AppRequest, ResetPolicy
+from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
 from workers.core.params import RunParams
 
@@ -17,10 +18,6 @@ class _Frozen(BaseModel):
 
 
 MAX_GOAL_CHARS = 500
-MAX_INPUTS = 1000
-"""The hard ceiling on a request's inputs, and on its secrets (the API's own limit,
-`Settings.api_max_inputs`, is lower by default)."""
-MAX_INPUT_CHARS = 1000
 
 
 class SecretRef(_Frozen):

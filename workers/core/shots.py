@@ -16,16 +16,14 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from workers.core.model import Inputs, Outcome, StepRow
 from workers.core.screen import Node, Snapshot
+from workers.core.shot_mode import ShotMode
 
-ShotMode = Literal["on", "off", "failure-only"]
-"""`on`: every step's picture; `off`: none; `failure-only`: only the pictures of steps that
-did not move the run forward (outcome other than acted/done)."""
 FRAGMENT_CHARS = 4
 """An element whose label, value or id holds 4+ consecutive characters of a secret is masked
 (a secret shorter than that: the whole secret)."""

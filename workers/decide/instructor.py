@@ -48,9 +48,9 @@ from pydantic import ValidationError
 from workers.core.errors import DecisionInvalidError, ModelUnavailableError
 from workers.core.model import NONE, ConfidenceSource, DecideState, Decision, TokenUsage
 from workers.decide import guard
+from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS
 from workers.decide.prompt import (
     ACTION_KEY,
-    DEFAULT_MAX_OUTPUT_TOKENS,
     Choice,
     SelfRated,
     actions_for,

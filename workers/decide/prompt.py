@@ -37,9 +37,6 @@ INSTRUCTION = "Next action for goal: {goal}"
 """The whole instruction, the first line of the user message; the answer's enum says the rest
 (`e2=email` types input `email` into `e2`; `done`; `blocked`)."""
 ACTION_KEY = "action"
-DEFAULT_MAX_OUTPUT_TOKENS = 64
-"""An answer is ~10 tokens (`{"action": "e2=password"}`); 64 leaves room for whitespace and a
-self-reported confidence, and stops a runaway generation early."""
 TOOL_NAME = "act"
 TOOL_DESCRIPTION = ""
 """Empty on purpose: the instruction travels in the message, where every server shows it."""

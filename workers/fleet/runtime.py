@@ -88,7 +88,8 @@ def default_device_opener(spec: WorkerSpec) -> DeviceOpener:
 
 
 def default_decider_maker(settings: Settings | None = None) -> DeciderMaker:
-    from workers.decide.factory import ModelSettings, make_decider  # noqa: PLC0415 - lazy SDKs
+    from workers.decide.factory import make_decider  # noqa: PLC0415 - lazy SDKs
+    from workers.decide.options import ModelSettings  # noqa: PLC0415
 
     model = settings.model_settings() if settings is not None else ModelSettings()
 

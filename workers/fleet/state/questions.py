@@ -22,8 +22,8 @@ from typing import cast
 
 import redis
 
+from workers.core.danger import DEFAULT_DANGEROUS, word_pattern
 from workers.core.errors import ConfigError
-from workers.core.guards import DEFAULT_DANGEROUS, word_pattern
 from workers.core.memory import Remembered, Target, memory_key, normalise_goal
 from workers.core.model import Attempt, PhaseTotals, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
