@@ -21,8 +21,8 @@ from chaoskit import (
     chaos_runs,
     chaos_settings,
     overlaps,
-    report_path,
 )
+from reportkit import report_path
 
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker

@@ -1,18 +1,19 @@
-"""The Redis master SIGKILLed mid-burst, again and again: the sentinels promote the replica, the
-API, the scheduler and four sim workers follow it without a restart, every run the API
-acknowledged ends `done` (re-run where its first attempt died with the master), none is lost,
-none is driven on two devices at once; the killed master comes back as a replica and is the
-next cycle's master; a cycle runs with one sentinel killed, too.
+"""The Redis master SIGKILLed mid-burst, again and again: the sentinels promote a replica; the
+API, the scheduler and four sim workers (each its own process) follow it without a restart;
+every run the API acknowledged ends `done` (re-run where its first attempt died with the
+master), none is lost, none is driven on two devices at once; the killed master comes back as
+a replica and is the next cycle's master; a cycle runs with one sentinel killed, too.
 
 `GOALFLEET_FAILOVER_CYCLES` sets the kills (default 5, one more with a sentinel down); the
 figures go to `<report dir>/failover.json` (docs/reliability.md quotes them)."""
 
 from __future__ import annotations
 
-import faulthandler
+import contextlib
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ from pydantic import SecretStr
 from reportkit import report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
+from scheduler.local.redis import free_port
 from workers.core.model import RunStatus
 from workers.fleet.connections import store_client
+from workers.processes import spawn
 from workers.settings import Settings
 from workers.testing.sentinels import SentinelLab
 
@@ -46,8 +49,9 @@ KILL_AFTER = 5
 """Acknowledged submits of a cycle before its master is killed (the rest come during and after
 the failover)."""
 WORKER_BACK_S = 20.0
-"""Every worker takes a run again within this long of the kill (measured 2.5-10.3 s over 30 kills: Celery's
-consumer reconnects 2 s after losing the broker, then 4 s later; docs/reliability.md)."""
+"""Every worker takes a run again within this long of the kill (measured 2.5-10.3 s over 30
+kills: Celery's consumer reconnects 2 s after losing the broker, then 4 s later;
+docs/reliability.md)."""
 REPORT = report_path("failover")
 
 
@@ -115,15 +119,38 @@ class Burst:
             time.sleep(0.05)
 
 
+def start_servers(fleet: LocalFleet, log_dir: Path, *, timeout_s: float = 60.0) -> None:
+    """`goalfleet api` and `goalfleet scheduler`, each its own process (stopped with the
+    fleet), without the workers' secret (both refuse to start holding one)."""
+    env = {k: v for k, v in fleet.env.items() if not k.startswith("GOALFLEET_SECRET_")}
+    port = free_port()
+    commands = {
+        "api": ["api", "--host", "127.0.0.1", "--port", str(port)],
+        "scheduler": ["scheduler"],
+    }
+    for name, argv in commands.items():
+        fleet.workers[name] = spawn(
+            [sys.executable, "-m", "scheduler", *argv, "--loglevel", "INFO"],
+            env=env,
+            log=log_dir / f"{name}.log",
+        )
+    fleet.api_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{fleet.api_url}/health", timeout=1).status_code == 200:
+                return
+        assert fleet.workers["api"].alive(), fleet.workers["api"].tail()
+        time.sleep(0.1)
+    raise AssertionError(f"the API did not come up: {fleet.workers['api'].tail()}")
+
+
 def _explain(db: redis.Redis, prefix: str, stuck: list[str], tmp_path: Path) -> str:
-    """What a test that gave up waiting leaves for whoever reads it: the stuck runs' records,
-    every thread of this process (API, scheduler), the workers' last lines."""
-    with (tmp_path / "threads.txt").open("w") as f:
-        faulthandler.dump_traceback(file=f, all_threads=True)
+    """What a test that gave up waiting leaves for whoever reads it: the stuck runs' records
+    and the last lines of every process of the fleet."""
     lines = [f"{rid}: {db.hgetall(f'{prefix}:run:{rid}')}" for rid in stuck[:5]]
     lines.append(f"pending: {db.zcard(f'{prefix}:pending')}")
-    lines.append(f"threads: {(tmp_path / 'threads.txt').read_text()[-4000:]}")
-    lines += [f"{p.name}: {p.read_text()[-1500:]}" for p in sorted(tmp_path.glob("worker-*.log"))]
+    lines += [f"{p.name}: {p.read_text()[-1500:]}" for p in sorted(tmp_path.glob("*.log"))]
     return "\n".join(lines)
 
 
@@ -137,8 +164,7 @@ def test_master_killed_mid_burst_loses_no_acknowledged_run(  # noqa: PLR0915 - o
     figures: list[dict[str, object]] = []
     all_runs: dict[str, str] = {}
     try:
-        fleet.start_api()
-        fleet.start_scheduler()
+        start_servers(fleet, tmp_path)
         for d in DEVICES:
             log = tmp_path / f"sessions-{d}.log"
             fleet.start_worker(
@@ -233,8 +259,8 @@ def test_master_killed_mid_burst_loses_no_acknowledged_run(  # noqa: PLR0915 - o
         assert actions, "the sim devices logged no command"
         assert run_overlaps(actions) == []
         assert device_overlaps(actions) == []
-        for d in DEVICES:  # every worker is still the one it started as (none stood down)
-            assert fleet.workers[d].alive(), fleet.workers[d].tail()
+        for name in [*DEVICES, "api", "scheduler"]:  # each the process it started as
+            assert fleet.workers[name].alive(), fleet.workers[name].tail()
     finally:
         fleet.stop()
         db.close()

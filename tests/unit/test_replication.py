@@ -3,7 +3,7 @@ that waits for one refuses to acknowledge any script's write (an outage, nothing
 may count on), a heartbeat whose renew reached no replica leaves the fence where it was (the
 worker stands down before a promoted replica's copy of the lease can lapse), and a script
 unknown to the server (a new master) is loaded and run once. With a replica:
-tests/failover/test_replication.py."""
+tests/failover/test_replica_acks.py."""
 
 from __future__ import annotations
 
