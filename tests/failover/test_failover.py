@@ -145,10 +145,13 @@ def start_servers(fleet: LocalFleet, log_dir: Path, *, timeout_s: float = 60.0) 
     raise AssertionError(f"the API did not come up: {fleet.workers['api'].tail()}")
 
 
-def _explain(db: redis.Redis, prefix: str, stuck: list[str], tmp_path: Path) -> str:
-    """What a test that gave up waiting leaves for whoever reads it: the stuck runs' records
-    and the last lines of every process of the fleet."""
-    lines = [f"{rid}: {db.hgetall(f'{prefix}:run:{rid}')}" for rid in stuck[:5]]
+def _explain(
+    db: redis.Redis, prefix: str, stuck: list[str], tmp_path: Path, lab: SentinelLab
+) -> str:
+    """What a test that gave up waiting leaves for whoever reads it: the stuck runs' records,
+    the last lines of every process of the fleet and what each Redis node says it is."""
+    lines = [lab.describe()]
+    lines += [f"{rid}: {db.hgetall(f'{prefix}:run:{rid}')}" for rid in stuck[:3]]
     lines.append(f"pending: {db.zcard(f'{prefix}:pending')}")
     lines += [f"{p.name}: {p.read_text()[-1500:]}" for p in sorted(tmp_path.glob("*.log"))]
     return "\n".join(lines)
@@ -206,7 +209,7 @@ def test_master_killed_mid_burst_loses_no_acknowledged_run(  # noqa: PLR0915 - o
                     if not RunStatus(db.hget(f"{prefix}:run:{rid}", "status") or "pending").terminal
                 ]
                 time.sleep(0.2)
-            assert not stuck, _explain(db, prefix, stuck, tmp_path)
+            assert not stuck, f"cycle {cycle}: " + _explain(db, prefix, stuck, tmp_path, lab)
             records = [db.hgetall(f"{prefix}:run:{rid}") for rid in ids]
             statuses = {r["id"]: r["status"] for r in records}
             assert set(statuses.values()) == {"done"}, statuses  # none lost, none failed
@@ -247,7 +250,7 @@ def test_master_killed_mid_burst_loses_no_acknowledged_run(  # noqa: PLR0915 - o
             while time.monotonic() < deadline and lab.role(old) != "slave":
                 time.sleep(0.1)
             assert lab.role(old) == "slave", f"{old.name} did not become a replica"
-            lab.wait_replicated(new, 1, timeout_s=60)
+            lab.wait_replicated(new, 2, timeout_s=60)  # both replicas, as the next kill needs
             lab.wait_sentinels_agree(new, timeout_s=60)
 
         # one run driven by two workers at once, or a device by two: never

@@ -198,6 +198,26 @@ class SentinelLab(Stoppable):
             time.sleep(0.05)
         raise ConfigError(f"no replica was promoted within {timeout_s} s of losing {old.name}")
 
+    def describe(self) -> str:
+        """Each node's role as it answers and the last lines of its log (a test's failure
+        message)."""
+        lines = []
+        for node in [*self.data, *self.sentinels]:
+            state = "down"
+            if node.alive():
+                with contextlib.suppress(redis.RedisError), node.client() as c:
+                    if node in self.data:
+                        info = c.info("replication")
+                        state = f"{info.get('role')} links={info.get('connected_slaves', '-')}"
+                        state += f" master_link={info.get('master_link_status', '-')}"
+                    else:
+                        m = c.sentinel_master(self.name)
+                        state = f"sentinel: master {m['port']} flags {m['flags']}"
+            log = Path(self.dir.name) / f"{node.name}.log" if self.dir else None
+            tail = log.read_text()[-1200:] if log is not None and log.exists() else ""
+            lines.append(f"{node.name} :{node.port} {state}\n{tail}")
+        return "\n".join(lines)
+
     # -- faults ------------------------------------------------------------------------------
 
     def kill(self, node: Node, sig: int = signal.SIGKILL) -> None:
