@@ -61,8 +61,10 @@ def cycles() -> int:
 
 
 def failover_settings(lab: SentinelLab) -> Settings:
-    # The lease (8 s) outlasts a failover (~2-3 s): the workers wait it out rather than stand
-    # down; the time limits are short so a run whose attempt died is redelivered in seconds.
+    # The lease (12 s) outlasts a failover (~2-3 s) and the ~10 s a new master can go without
+    # an acknowledging replica when the sentinels must first demote a node that came back
+    # (docs/reliability.md): the workers wait it out rather than stand down. The time limits
+    # are short so a run whose attempt died is redelivered in seconds.
     return Settings.model_validate(
         {
             "redis_url": "redis://127.0.0.1:6379/0",  # host unused: the sentinels name it
@@ -71,11 +73,11 @@ def failover_settings(lab: SentinelLab) -> Settings:
             "key_prefix": "gff",
             "api_tokens": [SecretStr(TOKEN)],
             "heartbeat_interval_s": 0.5,
-            "lease_s": 8.0,
+            "lease_s": 12.0,
             "dispatch_interval_s": 0.25,
-            "soft_time_limit_s": 10,
-            "time_limit_s": 12,
-            "visibility_timeout_s": 15,
+            "soft_time_limit_s": 15,
+            "time_limit_s": 18,
+            "visibility_timeout_s": 22,
             "attempt_cap": 5,
             "orphan_after_s": 5.0,
             "retention_s": 3600,

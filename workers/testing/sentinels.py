@@ -52,6 +52,19 @@ class Node:
         return self.child is not None and self.child.alive()
 
 
+FRESH_PING_MS = 500
+
+
+def _healthy(replica: dict[str, str]) -> bool:
+    """A replica as a sentinel reports it: flags exactly `slave`, its link to the master up,
+    answering pings within the last half second."""
+    return (
+        replica.get("flags") == "slave"
+        and replica.get("master-link-status") == "ok"
+        and int(replica.get("last-ok-ping-reply", "99999")) < FRESH_PING_MS
+    )
+
+
 class SentinelLab(Stoppable):
     def __init__(
         self,
@@ -169,6 +182,13 @@ class SentinelLab(Stoppable):
                     int(state["num-other-sentinels"]) >= sum(x.alive() for x in self.sentinels) - 1
                 )
                 ok &= int(state["num-slaves"]) >= self.n_replicas
+                with s.client() as c:
+                    replicas = c.execute_command("SENTINEL", "REPLICAS", self.name)
+                # each replica seen healthy by this sentinel just now: a link it has not
+                # refreshed since the node came back marks a promoted replica down at once
+                ok &= len(replicas) >= self.n_replicas and all(
+                    _healthy(dict(zip(r[::2], r[1::2], strict=True))) for r in replicas
+                )
             if ok:
                 return
             time.sleep(0.1)
