@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -55,13 +55,13 @@ class Node:
 FRESH_PING_MS = 500
 
 
-def _healthy(replica: dict[str, str]) -> bool:
+def _healthy(replica: dict[str, Any]) -> bool:
     """A replica as a sentinel reports it: flags exactly `slave`, its link to the master up,
     answering pings within the last half second."""
     return (
         replica.get("flags") == "slave"
         and replica.get("master-link-status") == "ok"
-        and int(replica.get("last-ok-ping-reply", "99999")) < FRESH_PING_MS
+        and int(replica.get("last-ok-ping-reply") or 99999) < FRESH_PING_MS
     )
 
 
@@ -183,12 +183,10 @@ class SentinelLab(Stoppable):
                 )
                 ok &= int(state["num-slaves"]) >= self.n_replicas
                 with s.client() as c:
-                    replicas = c.execute_command("SENTINEL", "REPLICAS", self.name)
+                    replicas = c.execute_command("SENTINEL", "REPLICAS", self.name)  # dicts
                 # each replica seen healthy by this sentinel just now: a link it has not
                 # refreshed since the node came back marks a promoted replica down at once
-                ok &= len(replicas) >= self.n_replicas and all(
-                    _healthy(dict(zip(r[::2], r[1::2], strict=True))) for r in replicas
-                )
+                ok &= len(replicas) >= self.n_replicas and all(_healthy(r) for r in replicas)
             if ok:
                 return
             time.sleep(0.1)
