@@ -52,12 +52,13 @@ class Node:
         return self.child is not None and self.child.alive()
 
 
-FRESH_PING_MS = 500
+FRESH_PING_MS = 1500
 
 
 def _healthy(replica: dict[str, Any]) -> bool:
     """A replica as a sentinel reports it: flags exactly `slave`, its link to the master up,
-    answering pings within the last half second."""
+    answering pings (sent every second) within the last 1.5 s. A sentinel refreshes what a
+    replica says of its link every 10 s, so this can lag a node's return by that long."""
     return (
         replica.get("flags") == "slave"
         and replica.get("master-link-status") == "ok"
