@@ -18,5 +18,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def lab() -> Iterator[SentinelLab]:
-    with SentinelLab(replicas=2, sentinels=3) as sentinels:
+    # down-after 3 s: with 1 s, a master starved of CPU for a second on this 2-core machine
+    # (four workers, the API, the scheduler) was judged down too, and a second, spurious
+    # failover followed the real one
+    with SentinelLab(replicas=2, sentinels=3, down_after_ms=3000) as sentinels:
         yield sentinels

@@ -61,7 +61,7 @@ def cycles() -> int:
 
 
 def failover_settings(lab: SentinelLab) -> Settings:
-    # The lease (12 s) outlasts a failover (~2-3 s) and the ~10 s a new master can go without
+    # The lease (15 s) outlasts a failover (~2-3 s) and the ~10 s a new master can go without
     # an acknowledging replica when the sentinels must first demote a node that came back
     # (docs/reliability.md): the workers wait it out rather than stand down. The time limits
     # are short so a run whose attempt died is redelivered in seconds.
@@ -73,7 +73,7 @@ def failover_settings(lab: SentinelLab) -> Settings:
             "key_prefix": "gff",
             "api_tokens": [SecretStr(TOKEN)],
             "heartbeat_interval_s": 0.5,
-            "lease_s": 12.0,
+            "lease_s": 15.0,
             "dispatch_interval_s": 0.25,
             "soft_time_limit_s": 15,
             "time_limit_s": 18,
