@@ -84,7 +84,7 @@ def sentinel_options(settings: Settings) -> dict[str, Any]:
 
 def sentinels(settings: Settings) -> Sentinel:
     """The Sentinel set of `settings.redis_sentinels`."""
-    return Sentinel(  # type: ignore[no-untyped-call]  # redis-py's sentinel module is untyped
+    return Sentinel(  # type: ignore[no-untyped-call,unused-ignore]  # untyped before redis-py 8.2
         [sentinel_address(a) for a in settings.redis_sentinels],
         sentinel_kwargs=sentinel_options(settings),
     )
@@ -101,7 +101,7 @@ def store_client(
     else:
         url = urllib.parse.urlsplit(settings.redis_url)
         db = url.path.strip("/")
-        client = sentinels(settings).master_for(  # type: ignore[no-untyped-call]
+        client = sentinels(settings).master_for(  # type: ignore[no-untyped-call,unused-ignore]
             settings.redis_sentinel_master,
             redis_class=StoreClient,
             username=urllib.parse.unquote(url.username) if url.username else None,
