@@ -175,13 +175,12 @@ class Transport(kombu_redis.Transport):
     recoverable_channel_errors = ()
 
 
-class SentinelChannel(kombu_redis.SentinelChannel):
-    QoS = OutageQoS
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """`Channel` over kombu's Sentinel channel: `OutageQoS`, the master found by asking."""
 
 
-class SentinelTransport(kombu_redis.SentinelTransport):
-    """kombu's Sentinel transport with `OutageQoS` (see `Transport`)."""
+class SentinelTransport(Transport, kombu_redis.SentinelTransport):
+    """`Transport` (its `OutageQoS` and its recoverable errors) over kombu's Sentinel
+    transport."""
 
     Channel = SentinelChannel
-    recoverable_connection_errors = kombu_redis.SentinelTransport.connection_errors
-    recoverable_channel_errors = ()
