@@ -205,12 +205,10 @@ def check_redis(settings: Settings, *, timeout_s: float = 2.0) -> None:
 
     from workers.fleet.connections import store_client  # noqa: PLC0415 - as redis
 
-    named = "GOALFLEET_REDIS_SENTINELS" if settings.redis_sentinels else "GOALFLEET_REDIS_URL"
-    where = (
-        shown_store(settings)
-        if settings.redis_sentinels
-        else f"Redis at {shown_url(settings.redis_url)}"
-    )
+    if settings.redis_sentinels:
+        named, where = "GOALFLEET_REDIS_SENTINELS", shown_store(settings)
+    else:
+        named, where = "GOALFLEET_REDIS_URL", f"Redis at {shown_url(settings.redis_url)}"
     try:
         client = store_client(settings, timeout_s=timeout_s)
     except ValueError as exc:  # a URL redis-py cannot parse
