@@ -169,22 +169,20 @@ class SentinelLab(Stoppable):
             return str(c.execute_command("ROLE")[0])
 
     def wait_sentinels_agree(self, master: Node, *, timeout_s: float = 20.0) -> None:
-        """Every live sentinel names `master` and knows the other sentinels and replicas."""
+        """Every live sentinel names `master`, knows the other live sentinels, and sees each
+        replica healthy (`_healthy`)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ok = True
+            others = sum(x.alive() for x in self.sentinels) - 1
             for s in self.sentinels:
                 if not s.alive():
                     continue
                 with s.client() as c:
                     state = c.sentinel_master(self.name)
-                ok &= int(state["port"]) == master.port
-                ok &= (
-                    int(state["num-other-sentinels"]) >= sum(x.alive() for x in self.sentinels) - 1
-                )
-                ok &= int(state["num-slaves"]) >= self.n_replicas
-                with s.client() as c:
                     replicas = c.execute_command("SENTINEL", "REPLICAS", self.name)  # dicts
+                ok &= int(state["port"]) == master.port
+                ok &= int(state["num-other-sentinels"]) >= others
                 # each replica seen healthy by this sentinel just now: a link it has not
                 # refreshed since the node came back marks a promoted replica down at once
                 ok &= len(replicas) >= self.n_replicas and all(_healthy(r) for r in replicas)
