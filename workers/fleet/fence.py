@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from workers.core.errors import GoalfleetError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import DevicePort, KnownScreen
+from workers.core.ports import DevicePort, expect_known_screen
 from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
 DRIFT_MARGIN = 0.1
@@ -167,8 +167,7 @@ class FencedDevice:
         self.device.close()
 
     def expect_known_screen(self) -> None:
-        if isinstance(self.device, KnownScreen):
-            self.device.expect_known_screen()
+        expect_known_screen(self.device)
 
 
 def open_fenced(

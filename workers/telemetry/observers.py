@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from workers.core.model import ActionResult, InputValue, Platform, RunResult, Snapshot, StepRow
-from workers.core.ports import DevicePort, KnownScreen
+from workers.core.ports import DevicePort, expect_known_screen
 from workers.core.records import Question, RunRecord
 from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
 
@@ -118,8 +118,7 @@ class WatchedDevice:
         self._watch("close", self._inner.close, {})
 
     def expect_known_screen(self) -> None:
-        if isinstance(self._inner, KnownScreen):
-            self._inner.expect_known_screen()
+        expect_known_screen(self._inner)
 
     def _watch(self, name: str, call: Callable[[], _T], meta: dict[str, object]) -> _T:
         t0 = time.perf_counter()
