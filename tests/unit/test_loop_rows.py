@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workers.core.errors import (
     DecisionInvalidError,
@@ -194,3 +196,29 @@ def test_a_row_is_scrubbed_of_values_and_one_without_any_is_kept_as_it_is() -> N
     assert scrubbed.screen == "Hi {email}"
     assert scrubbed.error == "{password} x"
     assert scrubbed.action == clean.action
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.text(min_size=3, max_size=12).filter(lambda v: v.strip() == v and "{" not in v),
+    before=st.text(max_size=8),
+    after=st.text(max_size=8),
+)
+def test_a_value_with_any_characters_is_scrubbed_from_a_row(
+    value: str, before: str, after: str
+) -> None:
+    """The row's JSON is looked at first (a row that shows no value is kept as it is): a value
+    with quotes, backslashes, control characters or non-ASCII letters, which JSON escapes,
+    is still found and scrubbed wherever a text of the row shows it."""
+    from workers.core.model import StepRow  # noqa: PLC0415 - this test's
+
+    inputs = Inputs.of({"code": value})
+    row = StepRow(
+        index=1,
+        screen=before + value + after,
+        refs_generation="s1",
+        candidates=1,
+        outcome=Outcome.ACTED,
+    )
+    assert value in row.screen  # as the row holds it
+    assert inputs.scrub_row(row).screen == inputs.scrub(row.screen) != row.screen

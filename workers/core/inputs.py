@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
+from pydantic_core import to_json
 
 if TYPE_CHECKING:
     from workers.core.model import DecideState, StepRow
@@ -102,31 +103,36 @@ class Inputs(BaseModel):
                 text = text.replace(value, name)
         return text
 
+    @functools.cached_property
+    def _in_json(self) -> tuple[str, ...]:
+        """Each value worth scrubbing as it reads inside a JSON string: the row's JSON holds
+        it there if any of the row's texts holds the value (escaping is per character)."""
+        return tuple(to_json(value).decode()[1:-1] for value, _ in self._replacements)
+
     def scrub_row(self, row: StepRow) -> StepRow:
         """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
         errors, a fill's shown value: a step row names an input, never holds its value.
-        A row none of whose texts holds a value comes back as it is (no copy validated)."""
+        A row none of whose texts holds a value comes back as it is (no copy validated):
+        told by one look at the row's JSON, so only a row that shows a value is walked."""
         if not self._replacements:
             return row
+        dumped = row.model_dump_json()
+        if not any(value in dumped for value in self._in_json):
+            return row
         pairs = self._replacements
-        changed = False
 
         def walk(v: object) -> object:
-            nonlocal changed
             if isinstance(v, str):
-                scrubbed = self.scrub(v, pairs)
-                changed = changed or scrubbed != v
-                return scrubbed
+                return self.scrub(v, pairs)
             if isinstance(v, dict):
                 return {k: walk(x) for k, x in v.items()}
             if isinstance(v, list | tuple):
                 return [walk(x) for x in v]
             return v
 
-        walked = walk(row.model_dump())
         from workers.core.model import StepRow  # noqa: PLC0415 - model imports this module
 
-        return StepRow.model_validate(walked) if changed else row
+        return StepRow.model_validate(walk(row.model_dump()))
 
     def scrub_state(self, state: DecideState) -> DecideState:
         """The state with candidate names and context texts scrubbed, and field values
