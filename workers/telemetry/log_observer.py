@@ -119,10 +119,11 @@ class LogObserver:
 
     def step(self, record: RunRecord, row: StepRow) -> None:  # noqa: ARG002 - the hook's shape
         logs.bind_step(row.index)
-        fields = step_fields(row)
-        fields.pop("step")
-        level = "warning" if row.outcome is Outcome.ERRORED else "info"
-        getattr(self._log, level)(STEP_EVENT, **fields)
+        level = logging.WARNING if row.outcome is Outcome.ERRORED else logging.INFO
+        if self._log.is_enabled_for(level):  # a worker at WARNING builds no step line
+            fields = step_fields(row)
+            fields.pop("step")
+            self._log.log(level, STEP_EVENT, **fields)
         if row.memory is not None and row.memory.outcome == "invalidated":
             self._log.warning(
                 MEMORY_INVALIDATED_EVENT,

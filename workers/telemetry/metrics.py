@@ -25,6 +25,7 @@ by run id or task id: those are unbounded and belong in logs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -32,7 +33,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, cast, get_type_hints
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -64,6 +65,7 @@ _M = TypeVar("_M")
 
 
 Made = Counter | Gauge | Histogram
+_Made = TypeVar("_Made", Counter, Gauge, Histogram)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,14 @@ class Spec:
         if self.mode is not None:
             options["multiprocess_mode"] = self.mode
         return kind(name, self.doc, self.labels, namespace=NAMESPACE, registry=registry, **options)
+
+
+@functools.cache
+def labelled(metric: _Made, *values: str) -> _Made:
+    """`metric.labels(*values)`, looked up once per label set: prometheus-client checks the
+    labels and takes a lock on every `labels` call, and a worker records ~50 series a run.
+    (A series is never removed here, so the child stays the one the registry exports.)"""
+    return cast("_Made", metric.labels(*values))
 
 
 def make_metrics(cls: type[_M], registry: CollectorRegistry, *, prefix: str = "") -> _M:

@@ -14,7 +14,7 @@ from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import Question, RunRecord
-from workers.telemetry.metrics import WorkerMetrics, worker_metrics
+from workers.telemetry.metrics import WorkerMetrics, labelled, worker_metrics
 from workers.telemetry.observers import DeviceCommand, WatchedDevice
 
 PHASES = ("snapshot", "decide", "action")
@@ -71,74 +71,74 @@ class MetricsObserver:
         first value loses that increase to `rate()`."""
         m = self.m
         for status in TERMINAL_STATUSES:
-            m.runs.labels(self.platform, status)
-            m.run_duration_seconds.labels(self.platform, status)
-        m.queue_wait_seconds.labels(self.platform)
+            labelled(m.runs, self.platform, status)
+            labelled(m.run_duration_seconds, self.platform, status)
+        labelled(m.queue_wait_seconds, self.platform)
         for outcome in Outcome:
-            m.steps.labels(self.platform, outcome.value)
+            labelled(m.steps, self.platform, outcome.value)
             for phase in PHASES:
-                m.step_phase_seconds.labels(phase, self.platform, outcome.value)
+                labelled(m.step_phase_seconds, phase, self.platform, outcome.value)
         for direction in ("input", "output"):
-            m.decide_tokens.labels(self.platform, direction)
-        m.stale_ref_resnapshots.labels(self.platform)
-        m.run_redeliveries.labels(self.platform)
+            labelled(m.decide_tokens, self.platform, direction)
+        labelled(m.stale_ref_resnapshots, self.platform)
+        labelled(m.run_redeliveries, self.platform)
         for command in ("snapshot", "press", "fill"):
-            m.device_transient_errors.labels(self.platform, command)
-            m.device_command_seconds.labels(self.platform, command)
-        m.worker_busy.labels(self.platform).set(0)
+            labelled(m.device_transient_errors, self.platform, command)
+            labelled(m.device_command_seconds, self.platform, command)
+        labelled(m.worker_busy, self.platform).set(0)
         for event in MEMORY_EVENTS:
-            m.memory_events.labels(self.platform, event)
+            labelled(m.memory_events, self.platform, event)
         for who in DECIDED_BY:
-            m.decide_seconds.labels(self.platform, who)
+            labelled(m.decide_seconds, self.platform, who)
 
     def run_started(self, record: RunRecord, attempt: int) -> None:
         m = self.m
-        m.worker_busy.labels(self.platform).set(1)
-        m.queue_wait_seconds.labels(self.platform).observe(
+        labelled(m.worker_busy, self.platform).set(1)
+        labelled(m.queue_wait_seconds, self.platform).observe(
             max(0.0, self._clock() - record.submitted_at)
         )
         if attempt > 1:
-            m.run_redeliveries.labels(self.platform).inc()
+            labelled(m.run_redeliveries, self.platform).inc()
 
     def step(self, record: RunRecord, row: StepRow) -> None:  # noqa: ARG002 - the hook's shape
         m = self.m
         outcome = row.outcome.value
-        m.steps.labels(self.platform, outcome).inc()
+        labelled(m.steps, self.platform, outcome).inc()
         for phase, ms in zip(PHASES, (row.snapshot_ms, row.decide_ms, row.action_ms), strict=True):
             if phase == "action" and row.action is None:
                 continue  # no action was taken; a zero would drag the action quantiles down
             if phase == "decide" and row.decision is None:
                 continue
-            m.step_phase_seconds.labels(phase, self.platform, outcome).observe(ms / 1000)
+            labelled(m.step_phase_seconds, phase, self.platform, outcome).observe(ms / 1000)
         if row.decision is not None:
             usage = row.decision.usage
-            m.decide_tokens.labels(self.platform, "input").inc(usage.input_tokens)
-            m.decide_tokens.labels(self.platform, "output").inc(usage.output_tokens)
+            labelled(m.decide_tokens, self.platform, "input").inc(usage.input_tokens)
+            labelled(m.decide_tokens, self.platform, "output").inc(usage.output_tokens)
         if row.outcome is Outcome.STALE:
-            m.stale_ref_resnapshots.labels(self.platform).inc()
+            labelled(m.stale_ref_resnapshots, self.platform).inc()
         for decider, cause in escalations(row):
-            m.escalations.labels(self.platform, cause, decider).inc()
+            labelled(m.escalations, self.platform, cause, decider).inc()
         if row.memory is not None:
-            m.memory_events.labels(self.platform, row.memory.outcome).inc()
+            labelled(m.memory_events, self.platform, row.memory.outcome).inc()
         if row.decision is not None and row.decision.decided_by:
-            m.decide_seconds.labels(self.platform, row.decision.decided_by).observe(
+            labelled(m.decide_seconds, self.platform, row.decision.decided_by).observe(
                 row.decide_ms / 1000
             )
 
     def run_finished(self, record: RunRecord, result: RunResult) -> None:  # noqa: ARG002 - the hook's shape
         m = self.m
-        m.runs.labels(self.platform, result.status.value).inc()
-        m.run_duration_seconds.labels(self.platform, result.status.value).observe(
+        labelled(m.runs, self.platform, result.status.value).inc()
+        labelled(m.run_duration_seconds, self.platform, result.status.value).observe(
             result.duration_ms / 1000
         )
-        m.worker_busy.labels(self.platform).set(0)
+        labelled(m.worker_busy, self.platform).set(0)
         if result.memory_writes:
-            m.memory_events.labels(self.platform, "write").inc(result.memory_writes)
+            labelled(m.memory_events, self.platform, "write").inc(result.memory_writes)
 
     def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:  # noqa: ARG002 - the hook's shape
         m = self.m
-        m.questions.labels(self.platform).inc()
-        m.worker_busy.labels(self.platform).set(0)
+        labelled(m.questions, self.platform).inc()
+        labelled(m.worker_busy, self.platform).set(0)
 
 
 class MeteredDevice(WatchedDevice):
@@ -153,5 +153,7 @@ class MeteredDevice(WatchedDevice):
         if command.name == "close":
             return  # not a device round trip worth a series
         if isinstance(command.error, TransientDeviceError):
-            self._m.device_transient_errors.labels(self._platform, command.name).inc()
-        self._m.device_command_seconds.labels(self._platform, command.name).observe(command.seconds)
+            labelled(self._m.device_transient_errors, self._platform, command.name).inc()
+        labelled(self._m.device_command_seconds, self._platform, command.name).observe(
+            command.seconds
+        )
