@@ -20,7 +20,7 @@ from workers.fleet.outages import is_outage
 from workers.fleet.presence import Presence
 from workers.fleet.runtime import WorkerSpec
 from workers.fleet.state.devices import DeviceRegistry, Renewal
-from workers.fleet.state.scripts import Acknowledged, NotReplicatedError
+from workers.fleet.state.scripts import Acknowledged, NotReplicatedError, Registered
 from workers.settings import Settings
 
 INFO = DeviceInfo(id="d1", platform=Platform.IOS, os_version="17.5")
@@ -78,8 +78,22 @@ def test_a_script_the_server_forgot_is_loaded_and_run_once(redis_server: LocalRe
     none): the acknowledged call loads it and runs it, once."""
     client = store_client(_settings(redis_server.url))
     client.flushdb()
-    script = client.register_script("return redis.call('INCR', KEYS[1])")
+    script = Registered("return redis.call('INCR', KEYS[1])", client)
     call = Acknowledged(script, client, Replication(replicas=0, timeout_ms=50))
+    assert call(keys=["n"]) == 1
+    client.script_flush()
+    assert call(keys=["n"]) == 2  # NOSCRIPT, loaded, run: counted once
+    assert client.get("n") == "2"
+
+
+def test_a_plain_script_the_server_forgot_is_loaded_and_run_once(
+    redis_server: LocalRedis,
+) -> None:
+    """Without replicas a store's script is a plain `EVALSHA`: after a restart (the server
+    forgot every script) the call loads it and runs it, once."""
+    client = store_client(_settings(redis_server.url))
+    client.flushdb()
+    call = Registered("return redis.call('INCR', KEYS[1])", client)
     assert call(keys=["n"]) == 1
     client.script_flush()
     assert call(keys=["n"]) == 2  # NOSCRIPT, loaded, run: counted once

@@ -14,6 +14,7 @@ A candidate is an interactive kind that is enabled and hittable where the platfo
 
 from __future__ import annotations
 
+import functools
 import re
 
 from workers.core.model import Candidate, Kind, Node, Snapshot, fingerprint
@@ -118,9 +119,11 @@ _KINDS: dict[str, Kind] = {
 _XCUI_PREFIX = "xcuielementtype"
 
 
+@functools.lru_cache(maxsize=1024)
 def normalise_type(raw: str) -> str:
     """`XCUIElementTypeSecureTextField` → `securetextfield`; `android.widget.EditText` →
-    `edittext`; `push button` → `pushbutton`; `text-field` → `textfield`."""
+    `edittext`; `push button` → `pushbutton`; `text-field` → `textfield`. Remembered per raw
+    type (a platform has a few dozen; every node of every snapshot asks)."""
     t = raw.strip()
     if "." in t:  # a Java class name: keep the simple name, drop inner-class suffixes
         t = t.rsplit(".", 1)[1].split("$")[-1]

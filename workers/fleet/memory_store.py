@@ -9,6 +9,7 @@ states (see `workers.core.memory`). Connections decode responses (`redis_client`
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from typing import cast
@@ -17,6 +18,7 @@ import redis
 
 from workers.core.memory import Remembered, normalise_goal
 from workers.fleet.keys import Keys
+from workers.fleet.state.scripts import Registered
 
 _ENTRY, _HITS, _CREATED, _USED = "entry", "hits", "created_at", "last_used_at"
 _RECALL = """
@@ -44,7 +46,7 @@ class RedisMemory:
         self._decider = decider
         self.ttl_s = ttl_s
         self.clock = clock
-        self._recall = client.register_script(_RECALL)
+        self._recall = Registered(_RECALL, client)
 
     @property
     def decider(self) -> str:
@@ -129,8 +131,15 @@ class RedisMemory:
         return sum(self.forget(e.key) for e in self.entries(goal=goal))
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(body: str) -> Remembered:
+    """An entry's JSON read once: an entry is written once and never changes (`HSETNX`), and
+    a worker meets the same few screens run after run. (`Remembered` is frozen.)"""
+    return Remembered.model_validate_json(body)
+
+
 def _entry(raw: dict[str, str]) -> Remembered:
-    entry = Remembered.model_validate_json(raw[_ENTRY])
+    entry = _parsed(raw[_ENTRY])
     return entry.model_copy(
         update={
             "hits": int(raw.get(_HITS, "0")),

@@ -268,8 +268,8 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             camera=rt.camera,
             dangerous=tuple(rt.settings.dangerous_controls),
         )
-        steps = tuple(s.model_copy(update={"app": app}) for s in result.steps)
-        return result.model_copy(update={"app": app, "steps": steps}) if app else result
+        # every row went through `on_step`, which gave it the app
+        return result.model_copy(update={"app": app, "steps": tuple(rows)}) if app else result
     except LeaseLostError:
         raise  # not this run's failure: `execute_run` hands it back to pending
     except Exception as exc:  # every other failure becomes a recorded result

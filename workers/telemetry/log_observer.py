@@ -109,6 +109,8 @@ class LogObserver:
         logs.bind_run(
             run_id=record.id, device_id=record.device, attempt=attempt, batch_id=record.batch
         )
+        if not self._log.is_enabled_for(logging.INFO):
+            return
         self._log.info(
             RUN_STARTED_EVENT,
             goal=record.request.goal,
@@ -141,9 +143,11 @@ class LogObserver:
             attempt=result.attempt,
             batch_id=record.batch,
         )
-        level = "info" if result.status in {RunStatus.DONE, RunStatus.CANCELLED} else "warning"
+        ok = result.status in {RunStatus.DONE, RunStatus.CANCELLED}
+        level = logging.INFO if ok else logging.WARNING
         try:
-            getattr(self._log, level)(RUN_EVENT, **run_fields(result))
+            if self._log.is_enabled_for(level):
+                self._log.log(level, RUN_EVENT, **run_fields(result))
         finally:
             logs.clear_run()
 

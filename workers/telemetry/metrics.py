@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, cast, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_type_hints
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -94,7 +94,7 @@ def labelled(metric: _Made, *values: str) -> _Made:
     """`metric.labels(*values)`, looked up once per label set: prometheus-client checks the
     labels and takes a lock on every `labels` call, and a worker records ~50 series a run.
     (A series is never removed here, so the child stays the one the registry exports.)"""
-    return cast("_Made", metric.labels(*values))
+    return metric.labels(*values)
 
 
 def make_metrics(cls: type[_M], registry: CollectorRegistry, *, prefix: str = "") -> _M:

@@ -24,12 +24,12 @@ an outage (the write may or may not survive a failover; it is not acknowledged).
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, cast, overload
+from typing import Any, Protocol, overload
 
 import redis
-from redis.commands.core import Script as RegisteredScript
 from redis.exceptions import NoScriptError
 
 from workers.core.model import RunStatus
@@ -73,12 +73,29 @@ class ScriptCall(Protocol):
     def __call__(self, keys: list[Any] | None = None, args: list[Any] | None = None) -> Any: ...  # noqa: ANN401 - what the script returns
 
 
+class Registered:
+    """A script called by its SHA (`EVALSHA`), loaded once more when the server does not know
+    it (a restarted or newly promoted Redis). What redis-py's registered `Script` does, less
+    its per-call checks for pipelines and clusters, which a store's client never is."""
+
+    def __init__(self, source: str, client: redis.Redis) -> None:
+        self.source = source
+        self.client = client
+        self.sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
+
+    def __call__(self, keys: list[Any] | None = None, args: list[Any] | None = None) -> Any:  # noqa: ANN401 - what the script returns
+        keys, args = keys or [], args or []
+        try:
+            return self.client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.client.script_load(self.source)
+            return self.client.evalsha(self.sha, len(keys), *keys, *args)
+
+
 class Acknowledged:
     """A registered script whose every call waits for `replication.replicas` replicas."""
 
-    def __init__(
-        self, script: RegisteredScript, client: redis.Redis, replication: Replication
-    ) -> None:
+    def __init__(self, script: Registered, client: redis.Redis, replication: Replication) -> None:
         self.script = script
         self.client = client
         self.replication = replication
@@ -93,7 +110,7 @@ class Acknowledged:
                 out, got = p.execute(raise_on_error=False)
             if not isinstance(out, NoScriptError):
                 break
-            self.client.script_load(self.script.script)
+            self.client.script_load(self.script.source)
         for reply in (out, got):
             if isinstance(reply, Exception):
                 raise reply
@@ -138,9 +155,10 @@ class Script:
             return self
         bound = store.scripts.get(self.name)
         if bound is None:
-            registered = store.r.register_script(self.source)
-            bound = cast("ScriptCall", registered)
-            if store.replication.replicas > 0:
-                bound = Acknowledged(registered, store.r, store.replication)
+            registered = Registered(self.source, store.r)
+            acknowledged = store.replication.replicas > 0
+            bound = (
+                Acknowledged(registered, store.r, store.replication) if acknowledged else registered
+            )
             store.scripts[self.name] = bound
         return bound
