@@ -6,7 +6,6 @@ how answers and transport errors become goalfleet errors."""
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import json
 import socket
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from httpkit import EchoServer, echo_server, url
 
 from scheduler.client.api_client import ApiError, ApiUnreachableError, FleetClient
 from scheduler.client.function_transport import FunctionTransport
@@ -38,86 +38,13 @@ from workers.core.request import GoalRunRequest
 # -- real servers on loopback ------------------------------------------------------------------
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    close_after_answer = False
-    """Close each connection after one answer, without saying so (no `Connection: close`):
-    what a server does to a kept-alive connection that sat idle past its timeout."""
-    drop_second = False
-    """Read a connection's second request and close it unanswered: a server closing a kept
-    connection just as a request goes out on it."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Echo)
-        self.counting = threading.Lock()
-        self.connections = 0
-        self.closed = 0
-        self.requests: list[tuple[str, str, bytes]] = []
-
-    def shutdown_request(self, request: Any) -> None:
-        """Counted once the socket is closed (the FIN sent), not when the handler returns."""
-        super().shutdown_request(request)
-        with self.counting:
-            self.closed += 1
-
-    def wait_closed(self, n: int, timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.closed < n:
-            assert time.monotonic() < deadline, f"{self.closed} of {n} connections closed"
-            time.sleep(0.001)
-
-
-class _Echo(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive unless the handler closes
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.counting:
-            self.server.connections += 1
-
-    served = 0
-
-    def _answer(self) -> None:
-        size = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(size) if size else b""
-        self.server.requests.append((self.command, self.path, body))
-        self.served += 1
-        if self.server.drop_second and self.served == 2:
-            self.close_connection = True
-            return
-        out = json.dumps({"path": self.path, "auth": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-        self.wfile.flush()
-        if self.server.close_after_answer:
-            self.close_connection = True
-
-    do_GET = do_POST = _answer  # noqa: N815 - http.server's names
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    srv = _Server()
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-    try:
+def server() -> Iterator[EchoServer]:
+    with echo_server() as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
-def url(srv: _Server, path: str = "") -> str:
-    return f"http://127.0.0.1:{srv.server_address[1]}{path}"
-
-
-def test_one_connection_serves_every_request(server: _Server) -> None:
+def test_one_connection_serves_every_request(server: EchoServer) -> None:
     with FleetClient(url(server), token="t") as client:
         for i in range(5):
             answer = client._call("POST", "/v1/runs", body={"i": i})
@@ -126,7 +53,7 @@ def test_one_connection_serves_every_request(server: _Server) -> None:
     assert [b for _, _, b in server.requests] == [f'{{"i": {i}}}'.encode() for i in range(5)]
 
 
-def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: _Server) -> None:
+def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: EchoServer) -> None:
     """Eight threads posting through one `FleetClient` at once: every request answered, none
     sent on a connection another thread is using (at most one connection a thread)."""
     answered: list[str] = []
@@ -153,7 +80,9 @@ def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: _Se
     assert server.connections <= 8  # one a thread at most
 
 
-def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server: _Server) -> None:
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(
+    server: EchoServer,
+) -> None:
     """The server closes after each answer without saying so: each next request, sent once
     the server has closed, notices the dead connection before sending and opens another;
     every request is answered, once."""
@@ -167,7 +96,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server
 
 
 def test_a_kept_connection_dropped_under_a_request_resends_only_an_idempotent_one(
-    server: _Server,
+    server: EchoServer,
 ) -> None:
     """The server reads the second request on a connection and hangs up: a GET is sent once
     more on a new connection and answered; a POST is `ApiUnreachableError`, on the wire once."""
@@ -183,7 +112,7 @@ def test_a_kept_connection_dropped_under_a_request_resends_only_an_idempotent_on
     assert [m for m, _, _ in server.requests].count("POST") == 1
 
 
-def test_a_path_prefix_and_query_parameters(server: _Server) -> None:
+def test_a_path_prefix_and_query_parameters(server: EchoServer) -> None:
     with FleetClient(url(server, "/fleet/")) as client:
         answer = client._call("GET", "/v1/memory", params={"goal": "Sign in & out"})
     assert answer["path"] == "/fleet/v1/memory?goal=Sign+in+%26+out"
