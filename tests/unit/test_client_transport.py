@@ -75,8 +75,13 @@ def test_a_connection_the_server_timed_out_while_idle_is_replaced(server: EchoSe
 
 
 def test_closing_the_client_closes_its_connections_and_ends_it(server: EchoServer) -> None:
+    """The kept connection is closed by the client's close (held here, so no garbage
+    collection closes it instead); a call after it is refused."""
     client = FleetClient(url(server))
     client._call("GET", "/health")
+    assert isinstance(client.transport, HttpTransport)
+    kept = list(client.transport._idle)
+    assert len(kept) == 1
     client.close()
     server.wait_closed(1)
     with pytest.raises(RuntimeError, match="closed"):
