@@ -130,7 +130,7 @@ class FleetClient:
         self.connect_wait_s = connect_wait_s
         self.prefix = parts.path.rstrip("/")
         """The base URL's path, which every request's path goes under."""
-        self.headers = {"Accept": "application/json"}
+        self.headers = {"Accept": "application/json", "User-Agent": "goalfleet-client"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.transport: Transport = transport or HttpTransport(

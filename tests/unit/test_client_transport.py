@@ -177,7 +177,11 @@ def test_the_fake_sees_the_request_the_client_built_and_closes_with_it() -> None
         ("DELETE", "/base/v1/memory/a%3Fb%20c%23d/%25", None),
         ("DELETE", "/base/v1/memory?goal=Sign+in+%26+out", None),
     ]
-    assert seen[0].headers == {"Accept": "application/json", "Authorization": "Bearer t"}
+    assert seen[0].headers == {
+        "Accept": "application/json",
+        "User-Agent": "goalfleet-client",
+        "Authorization": "Bearer t",
+    }
     assert fake.closed
     with pytest.raises(RuntimeError, match="closed"):
         fake.handle(Request("GET", "/health"))
