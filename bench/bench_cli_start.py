@@ -8,10 +8,11 @@ included: the floor any command sits on).
   redis-server, `bench/_fleet.py`), the run submitted to a registered device that no worker
   serves, so it stays queued and its record does not change between samples.
 - `goalfleet status ID --json`
-- `pydantic + http.client alone`: one pydantic model built, and `http.client` and `json`
-  imported (`FLOOR`): what `status` cannot go below while its settings are a pydantic model
-  and its client is on the standard library's HTTP client (`http.client` imports `ssl`
-  itself, whatever the scheme; the client makes no TLS context for http).
+- `pydantic + http.client alone`: one pydantic model built, `http.client` and `json`
+  imported, and the collector's objects frozen for the exit as the program does (`FLOOR`):
+  what `status` cannot go below while its settings are a pydantic model and its client is on
+  the standard library's HTTP client (`http.client` imports `ssl` itself, whatever the
+  scheme; the client makes no TLS context for http).
 
 Each sample is one whole process, started and waited for (wall time, `time.perf_counter`);
 the commands are interleaved round by round so machine noise hits each alike; medians. The
@@ -45,6 +46,7 @@ FLOOR = (
     "class M(BaseModel):\n    x: int = 1\n"
     "M()\n"
     "import http.client, json\n"  # the client's stack (scheduler/client/http_transport.py)
+    "import gc; gc.freeze()\n"  # before the exit, as `scheduler.cli.main.console_main` does
 )
 
 
