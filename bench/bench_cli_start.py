@@ -8,9 +8,11 @@ included: the floor any command sits on).
   redis-server, `bench/_fleet.py`), the run submitted to a registered device that no worker
   serves, so it stays queued and its record does not change between samples.
 - `goalfleet status ID --json`
-- `pydantic + httpx alone`: one pydantic model built and one httpx client made, nothing else
-  (`FLOOR`): what `status` cannot go below while its settings are a pydantic model and its
-  client is on httpx.
+- `pydantic + http.client alone`: one pydantic model built, `http.client` and `json`
+  imported, and the collector's objects frozen for the exit as the program does (`FLOOR`):
+  what `status` cannot go below while its settings are a pydantic model and its client is on
+  the standard library's HTTP client (`http.client` imports `ssl` itself, whatever the
+  scheme; the client makes no TLS context for http).
 
 Each sample is one whole process, started and waited for (wall time, `time.perf_counter`);
 the commands are interleaved round by round so machine noise hits each alike; medians. The
@@ -40,12 +42,11 @@ from workers.fleet.keys import lease_holder, worker_name
 
 DEVICE = "cli-1"
 FLOOR = (
-    "import sys; sys.modules['httpx._main'] = None\n"  # as scheduler/cli/main.py does
     "from pydantic import BaseModel\n"
     "class M(BaseModel):\n    x: int = 1\n"
     "M()\n"
-    "import ssl, httpx\n"  # the client's http:// context: no CA loaded (api_client.py)
-    "httpx.Client(trust_env=False, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)).close()\n"
+    "import http.client, json\n"  # the client's stack (scheduler/client/http_transport.py)
+    "import gc; gc.freeze()\n"  # before the exit, as `scheduler.cli.main.console_main` does
 )
 
 
@@ -90,7 +91,7 @@ def main() -> None:
             "goalfleet --help": [*goalfleet(), "--help"],
             "goalfleet status ID": [*goalfleet(), "status", run_id],
             "goalfleet status ID --json": [*goalfleet(), "status", run_id, "--json"],
-            "pydantic + httpx alone": [sys.executable, "-c", FLOOR],
+            "pydantic + http.client alone": [sys.executable, "-c", FLOOR],
         }
         for argv in cases.values():  # warm the page cache and .pyc files
             timed(argv, env)

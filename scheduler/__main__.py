@@ -2,6 +2,6 @@
 
 import sys
 
-from scheduler.cli.main import main
+from scheduler.cli.main import console_main
 
-sys.exit(main())
+sys.exit(console_main())

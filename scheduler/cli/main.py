@@ -12,6 +12,7 @@ exit 130 as a Ctrl-C later on.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -60,11 +61,28 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def console_main() -> int:
+    """The program (the `goalfleet` console script, `python -m scheduler`): `main` on
+    `sys.argv`, then the exit. Tests call `main`, in their own process.
+
+    Python's shutdown walks every object the garbage collector tracks (pydantic's schemas
+    and validators, most of what the imports made) to find the cycles among them: ~16 ms of
+    `goalfleet status`'s ~145 (bench/bench_cli_start.py). Frozen (`gc.freeze`), they are
+    skipped: the exit frees their memory. What an exit promises still happens: the atexit
+    handlers (logging's shutdown, `weakref.finalize`), the flush of stdout and stderr; an
+    object left in a cycle is not finalized, which Python does not promise at exit either."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     # httpx imports its own command line (`httpx._main`: click, pygments, rich.progress; 60-70
-    # ms of a client command's start, bench/bench_cli_start.py) unless that import fails, and
-    # then defines a stub `httpx.main`. No goalfleet command uses it.
+    # ms of a start, bench/bench_cli_start.py measured when the client was on httpx) unless
+    # that import fails, and then defines a stub `httpx.main`. No goalfleet command uses it;
+    # the commands that import httpx (the API's webhooks, the agent-device wire, the model
+    # decider) start without it. The client commands import no httpx at all.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     try:
         return _main(given)
@@ -97,4 +115,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

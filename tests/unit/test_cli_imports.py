@@ -1,8 +1,9 @@
 """A command imports what it uses and nothing more: `goalfleet --help` lists every command
 without importing any command's dependencies, and a client command (`goalfleet status ID`)
-does not load Redis, Celery, structlog or the API server's stack. Checked in a fresh
+does not load Redis, Celery, structlog, httpx or the API server's stack. Checked in a fresh
 interpreter, by the modules it has loaded once the command returned: behaviour, not a timing
-(bench/bench_cli_start.py measures the time)."""
+(bench/bench_cli_start.py measures the time). The client is on the standard library's
+`http.client`: httpx and what it brings load for no client command."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.slow  # the whole command as a process: make test, not 
 
 HEAVY = ("pydantic", "httpx", "redis", "rich", "structlog", "celery", "kombu", "fastapi")
 SERVER_SIDE = ("redis", "structlog", "celery", "kombu", "fastapi", "starlette", "uvicorn")
+HTTPX = ("httpx", "httpcore", "h11", "anyio", "certifi", "idna")
 
 LOADED = """
 import json, sys
@@ -59,11 +61,15 @@ def test_help_lists_every_command_and_imports_none_of_their_dependencies() -> No
 
 
 def test_a_client_command_loads_no_server_side_library() -> None:
-    """`goalfleet status ID` against no API: exit 3, having loaded the client's stack only."""
-    code, loaded = _loaded("status", "0123456789abcdef")
+    """`goalfleet status ID` against no API: exit 3, having loaded the client's stack only:
+    the standard library's `http.client`, not httpx (nor httpcore, h11 or anyio under it)."""
+    code, loaded = _loaded("status", "0123456789abcdef", whole=True)
     assert code == 3  # the API is unavailable
-    assert {"httpx", "pydantic"} <= loaded  # it did get as far as the client
-    assert not loaded & set(SERVER_SIDE), sorted(loaded & set(SERVER_SIDE))
+    assert {"http.client", "pydantic", "scheduler.client.http_transport"} <= loaded  # it got as
+    # far as the client
+    packages = {name.split(".")[0] for name in loaded}
+    assert not packages & set(SERVER_SIDE), sorted(packages & set(SERVER_SIDE))
+    assert not packages & set(HTTPX), sorted(packages & set(HTTPX))
 
 
 def test_status_loads_neither_rich_nor_the_run_models() -> None:

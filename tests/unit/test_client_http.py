@@ -1,12 +1,11 @@
-"""`FleetClient` on httpx: against real HTTP servers on loopback, its connections are kept
-between requests, replaced when the server closed them while idle, never used to send a POST
-twice, and its failures told apart (nothing sent: retried for `connect_wait_s`; answer lost:
-failed at once); through its transport seam (`httpx.MockTransport`), what it sends and how
-answers and transport errors become goalfleet errors."""
+"""`FleetClient` on `http.client`: against real HTTP servers on loopback, its connections are
+kept between requests, replaced when the server closed them while idle, never used to send a
+POST twice, and its failures told apart (nothing sent: retried for `connect_wait_s`; answer
+lost: failed at once); through its transport seam (`FunctionTransport`), what it sends and
+how answers and transport errors become goalfleet errors."""
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import json
 import socket
@@ -15,10 +14,22 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
+from httpkit import EchoServer, echo_server, url
 
 from scheduler.client.api_client import ApiError, ApiUnreachableError, FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.transport import (
+    ConnectError,
+    ConnectTimeout,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    Request,
+    Response,
+    TransportError,
+    WriteError,
+)
 from scheduler.local.redis import free_port
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
@@ -27,86 +38,13 @@ from workers.core.request import GoalRunRequest
 # -- real servers on loopback ------------------------------------------------------------------
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    close_after_answer = False
-    """Close each connection after one answer, without saying so (no `Connection: close`):
-    what a server does to a kept-alive connection that sat idle past its timeout."""
-    drop_second = False
-    """Read a connection's second request and close it unanswered: a server closing a kept
-    connection just as a request goes out on it."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Echo)
-        self.counting = threading.Lock()
-        self.connections = 0
-        self.closed = 0
-        self.requests: list[tuple[str, str, bytes]] = []
-
-    def shutdown_request(self, request: Any) -> None:
-        """Counted once the socket is closed (the FIN sent), not when the handler returns."""
-        super().shutdown_request(request)
-        with self.counting:
-            self.closed += 1
-
-    def wait_closed(self, n: int, timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.closed < n:
-            assert time.monotonic() < deadline, f"{self.closed} of {n} connections closed"
-            time.sleep(0.001)
-
-
-class _Echo(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive unless the handler closes
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.counting:
-            self.server.connections += 1
-
-    served = 0
-
-    def _answer(self) -> None:
-        size = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(size) if size else b""
-        self.server.requests.append((self.command, self.path, body))
-        self.served += 1
-        if self.server.drop_second and self.served == 2:
-            self.close_connection = True
-            return
-        out = json.dumps({"path": self.path, "auth": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-        self.wfile.flush()
-        if self.server.close_after_answer:
-            self.close_connection = True
-
-    do_GET = do_POST = _answer  # noqa: N815 - http.server's names
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    srv = _Server()
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-    try:
+def server() -> Iterator[EchoServer]:
+    with echo_server() as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
-def url(srv: _Server, path: str = "") -> str:
-    return f"http://127.0.0.1:{srv.server_address[1]}{path}"
-
-
-def test_one_connection_serves_every_request(server: _Server) -> None:
+def test_one_connection_serves_every_request(server: EchoServer) -> None:
     with FleetClient(url(server), token="t") as client:
         for i in range(5):
             answer = client._call("POST", "/v1/runs", body={"i": i})
@@ -115,7 +53,7 @@ def test_one_connection_serves_every_request(server: _Server) -> None:
     assert [b for _, _, b in server.requests] == [f'{{"i": {i}}}'.encode() for i in range(5)]
 
 
-def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: _Server) -> None:
+def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: EchoServer) -> None:
     """Eight threads posting through one `FleetClient` at once: every request answered, none
     sent on a connection another thread is using (at most one connection a thread)."""
     answered: list[str] = []
@@ -142,7 +80,9 @@ def test_threads_sharing_a_client_each_get_a_connection_of_their_own(server: _Se
     assert server.connections <= 8  # one a thread at most
 
 
-def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server: _Server) -> None:
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(
+    server: EchoServer,
+) -> None:
     """The server closes after each answer without saying so: each next request, sent once
     the server has closed, notices the dead connection before sending and opens another;
     every request is answered, once."""
@@ -156,7 +96,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(server
 
 
 def test_a_kept_connection_dropped_under_a_request_resends_only_an_idempotent_one(
-    server: _Server,
+    server: EchoServer,
 ) -> None:
     """The server reads the second request on a connection and hangs up: a GET is sent once
     more on a new connection and answered; a POST is `ApiUnreachableError`, on the wire once."""
@@ -172,7 +112,7 @@ def test_a_kept_connection_dropped_under_a_request_resends_only_an_idempotent_on
     assert [m for m, _, _ in server.requests].count("POST") == 1
 
 
-def test_a_path_prefix_and_query_parameters(server: _Server) -> None:
+def test_a_path_prefix_and_query_parameters(server: EchoServer) -> None:
     with FleetClient(url(server, "/fleet/")) as client:
         answer = client._call("GET", "/v1/memory", params={"goal": "Sign in & out"})
     assert answer["path"] == "/fleet/v1/memory?goal=Sign+in+%26+out"
@@ -244,36 +184,37 @@ RUN = RunRecord(id="r1", request=GoalRunRequest(goal="Sign in"), submitted_at=1.
 )
 
 
-def mock(handler: Callable[[httpx.Request], httpx.Response], **kw: Any) -> FleetClient:
-    return FleetClient("http://api.test/base", transport=httpx.MockTransport(handler), **kw)
+def mock(handler: Callable[[Request], Response], **kw: Any) -> FleetClient:
+    return FleetClient("http://api.test/base", transport=FunctionTransport(handler), **kw)
 
 
 def test_a_submit_sends_the_token_the_key_and_the_json_body() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        return httpx.Response(201, json=RUN)
+        return Response.of_json(201, RUN)
 
     with mock(handler, token="tok") as client:
         run = client.submit_run({"goal": "Sign in", "device": "d1"}, idempotency_key="k-1")
     assert run.id == "r1"
     assert run.status is RunStatus.QUEUED
     (req,) = seen
-    assert (req.method, str(req.url)) == ("POST", "http://api.test/base/v1/runs")
+    assert (req.method, req.target) == ("POST", "/base/v1/runs")
     assert req.headers["Authorization"] == "Bearer tok"
     assert req.headers["Idempotency-Key"] == "k-1"
     assert req.headers["Content-Type"] == "application/json"
     assert req.headers["Accept"] == "application/json"
-    assert json.loads(req.content) == {"goal": "Sign in", "device": "d1"}
+    assert req.body is not None
+    assert json.loads(req.body) == {"goal": "Sign in", "device": "d1"}
 
 
 def test_no_token_sends_no_authorization() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        return httpx.Response(200, json={"status": "ok"})
+        return Response.of_json(200, {"status": "ok"})
 
     with mock(handler) as client:
         assert client.health() == {"status": "ok"}
@@ -282,9 +223,9 @@ def test_no_token_sends_no_authorization() -> None:
 
 
 def test_an_error_answer_is_an_api_error_with_its_code_message_and_fix() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         body = {"error": "TOO_MANY_PENDING", "message": "backlog full", "fix": "wait"}
-        return httpx.Response(429, json=body)
+        return Response.of_json(429, body)
 
     with mock(handler) as client, pytest.raises(ApiError) as raised:
         client.submit_run({"goal": "g"})
@@ -301,7 +242,7 @@ def test_an_error_answer_that_is_not_a_json_object_keeps_what_it_said(
     content: bytes, message: str
 ) -> None:
     with (
-        mock(lambda _: httpx.Response(502, content=content)) as client,
+        mock(lambda _: Response(502, content)) as client,
         pytest.raises(ApiError) as raised,
     ):
         client.devices()
@@ -310,27 +251,27 @@ def test_an_error_answer_that_is_not_a_json_object_keeps_what_it_said(
 
 def test_health_returns_a_down_answer_instead_of_raising() -> None:
     down = {"status": "down", "redis": "ConnectionError"}
-    with mock(lambda _: httpx.Response(503, json=down)) as client:
+    with mock(lambda _: Response.of_json(503, down)) as client:
         assert client.health() == down
 
 
 def test_no_content_is_none_and_query_parameters_are_sent() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        if request.method == "DELETE" and request.url.path.endswith("/v1/memory"):
-            return httpx.Response(200, json={"forgotten": 3})
-        return httpx.Response(204)
+        if request.method == "DELETE" and request.target.startswith("/base/v1/memory?"):
+            return Response.of_json(200, {"forgotten": 3})
+        return Response(204)
 
     with mock(handler) as client:
         client.forget("abc")
         assert client.forget_many(goal="Sign in") == 3
         assert client.forget_many() == 3
-    assert [str(r.url) for r in seen] == [
-        "http://api.test/base/v1/memory/abc",
-        "http://api.test/base/v1/memory?goal=Sign+in",
-        "http://api.test/base/v1/memory?all=true",
+    assert [r.target for r in seen] == [
+        "/base/v1/memory/abc",
+        "/base/v1/memory?goal=Sign+in",
+        "/base/v1/memory?all=true",
     ]
 
 
@@ -339,11 +280,11 @@ def test_refused_connections_are_retried_with_backoff_until_the_api_answers() ->
     from 0.1 s (0.1 + 0.2 + 0.4 s between them)."""
     attempts: list[float] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         attempts.append(time.monotonic())
         if len(attempts) <= 3:
-            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
-        return httpx.Response(201, json=RUN)
+            raise ConnectError("[Errno 111] Connection refused")
+        return Response.of_json(201, RUN)
 
     with mock(handler, connect_wait_s=30) as client:
         assert client.submit_run({"goal": "g"}).id == "r1"
@@ -354,11 +295,11 @@ def test_refused_connections_are_retried_with_backoff_until_the_api_answers() ->
 
 
 def test_refused_past_the_wait_says_how_long_it_waited() -> None:
-    attempts: list[httpx.Request] = []
+    attempts: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         attempts.append(request)
-        raise httpx.ConnectTimeout("timed out", request=request)
+        raise ConnectTimeout("timed out")
 
     with mock(handler, connect_wait_s=0.35) as client:
         t0 = time.monotonic()
@@ -378,17 +319,17 @@ def test_refused_past_the_wait_says_how_long_it_waited() -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError],
+    [RemoteProtocolError, ReadError, WriteError],
     ids=lambda e: e.__name__,
 )
 def test_a_dropped_connection_resends_a_get_once_and_a_post_never(
-    error: type[httpx.TransportError],
+    error: type[TransportError],
 ) -> None:
     calls: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         calls.append(request.method)
-        raise error("connection dropped", request=request)
+        raise error("connection dropped")
 
     with mock(handler, connect_wait_s=30) as client:
         with pytest.raises(ApiUnreachableError, match=f"GET /v1/devices: {error.__name__}"):
@@ -405,9 +346,9 @@ def test_a_dropped_connection_resends_a_get_once_and_a_post_never(
 def test_a_read_timeout_is_not_retried() -> None:
     calls: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         calls.append(request.method)
-        raise httpx.ReadTimeout("timed out", request=request)
+        raise ReadTimeout("timed out")
 
     with (
         mock(handler, connect_wait_s=30) as client,

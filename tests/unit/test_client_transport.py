@@ -1,0 +1,187 @@
+"""The Python client's transport seam: `HttpTransport` (`http.client`) against real servers on
+loopback keeps one connection per thread calling at the same moment and keeps it between
+calls, replaces a connection the server timed out while it sat idle, closes what it kept
+when the client closes, verifies https against the system's CA store and reads no proxy from
+the environment; `FunctionTransport` hands the handler the request the client built."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from httpkit import EchoServer, echo_server, url
+
+from scheduler.client.api_client import ApiUnreachableError, FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.http_transport import HttpTransport
+from scheduler.client.transport import Request, Response
+
+
+@pytest.fixture
+def server() -> Iterator[EchoServer]:
+    with echo_server() as srv:
+        yield srv
+
+
+def test_threads_calling_at_once_each_hold_a_connection_and_keep_it(server: EchoServer) -> None:
+    """Two threads whose requests the server answers only once both are in flight (`/meet`):
+    both answered, on two connections; later calls, one thread's or both at once again, go
+    out on those two."""
+    server.meet = threading.Barrier(2, timeout=5)
+    answered: list[str] = []
+    failed: list[BaseException] = []
+
+    def meet(client: FleetClient) -> None:
+        try:
+            answered.append(client._call("GET", "/meet")["path"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+
+    def both(client: FleetClient) -> None:
+        threads = [threading.Thread(target=meet, args=(client,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=15)
+
+    with FleetClient(url(server)) as client:
+        both(client)
+        assert (failed, answered) == ([], ["/meet", "/meet"])
+        assert server.connections == 2
+        for _ in range(5):
+            client._call("GET", "/v1/devices")
+        both(client)
+    assert failed == []
+    assert len(answered) == 4
+    assert server.connections == 2
+
+
+def test_a_connection_the_server_timed_out_while_idle_is_replaced(server: EchoServer) -> None:
+    """The server closes a kept connection after 0.2 s idle (as servers do, by their
+    keep-alive timeout): the next POST goes out once, on a new connection, and is answered."""
+    server.idle_timeout_s = 0.2
+    with FleetClient(url(server)) as client:
+        client._call("POST", "/v1/runs", body={"n": 1})
+        server.wait_closed(1)
+        assert client._call("POST", "/v1/runs", body={"n": 2})["path"] == "/v1/runs"
+    assert server.connections == 2
+    assert [json.loads(b) for m, _, b in server.requests if m == "POST"] == [{"n": 1}, {"n": 2}]
+
+
+def test_closing_the_client_closes_its_connections_and_ends_it(server: EchoServer) -> None:
+    """The kept connection is closed by the client's close (held here, so no garbage
+    collection closes it instead); a call after it is refused."""
+    client = FleetClient(url(server))
+    client._call("GET", "/health")
+    assert isinstance(client.transport, HttpTransport)
+    kept = list(client.transport._idle)
+    assert len(kept) == 1
+    client.close()
+    server.wait_closed(1)
+    with pytest.raises(RuntimeError, match="closed"):
+        client._call("GET", "/health")
+    client.close()  # again: nothing to do
+    assert server.connections == 1
+
+
+def test_an_answer_is_its_status_body_and_headers_in_lower_case(server: EchoServer) -> None:
+    transport = HttpTransport("http", "127.0.0.1", server.server_address[1], timeout_s=5)
+    try:
+        answer = transport.handle(Request("GET", "/x?y=1", {"Authorization": "Bearer t"}))
+    finally:
+        transport.close()
+    assert answer.status == 200
+    assert json.loads(answer.body) == {"path": "/x?y=1", "auth": "Bearer t"}
+    assert answer.headers["content-type"] == "application/json"
+    assert transport.tls is None  # http makes no TLS context
+
+
+def test_no_proxy_is_read_from_the_environment(
+    server: EchoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # the discard port: nothing answers
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with FleetClient(url(server)) as client:
+        assert client._call("GET", "/health")["path"] == "/health"
+
+
+# -- https -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (the openssl command line)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_https_is_verified_against_the_system_ca_store(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose certificate no CA in the system's store signed: no connection (nothing
+    sent). The same certificate added to the store (OpenSSL's `SSL_CERT_FILE`): answered."""
+    cert, key = certificate
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with echo_server(tls) as srv:
+        with (
+            FleetClient(url(srv, scheme="https")) as client,
+            pytest.raises(ApiUnreachableError, match=r"ConnectError: .*CERTIFICATE_VERIFY_FAILED"),
+        ):
+            client.health()
+        assert srv.requests == []
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        with FleetClient(url(srv, scheme="https"), token="t") as client:
+            assert client._call("GET", "/v1/devices") == {"path": "/v1/devices", "auth": "Bearer t"}
+            assert isinstance(client.transport, HttpTransport)
+            assert client.transport.tls is not None
+            assert client.transport.tls.verify_mode is ssl.CERT_REQUIRED
+            assert client.transport.tls.check_hostname
+
+
+# -- the fake ----------------------------------------------------------------------------------
+
+
+def test_the_fake_sees_the_request_the_client_built_and_closes_with_it() -> None:
+    """The path under the base URL's, each character that is not a path's %-encoded (an id
+    or key names one resource), the query URL-encoded, the client's headers; the client's
+    close closes the transport, and a closed one answers nothing."""
+    seen: list[Request] = []
+
+    def handler(request: Request) -> Response:
+        seen.append(request)
+        return Response.of_json(200, {"forgotten": 1}) if "?" in request.target else Response(204)
+
+    fake = FunctionTransport(handler)
+    with FleetClient("http://api.test/base/", token="t", transport=fake) as client:
+        client.forget("a?b c#d/%")
+        client.forget_many(goal="Sign in & out")
+    assert [(r.method, r.target, r.body) for r in seen] == [
+        ("DELETE", "/base/v1/memory/a%3Fb%20c%23d/%25", None),
+        ("DELETE", "/base/v1/memory?goal=Sign+in+%26+out", None),
+    ]
+    assert seen[0].headers == {
+        "Accept": "application/json",
+        "User-Agent": "goalfleet-client",
+        "Authorization": "Bearer t",
+    }
+    assert fake.closed
+    with pytest.raises(RuntimeError, match="closed"):
+        fake.handle(Request("GET", "/health"))
