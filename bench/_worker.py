@@ -12,7 +12,7 @@ and no production worker knows the spec.
 
 `noop` is the dispatch benchmark's baseline: a Celery worker made by the same
 `workers.fleet.celery_app.make_celery(settings)` and started with the same flags
-(`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, events on),
+(`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, no gossip/mingle, task events off),
 serving only a no-op task on its own queue. The task's first act is to take
 `time.monotonic_ns()` (`CLOCK_MONOTONIC`, like the sim device's `open` line) and append
 `start <pid> <ns>` to `noop.starts` beside the ready file: when the task body started, for the

@@ -10,7 +10,7 @@ matching the N devices: first submit → last run done (the latest `finished_at`
 
 Baseline: N bare Celery workers, made by the same `make_celery(settings)` and started with the
 same flags (`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, acks late,
-events on), all consuming one queue, serving `bench.bare` (`bench/_worker.py`): no result
+task events off), all consuming one queue, serving `bench.bare` (`bench/_worker.py`): no result
 stored (`ignore_result`, as the fleet's run task), its one act appending its `time.time()`
 to a file. The benchmark sends `--runs` of them (`apply_async`, results ignored): first send
 → the last one's stamp.

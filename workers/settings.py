@@ -137,6 +137,10 @@ class Settings(BaseModel):
     """How long a finished run, its steps and its batch stay in Redis (0: forever)."""
     result_ttl_s: Annotated[int, Field(ge=60)] = 24 * 3600
     """Celery's own result entries (used only for redelivery de-duplication)."""
+    task_events: bool = False
+    """Celery's task events (received, started, succeeded) for a Flower or `celery events`
+    monitor: three Redis publishes a run and the worker's work to send them; nothing in
+    goalfleet reads them (its runs, logs and metrics say more), so they are off."""
 
     screenshots: ShotMode = "on"
     """A picture of every step (`on`), none (`off`), or only of the steps that did not move

@@ -104,10 +104,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": 1,
         "worker_pool": "prefork",
         "worker_deduplicate_successful_tasks": True,
-        "worker_send_task_events": True,
-        # No `task-sent` event: one more Redis publish on every send, and nothing consumes it
-        # (monitors see received/started/succeeded from the worker). A submit's fast path
-        # publishes no event either way: its script pushes the message (`scheduler.store.enqueue`).
+        # Task events only for a monitor that asks (`Settings.task_events`); no `task-sent`
+        # event in any case: one more Redis publish on every send (monitors see received,
+        # started and succeeded from the worker), and a submit's fast path publishes none
+        # either way: its script pushes the message (`scheduler.store.enqueue`).
+        "worker_send_task_events": settings.task_events,
         "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "task_serializer": "json",

@@ -57,7 +57,6 @@ def worker_argv(spec: WorkerSpec, *, loglevel: str = "INFO") -> list[str]:
         "1",
         "--without-gossip",
         "--without-mingle",
-        "--task-events",
         "--loglevel",
         loglevel,
     ]
