@@ -99,6 +99,7 @@ bench: dev
 	$(BIN)/python -m bench.bench_agent_device
 	$(BIN)/python -m bench.bench_cli_start
 	$(BIN)/python -m bench.bench_throughput
+	$(BIN)/python -m bench.bench_run_cpu
 
 clean:
 	rm -rf $(VENV) $(AD_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis \

@@ -72,6 +72,9 @@ class Side:
 
     per_s: float
     cpu_ms: dict[str, float]
+    main_ms: float
+    """Of `cpu_ms["workers"]`, the workers' main processes (Celery's consumer); the rest is
+    their pool children's (the task bodies)."""
 
     @property
     def total_ms(self) -> float:
@@ -83,6 +86,14 @@ def cpu_by_name(fleet: BenchFleet, prefix: str) -> float:
     table = proc_table()
     pids = [child.pid for name, child in fleet.procs.items() if name.startswith(prefix)]
     return sum(table[p].cpu_ticks for p in with_descendants(pids, table)) / CLK_TCK
+
+
+def main_cpu_by_name(fleet: BenchFleet, prefix: str) -> float:
+    """CPU seconds so far of the fleet's processes named `prefix*` themselves (a worker's
+    main process without its pool child)."""
+    table = proc_table()
+    pids = [child.pid for name, child in fleet.procs.items() if name.startswith(prefix)]
+    return sum(table[p].cpu_ticks for p in pids if p in table) / CLK_TCK
 
 
 def redis_cpu_s(r: redis.Redis) -> float:
@@ -101,11 +112,13 @@ def wait_until(done: Callable[[], bool], timeout_s: float) -> None:
 def fleet_batch(fleet: BenchFleet, client: FleetClient, r: redis.Redis, runs: int) -> Side:
     keys = Keys(fleet.require_settings().key_prefix)
     before = {p: cpu_by_name(fleet, p) for p in ("api", "scheduler", "worker-")}
+    main0 = main_cpu_by_name(fleet, "worker-")
     redis0 = redis_cpu_s(r)
     t0 = time.time()
     batch = client.submit_batch({**SIGN_IN, "count": runs, "selector": {"labels": LABELS}})
     wait_until(lambda: int(r.hget(keys.batch(batch.id), "finished") or 0) >= runs, 60 + runs)
     after = {p: cpu_by_name(fleet, p) for p in before}
+    main = main_cpu_by_name(fleet, "worker-") - main0
     used = {"redis": redis_cpu_s(r) - redis0}
     records = client.batch_runs(batch.id)
     bad = [rec for rec in records if rec.status is not RunStatus.DONE]
@@ -115,7 +128,8 @@ def fleet_batch(fleet: BenchFleet, client: FleetClient, r: redis.Redis, runs: in
     used |= {"api": after["api"] - before["api"]}
     used |= {"scheduler": after["scheduler"] - before["scheduler"]}
     used |= {"workers": after["worker-"] - before["worker-"]}
-    return Side(runs / (end - t0), {k: used[k] * 1000 / runs for k in FLEET_ROLES})
+    per_run = {k: used[k] * 1000 / runs for k in FLEET_ROLES}
+    return Side(runs / (end - t0), per_run, main * 1000 / runs)
 
 
 def stamps(path: Path) -> list[float]:
@@ -128,6 +142,7 @@ def bare_batch(fleet: BenchFleet, send: Callable[[], object], r: redis.Redis, ru
     done = noop_done(fleet.dir)
     seen = len(stamps(done))
     workers0, redis0 = cpu_by_name(fleet, "noop-"), redis_cpu_s(r)
+    main0 = main_cpu_by_name(fleet, "noop-")
     own0 = time.process_time()
     t0 = time.time()
     for _ in range(runs):
@@ -139,8 +154,10 @@ def bare_batch(fleet: BenchFleet, send: Callable[[], object], r: redis.Redis, ru
         "workers": cpu_by_name(fleet, "noop-") - workers0,
         "redis": redis_cpu_s(r) - redis0,
     }
+    main = main_cpu_by_name(fleet, "noop-") - main0
     end = max(stamps(done)[seen:])
-    return Side(runs / (end - t0), {k: used[k] * 1000 / runs for k in BARE_ROLES})
+    per_run = {k: used[k] * 1000 / runs for k in BARE_ROLES}
+    return Side(runs / (end - t0), per_run, main * 1000 / runs)
 
 
 def main() -> None:
@@ -278,6 +295,10 @@ def report(  # noqa: PLR0917 - the figures and how they were made
     f_cpu, b_cpu = med(fleet, lambda s: s.total_ms), med(bare, lambda s: s.total_ms)
     print(f"| fleet, 4-step sign-in runs | {f_rate:.1f} | {f_cpu:.2f} ms | {roles_f} |")
     print(f"| bare Celery no-op tasks | {b_rate:.1f} | {b_cpu:.2f} ms | {roles_b} |")
+    for name, sides in (("fleet", fleet), ("bare", bare)):
+        main = med(sides, lambda s: s.main_ms)
+        child = med(sides, lambda s: s.cpu_ms["workers"] - s.main_ms)
+        print(f"| {name}: workers' main processes / pool children | | | {main:.2f} / {child:.2f} |")
     rate_ratios = [f.per_s / b.per_s for f, b in zip(fleet, bare, strict=True)]
     cpu_ratios = [f.total_ms / b.total_ms for f, b in zip(fleet, bare, strict=True)]
     print(
