@@ -222,3 +222,18 @@ def test_a_value_with_any_characters_is_scrubbed_from_a_row(
     )
     assert value in row.screen  # as the row holds it
     assert inputs.scrub_row(row).screen == inputs.scrub(row.screen) != row.screen
+
+
+def test_a_value_json_cannot_write_is_still_scrubbed_from_a_row() -> None:
+    """A value with a lone surrogate (a JSON body's `\\ud800` decodes to one) has no JSON
+    form: the row is walked text by text, as every row was before the JSON look."""
+    from workers.core.model import StepRow  # noqa: PLC0415 - this test's
+
+    value = "ab\ud800cd"
+    inputs = Inputs.of({"code": value})
+    row = StepRow(
+        index=1, screen=f"Hi {value}", refs_generation="s1", candidates=1, outcome=Outcome.ACTED
+    )
+    assert inputs.scrub_row(row).screen == "Hi {code}"
+    clean = row.model_copy(update={"screen": "Hi"})
+    assert inputs.scrub_row(clean).screen == "Hi"

@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 if TYPE_CHECKING:
     from workers.core.model import DecideState, StepRow
@@ -104,10 +104,25 @@ class Inputs(BaseModel):
         return text
 
     @functools.cached_property
-    def _in_json(self) -> tuple[str, ...]:
+    def _in_json(self) -> tuple[str, ...] | None:
         """Each value worth scrubbing as it reads inside a JSON string: the row's JSON holds
-        it there if any of the row's texts holds the value (escaping is per character)."""
-        return tuple(to_json(value).decode()[1:-1] for value, _ in self._replacements)
+        it there if any of the row's texts holds the value (escaping is per character).
+        None when a value has no JSON form (a lone surrogate): every row is walked."""
+        try:
+            return tuple(to_json(value).decode()[1:-1] for value, _ in self._replacements)
+        except PydanticSerializationError:
+            return None
+
+    def _may_show(self, row: StepRow) -> bool:
+        """Whether a text of `row` may hold a value (False: it surely holds none)."""
+        forms = self._in_json
+        if forms is None:
+            return True
+        try:
+            dumped = row.model_dump_json()
+        except PydanticSerializationError:  # a text with no JSON form: look at each
+            return True
+        return any(form in dumped for form in forms)
 
     def scrub_row(self, row: StepRow) -> StepRow:
         """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
@@ -116,8 +131,7 @@ class Inputs(BaseModel):
         told by one look at the row's JSON, so only a row that shows a value is walked."""
         if not self._replacements:
             return row
-        dumped = row.model_dump_json()
-        if not any(value in dumped for value in self._in_json):
+        if not self._may_show(row):
             return row
         pairs = self._replacements
 
