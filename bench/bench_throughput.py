@@ -81,19 +81,13 @@ class Side:
         return sum(self.cpu_ms.values())
 
 
-def cpu_by_name(fleet: BenchFleet, prefix: str) -> float:
-    """CPU seconds so far of the fleet's processes named `prefix*`, with their children."""
+def cpu_by_name(fleet: BenchFleet, prefix: str, *, children: bool = True) -> float:
+    """CPU seconds so far of the fleet's processes named `prefix*`, with their children
+    (without: a worker's main process alone, not its pool child)."""
     table = proc_table()
     pids = [child.pid for name, child in fleet.procs.items() if name.startswith(prefix)]
-    return sum(table[p].cpu_ticks for p in with_descendants(pids, table)) / CLK_TCK
-
-
-def main_cpu_by_name(fleet: BenchFleet, prefix: str) -> float:
-    """CPU seconds so far of the fleet's processes named `prefix*` themselves (a worker's
-    main process without its pool child)."""
-    table = proc_table()
-    pids = [child.pid for name, child in fleet.procs.items() if name.startswith(prefix)]
-    return sum(table[p].cpu_ticks for p in pids if p in table) / CLK_TCK
+    counted = with_descendants(pids, table) if children else {p for p in pids if p in table}
+    return sum(table[p].cpu_ticks for p in counted) / CLK_TCK
 
 
 def redis_cpu_s(r: redis.Redis) -> float:
@@ -112,13 +106,13 @@ def wait_until(done: Callable[[], bool], timeout_s: float) -> None:
 def fleet_batch(fleet: BenchFleet, client: FleetClient, r: redis.Redis, runs: int) -> Side:
     keys = Keys(fleet.require_settings().key_prefix)
     before = {p: cpu_by_name(fleet, p) for p in ("api", "scheduler", "worker-")}
-    main0 = main_cpu_by_name(fleet, "worker-")
+    main0 = cpu_by_name(fleet, "worker-", children=False)
     redis0 = redis_cpu_s(r)
     t0 = time.time()
     batch = client.submit_batch({**SIGN_IN, "count": runs, "selector": {"labels": LABELS}})
     wait_until(lambda: int(r.hget(keys.batch(batch.id), "finished") or 0) >= runs, 60 + runs)
     after = {p: cpu_by_name(fleet, p) for p in before}
-    main = main_cpu_by_name(fleet, "worker-") - main0
+    main = cpu_by_name(fleet, "worker-", children=False) - main0
     used = {"redis": redis_cpu_s(r) - redis0}
     records = client.batch_runs(batch.id)
     bad = [rec for rec in records if rec.status is not RunStatus.DONE]
@@ -142,7 +136,7 @@ def bare_batch(fleet: BenchFleet, send: Callable[[], object], r: redis.Redis, ru
     done = noop_done(fleet.dir)
     seen = len(stamps(done))
     workers0, redis0 = cpu_by_name(fleet, "noop-"), redis_cpu_s(r)
-    main0 = main_cpu_by_name(fleet, "noop-")
+    main0 = cpu_by_name(fleet, "noop-", children=False)
     own0 = time.process_time()
     t0 = time.time()
     for _ in range(runs):
@@ -154,7 +148,7 @@ def bare_batch(fleet: BenchFleet, send: Callable[[], object], r: redis.Redis, ru
         "workers": cpu_by_name(fleet, "noop-") - workers0,
         "redis": redis_cpu_s(r) - redis0,
     }
-    main = main_cpu_by_name(fleet, "noop-") - main0
+    main = cpu_by_name(fleet, "noop-", children=False) - main0
     end = max(stamps(done)[seen:])
     per_run = {k: used[k] * 1000 / runs for k in BARE_ROLES}
     return Side(runs / (end - t0), per_run, main * 1000 / runs)
