@@ -21,7 +21,10 @@ dispatch benchmark's one-way baseline (send → task body starts). The same work
 fleet's run task ignores them), and its one act is to append `done <time.time()>` to
 `noop.done` beside the ready file, for the benchmark to count. Given DEVICE and QUEUE, the
 worker is named for DEVICE (`w@DEVICE`) and consumes QUEUE: several bare workers share one
-queue, as Celery's own workers would.
+queue, as Celery's own workers would. **bench.trips** (`TRIPS_TASK`) is the bare task plus
+`n` store round trips before its stamp: `n` script calls (`EVALSHA`) through the worker's own
+store client, each writing a `payload` into a hash, as the run task's claim, step writes and
+finish do; what a run's store round trips cost, with no loop around them.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ BENCH_SPEC = "bench/rules-"
 NOOP_DEVICE = "bench-noop"
 NOOP_TASK = "bench.noop"
 BARE_TASK = "bench.bare"
+TRIPS_TASK = "bench.trips"
+_TRIP = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) redis.call('EXPIRE', KEYS[1], 60) return 1"
+"""The round trip `TRIPS_TASK` makes: one script call (`EVALSHA`) writing one hash field, the
+shape of the run task's claim, step writes and finish."""
 PROFILE_ENV = "GOALFLEET_BENCH_PROFILE_DIR"
 """Set (a directory) for `worker`: its pool child profiles its runs there (`_profile_tasks`)."""
 
@@ -117,7 +124,9 @@ def _noop(ready_file: Path, device: str = NOOP_DEVICE, queue: str = "") -> int:
     from workers.core.model import Platform  # noqa: PLC0415
     from workers.core.records import DeviceInfo  # noqa: PLC0415
     from workers.fleet.celery_app import make_celery  # noqa: PLC0415
+    from workers.fleet.connections import store_client  # noqa: PLC0415
     from workers.fleet.runtime import WorkerSpec  # noqa: PLC0415
+    from workers.fleet.state.scripts import Registered  # noqa: PLC0415
     from workers.fleet.worker import worker_argv  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415
 
@@ -134,6 +143,18 @@ def _noop(ready_file: Path, device: str = NOOP_DEVICE, queue: str = "") -> int:
     @app.task(name=BARE_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
     def bare() -> None:
         with done.open("a") as f:  # one short line, O_APPEND: whole among the workers' lines
+            f.write(f"done {time.time()!r}\n")
+
+    trip: list[Registered] = []  # made in the pool child, at its first task
+
+    @app.task(name=TRIPS_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+    def trips(n: int, payload: str) -> None:
+        if not trip:
+            settings = Settings()
+            trip.append(Registered(_TRIP, store_client(settings, outage_wait_s=1.0)))
+        for i in range(n):
+            trip[0](keys=[f"bench:trip:{os.getpid()}"], args=[i, payload])
+        with done.open("a") as f:
             f.write(f"done {time.time()!r}\n")
 
     def on_ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs

@@ -15,6 +15,12 @@ stored (`ignore_result`, as the fleet's run task), its one act appending its `ti
 to a file. The benchmark sends `--runs` of them (`apply_async`, results ignored): first send
 → the last one's stamp.
 
+A third side, **bare + round trips**: the same bare workers serving `bench.trips`, the bare
+task plus the store round trips a run makes (`ROUND_TRIPS` script calls, each writing a
+step-row-sized value): what the fleet's guarantees (a claim, every step row written before the
+next action, a finish) cost in Redis calls alone, with no loop, device or decider around them.
+The fleet's own Python is what lies between that side and the fleet.
+
 Per side, the CPU its processes used during the batch (from /proc, each worker with its pool
 child; Redis from `INFO cpu`, which cannot tell the sides' commands apart: the other side's
 idle workers poll it too), per run, by process; for the baseline the sender is this
@@ -50,7 +56,7 @@ from pathlib import Path
 import redis
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median
-from bench._worker import BARE_TASK, PROFILE_ENV, noop_done
+from bench._worker import BARE_TASK, PROFILE_ENV, TRIPS_TASK, noop_done
 from bench.bench_scaling import proc_table, with_descendants
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
@@ -64,6 +70,13 @@ LABELS = {"throughput": "y"}
 FLEET_ROLES = ("api", "scheduler", "workers", "redis")
 BARE_ROLES = ("sender", "workers", "redis")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+ROUND_TRIPS = 12
+"""The store round trips of one 4-step sign-in run in a pool child (`--profile` counts them:
+"Redis round trips"): the claim, the cancel check before the first step, a memory lookup and
+a row write a step (five steps: four actions and the done), the finish."""
+ROW_BYTES = 1400
+"""About a step row's JSON (1.4-1.5 KB for the sign-in run's action steps): the value each
+round trip of the third side writes."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +182,7 @@ def main() -> None:
     if args.profile is not None:
         profile(n, runs, args.profile, args.screenshots)
         return
-    fleet_sides: list[Side] = []
-    bare_sides: list[Side] = []
+    sides: dict[str, list[Side]] = {"fleet": [], "bare": [], "trips": []}
     with BenchFleet(screenshots=args.screenshots) as fleet:
         fleet.start_api()
         fleet.start_scheduler()
@@ -184,19 +196,27 @@ def main() -> None:
         def bare_body() -> None:
             return None
 
-        bare = app.task(name=BARE_TASK, ignore_result=True)(bare_body)
+        def trips_body(n: int, payload: str) -> None:  # noqa: ARG001 - the signature sent
+            return None
 
-        def send() -> object:
-            return bare.apply_async(queue=BARE_QUEUE)
+        bare = app.task(name=BARE_TASK, ignore_result=True)(bare_body)
+        trips = app.task(name=TRIPS_TASK, ignore_result=True)(trips_body)
+        row = "r" * ROW_BYTES
+        sends: dict[str, Callable[[], object]] = {
+            "bare": lambda: bare.apply_async(queue=BARE_QUEUE),
+            "trips": lambda: trips.apply_async((ROUND_TRIPS, row), queue=BARE_QUEUE),
+        }
 
         with FleetClient(fleet.api_url, token=TOKEN) as client:
             fleet_batch(fleet, client, r, 2 * n)  # warm-up: each pool child imports the loop
-            bare_batch(fleet, send, r, 4 * n)
+            for send in sends.values():
+                bare_batch(fleet, send, r, 4 * n)
             for _ in range(rounds):
-                fleet_sides.append(fleet_batch(fleet, client, r, runs))
-                bare_sides.append(bare_batch(fleet, send, r, runs))
+                sides["fleet"].append(fleet_batch(fleet, client, r, runs))
+                for name, send in sends.items():
+                    sides[name].append(bare_batch(fleet, send, r, runs))
         app.close()
-    report(n, runs, rounds, fleet_sides, bare_sides, args.screenshots)
+    report(n, runs, rounds, sides, args.screenshots)
 
 
 def profile(n: int, runs: int, directory: Path, screenshots: str) -> None:
@@ -274,31 +294,40 @@ def med(sides: Iterable[Side], key: Callable[[Side], float]) -> float:
     return median([key(s) for s in sides])
 
 
-def report(  # noqa: PLR0917 - the figures and how they were made
-    n: int, runs: int, rounds: int, fleet: list[Side], bare: list[Side], screenshots: str
-) -> None:
+def report(n: int, runs: int, rounds: int, sides: dict[str, list[Side]], screenshots: str) -> None:
     print(
         f"# Throughput at zero device latency ({n} workers a side, {runs} runs a batch, "
         f"{rounds} rounds, step pictures {screenshots}, medians, {machine()})\n"
     )
-    print("| | per s | CPU per run | by process (ms per run) |")
-    print("| --- | ---: | ---: | --- |")
-    roles_f = " / ".join(f"{k} {med(fleet, lambda s, k=k: s.cpu_ms[k]):.2f}" for k in FLEET_ROLES)
-    roles_b = " / ".join(f"{k} {med(bare, lambda s, k=k: s.cpu_ms[k]):.2f}" for k in BARE_ROLES)
-    f_rate, b_rate = med(fleet, lambda s: s.per_s), med(bare, lambda s: s.per_s)
-    f_cpu, b_cpu = med(fleet, lambda s: s.total_ms), med(bare, lambda s: s.total_ms)
-    print(f"| fleet, 4-step sign-in runs | {f_rate:.1f} | {f_cpu:.2f} ms | {roles_f} |")
-    print(f"| bare Celery no-op tasks | {b_rate:.1f} | {b_cpu:.2f} ms | {roles_b} |")
-    for name, sides in (("fleet", fleet), ("bare", bare)):
-        main = med(sides, lambda s: s.main_ms)
-        child = med(sides, lambda s: s.cpu_ms["workers"] - s.main_ms)
-        print(f"| {name}: workers' main processes / pool children | | | {main:.2f} / {child:.2f} |")
-    rate_ratios = [f.per_s / b.per_s for f, b in zip(fleet, bare, strict=True)]
-    cpu_ratios = [f.total_ms / b.total_ms for f, b in zip(fleet, bare, strict=True)]
+    titles = {
+        "fleet": "fleet, 4-step sign-in runs",
+        "bare": "bare Celery no-op tasks",
+        "trips": f"bare + {ROUND_TRIPS} store round trips",
+    }
+    print("| | per s | CPU per run | by process (ms per run) | workers: main / pool child |")
+    print("| --- | ---: | ---: | --- | --- |")
+    for name, title in titles.items():
+        got = sides[name]
+        roles = FLEET_ROLES if name == "fleet" else BARE_ROLES
+        by = " / ".join(f"{k} {median([s.cpu_ms[k] for s in got]):.2f}" for k in roles)
+        main = med(got, lambda s: s.main_ms)
+        child = med(got, lambda s: s.cpu_ms["workers"] - s.main_ms)
+        print(
+            f"| {title} | {med(got, lambda s: s.per_s):.1f} | "
+            f"{med(got, lambda s: s.total_ms):.2f} ms | {by} | {main:.2f} / {child:.2f} |"
+        )
+    for name in ("bare", "trips"):
+        rate = [f.per_s / b.per_s for f, b in zip(sides["fleet"], sides[name], strict=True)]
+        cpu = [f.total_ms / b.total_ms for f, b in zip(sides["fleet"], sides[name], strict=True)]
+        print(
+            f"| fleet / {titles[name]}, by round | {' '.join(f'{x:.2f}' for x in rate)} "
+            f"(median {median(rate):.2f}) | {' '.join(f'{x:.2f}' for x in cpu)} "
+            f"(median {median(cpu):.2f}) | | |"
+        )
+    floor = [t.total_ms / b.total_ms for t, b in zip(sides["trips"], sides["bare"], strict=True)]
     print(
-        f"| fleet / bare, by round | {' '.join(f'{x:.2f}' for x in rate_ratios)} "
-        f"(median {median(rate_ratios):.2f}) | {' '.join(f'{x:.2f}' for x in cpu_ratios)} "
-        f"(median {median(cpu_ratios):.2f}) | |"
+        f"| {titles['trips']} / bare, by round | | {' '.join(f'{x:.2f}' for x in floor)} "
+        f"(median {median(floor):.2f}) | | |"
     )
 
 
