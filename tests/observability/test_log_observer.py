@@ -25,9 +25,10 @@ from workers.telemetry.log_observer import (
     DEVICE_EVENT,
     RUN_EVENT,
     STEP_EVENT,
+    DeviceLog,
     LogObserver,
-    ObservedDevice,
 )
+from workers.telemetry.observers import WatchedDevice
 
 PINNED = re.compile(r"^@e\d+~s\w+$")
 
@@ -37,7 +38,9 @@ def observed_run(
 ) -> RunResult:
     """What the task does around run_goal, with the observer hooked in."""
     inputs = Inputs.of({"email": EMAIL}, {"password": SECRET})
-    device = ObservedDevice(make_sim_device("sim:signin-ios", faults=faults or Faults()))
+    device = WatchedDevice(
+        make_sim_device("sim:signin-ios", faults=faults or Faults()), DeviceLog()
+    )
     observer.run_started(record, 1)
     result = run_goal(
         device,

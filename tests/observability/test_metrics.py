@@ -28,7 +28,8 @@ from workers.devices.sim import Faults, make_sim_device
 from workers.processes import spawn
 from workers.telemetry import metrics
 from workers.telemetry.metrics import WorkerMetrics
-from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver
+from workers.telemetry.metrics_observer import DeviceMetrics, MetricsObserver
+from workers.telemetry.observers import WatchedDevice
 
 HERE = Path(__file__).parent
 
@@ -45,7 +46,9 @@ def test_observer_records_a_sim_run() -> None:
     obs = MetricsObserver(Platform.IOS, m)
     record = make_record(submitted_ago_s=3.0)
     faults = Faults(stale_on=frozenset({3}), transient_on=frozenset({1}))
-    device = MeteredDevice(make_sim_device("sim:signin-ios", faults=faults), m)
+    device = WatchedDevice(
+        make_sim_device("sim:signin-ios", faults=faults), DeviceMetrics(Platform.IOS, m)
+    )
     obs.run_started(record, 2)
     assert value(registry, "goalfleet_worker_busy", platform="ios") == 1
     result = run_goal(

@@ -9,8 +9,8 @@ describe a run. Every line carries the run's context (`run_id`, `device_id`, `at
                    input_tokens=412 output_tokens=31
     run.finished   status=done reason=... steps=4 snapshot_ms=... decide_ms=... tokens...
 
-`ObservedDevice` (the same idea at the device seam) logs each device command at debug level
-with the pinned ref it acted on and how long it took.
+`DeviceLog` (the same idea at the device seam, a `WatchedDevice`'s hook) logs each device
+command at debug level with the pinned ref it acted on and how long it took.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from typing import Any
 
 from workers.core.errors import DeviceError
 from workers.core.model import Outcome, RunResult, RunStatus, Snapshot, StepRow
-from workers.core.ports import DevicePort
 from workers.core.records import Question, RunRecord
 from workers.telemetry import logs
-from workers.telemetry.observers import DeviceCommand, WatchedDevice
+from workers.telemetry.observers import DeviceCommand
 
 STEP_EVENT = "step.finished"
 MEMORY_INVALIDATED_EVENT = "memory.invalidated"
@@ -170,17 +169,16 @@ class LogObserver:
             logs.clear_run()
 
 
-class ObservedDevice(WatchedDevice):
-    """A `DevicePort` wrapper that logs each command (debug) with its pinned ref and duration.
+class DeviceLog:
+    """A `WatchedDevice` hook that logs each command (debug) with its pinned ref and duration.
 
     Fill values are never logged, not even masked: only the input's name and sensitivity.
     """
 
-    def __init__(self, inner: DevicePort, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
-        super().__init__(inner)
+    def __init__(self, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
         self._log = logger if logger is not None else logs.get_logger("goalfleet.device")
 
-    def observed(self, command: DeviceCommand) -> None:
+    def __call__(self, command: DeviceCommand) -> None:
         if not self._log.is_enabled_for(logging.DEBUG):  # the usual case: nothing to build
             return
         fields = dict(command.meta)

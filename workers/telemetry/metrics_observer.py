@@ -1,8 +1,8 @@
 """The metrics observer: records a worker's run, step and device-command metrics.
 
-A `RunObserver` (hooks called by the task) plus `MeteredDevice` (a `DevicePort` wrapper), so
-neither the loop nor the task carries metric calls. Labels are bounded: platform, phase,
-outcome, status, command, direction. Never a run id.
+A `RunObserver` (hooks called by the task) plus `DeviceMetrics` (a `WatchedDevice`'s hook at
+the device seam), so neither the loop nor the task carries metric calls. Labels are bounded:
+platform, phase, outcome, status, command, direction. Never a run id.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
-from workers.core.ports import DevicePort
 from workers.core.records import Question, RunRecord
 from workers.telemetry.metrics import WorkerMetrics, labelled, worker_metrics
-from workers.telemetry.observers import DeviceCommand, WatchedDevice
+from workers.telemetry.observers import DeviceCommand
 
 PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
@@ -141,15 +140,15 @@ class MetricsObserver:
         labelled(m.worker_busy, self.platform).set(0)
 
 
-class MeteredDevice(WatchedDevice):
-    """A `DevicePort` wrapper timing each command and counting transient failures."""
+class DeviceMetrics:
+    """A `WatchedDevice` hook: each command's time, and its transient failures, for the
+    device's `platform`."""
 
-    def __init__(self, inner: DevicePort, metrics: WorkerMetrics | None = None) -> None:
-        super().__init__(inner)
+    def __init__(self, platform: Platform, metrics: WorkerMetrics | None = None) -> None:
         self._m = metrics or worker_metrics()
-        self._platform = inner.platform.value
+        self._platform = platform.value
 
-    def observed(self, command: DeviceCommand) -> None:
+    def __call__(self, command: DeviceCommand) -> None:
         if command.name == "close":
             return  # not a device round trip worth a series
         if isinstance(command.error, TransientDeviceError):

@@ -3,8 +3,8 @@
 The task calls every `RunObserver` at run start, after each step row is stored, and at the
 end. An observer must not raise; the task shields the run from one that does, and logs it.
 
-At the device seam, a `WatchedDevice` wraps a `DevicePort` and hands each command, timed, to
-its one hook `observed` (the log and metrics wrappers are its subclasses).
+At the device seam, one `WatchedDevice` wraps a `DevicePort` and hands each command, timed
+once, to each of its `DeviceHook`s (the log's `DeviceLog`, the metrics' `DeviceMetrics`).
 """
 
 from __future__ import annotations
@@ -82,19 +82,21 @@ class DeviceCommand:
     error: BaseException | None = None
 
 
-class WatchedDevice:
-    """A `DevicePort` that passes every command through to `inner` and then calls `observed`
-    with it (whether it returned or raised). Subclasses override `observed`."""
+DeviceHook = Callable[[DeviceCommand], None]
+"""What a `WatchedDevice` hands each command to, once it returned or raised."""
 
-    def __init__(self, inner: DevicePort) -> None:
+
+class WatchedDevice:
+    """A `DevicePort` that passes every command through to `inner`, times it, and hands it to
+    each of `hooks` in turn (whether it returned or raised)."""
+
+    def __init__(self, inner: DevicePort, *hooks: DeviceHook) -> None:
         self._inner = inner
+        self._hooks = hooks
 
     @property
     def platform(self) -> Platform:
         return self._inner.platform
-
-    def observed(self, command: DeviceCommand) -> None:
-        pass
 
     def snapshot(self) -> Snapshot:
         return self._watch("snapshot", self._inner.snapshot, {})
@@ -125,9 +127,13 @@ class WatchedDevice:
         try:
             result = call()
         except BaseException as exc:
-            self.observed(DeviceCommand(name, time.perf_counter() - t0, meta, error=exc))
+            self._observed(DeviceCommand(name, time.perf_counter() - t0, meta, error=exc))
             raise
         seconds = time.perf_counter() - t0
         shown = result if isinstance(result, Snapshot | ActionResult) else None
-        self.observed(DeviceCommand(name, seconds, meta, result=shown))
+        self._observed(DeviceCommand(name, seconds, meta, result=shown))
         return result
+
+    def _observed(self, command: DeviceCommand) -> None:
+        for hook in self._hooks:
+            hook(command)

@@ -21,9 +21,9 @@ from workers.core.ports import DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SECRET_ENV_PREFIX, SecretResolver
 from workers.telemetry import logs, metrics
-from workers.telemetry.log_observer import LogObserver, ObservedDevice
-from workers.telemetry.metrics_observer import MeteredDevice, MetricsObserver
-from workers.telemetry.observers import RunObserver
+from workers.telemetry.log_observer import DeviceLog, LogObserver
+from workers.telemetry.metrics_observer import DeviceMetrics, MetricsObserver
+from workers.telemetry.observers import RunObserver, WatchedDevice
 
 
 @dataclass
@@ -34,7 +34,7 @@ class WorkerTelemetry:
     secret_values: logs.SecretValues = field(default_factory=lambda: logs.SECRETS)
 
     def wrap_device(self, device: DevicePort) -> DevicePort:
-        return ObservedDevice(MeteredDevice(device))
+        return WatchedDevice(device, DeviceMetrics(device.platform), DeviceLog())
 
     def wrap_opener(self, opener: Callable[[str], DevicePort]) -> Callable[[str], DevicePort]:
         return lambda run_id: self.wrap_device(opener(run_id))
