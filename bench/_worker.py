@@ -50,6 +50,9 @@ _TRIP = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) redis.call('EXPIRE', KEYS
 shape of the run task's claim, step writes and finish."""
 PROFILE_ENV = "GOALFLEET_BENCH_PROFILE_DIR"
 """Set (a directory) for `worker`: its pool child profiles its runs there (`_profile_tasks`)."""
+MAIN_PROFILE_ENV = "GOALFLEET_BENCH_MAIN_PROFILE_DIR"
+"""Set (a directory) for `worker` and `noop`: the main process's main thread (Celery's consumer
+loop) profiles itself there from ready to shutdown (`_profile_main`)."""
 
 
 class SleepyRules:
@@ -87,6 +90,8 @@ def _worker(argv: list[str]) -> int:
     runtime.default_decider_maker = maker
     if os.environ.get(PROFILE_ENV):
         _profile_tasks(Path(os.environ[PROFILE_ENV]))
+    if os.environ.get(MAIN_PROFILE_ENV):
+        _profile_main(Path(os.environ[MAIN_PROFILE_ENV]), "fleet")
     from scheduler.cli.main import main  # noqa: PLC0415 - after the decider maker is wrapped
 
     return main(["worker", *argv])
@@ -113,6 +118,27 @@ def _profile_tasks(directory: Path) -> None:
     signals.task_postrun.connect(postrun, weak=False)
 
 
+def _profile_main(directory: Path, prefix: str) -> None:
+    """cProfile the main thread of this worker's main process (`time.thread_time`: its own CPU,
+    not the heartbeat thread's) from Celery's `worker_ready` to its `worker_shutdown`, written
+    to `<directory>/<prefix>-<pid>.prof` at shutdown."""
+    import cProfile  # noqa: PLC0415 - only a profiled benchmark worker
+
+    from celery import signals  # noqa: PLC0415
+
+    profiler = cProfile.Profile(time.thread_time)
+
+    def ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        profiler.enable()
+
+    def shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+        profiler.disable()
+        profiler.dump_stats(directory / f"{prefix}-{os.getpid()}.prof")
+
+    signals.worker_ready.connect(ready, weak=False)
+    signals.worker_shutdown.connect(shutdown, weak=False)
+
+
 def noop_done(directory: Path) -> Path:
     """The file the bare task appends `done <time.time()>` to."""
     return directory / "noop.done"
@@ -130,6 +156,8 @@ def _noop(ready_file: Path, device: str = NOOP_DEVICE, queue: str = "") -> int:
     from workers.fleet.worker import worker_argv  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415
 
+    if os.environ.get(MAIN_PROFILE_ENV):
+        _profile_main(Path(os.environ[MAIN_PROFILE_ENV]), "bare")
     app = make_celery(Settings())
     starts = noop_starts(ready_file.parent)
     done = noop_done(ready_file.parent)

@@ -31,10 +31,16 @@ side runs beside the other's idle workers. Rounds alternate fleet, baseline; med
     .venv/bin/python -m bench.bench_throughput --quick    # CI: 2 workers, 40 runs, 1 round
     .venv/bin/python -m bench.bench_throughput --profile DIR   # the fleet side only, profiled
     .venv/bin/python -m bench.bench_throughput --screenshots on   # with every step's picture
+    .venv/bin/python -m bench.bench_throughput --trips 7   # the third side with 7 round trips
+    .venv/bin/python -m bench.bench_throughput --profile-main DIR  # the workers' main threads
 
 Step pictures (`GOALFLEET_SCREENSHOTS`, `on` by default in production) are off unless
 `--screenshots` says otherwise: they are a feature's cost per step (a render, a mask, a stored
 PNG), not the fleet's own, and the fleet took none before they came (§11 measures them).
+
+`--profile-main DIR`: every worker's main process profiles its main thread (Celery's consumer
+loop; `time.thread_time`, `bench/_worker.py`) from ready to shutdown, on both sides (no third
+side), and the fleet's and the bare workers' calls and CPU per task are printed side by side.
 
 `--profile DIR`: the fleet's workers profile their pool child over whole runs (cProfile,
 `bench/_worker.py`: from Celery's `task_prerun` to its `task_postrun`, claim to finish), and
@@ -56,7 +62,7 @@ from pathlib import Path
 import redis
 
 from bench._fleet import SIGN_IN, TOKEN, BenchFleet, machine, median
-from bench._worker import BARE_TASK, PROFILE_ENV, TRIPS_TASK, noop_done
+from bench._worker import BARE_TASK, MAIN_PROFILE_ENV, PROFILE_ENV, TRIPS_TASK, noop_done
 from bench.bench_scaling import proc_table, with_descendants
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
@@ -174,6 +180,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR")
+    ap.add_argument("--profile-main", type=Path, default=None, metavar="DIR")
     ap.add_argument("--screenshots", choices=["on", "off", "failure-only"], default="off")
     ap.add_argument(
         "--trips", type=int, default=ROUND_TRIPS, help="the third side's round trips a task"
@@ -185,8 +192,36 @@ def main() -> None:
     if args.profile is not None:
         profile(n, runs, args.profile, args.screenshots)
         return
+    if args.profile_main is not None:
+        directory = fresh(args.profile_main)
+        measure(n, runs, rounds, args.screenshots, {MAIN_PROFILE_ENV: str(directory)})
+        report_main(n, directory, tasks=2 * n + rounds * runs)
+        return
+    sides = measure(n, runs, rounds, args.screenshots, trips=args.trips)
+    report(n, runs, rounds, sides, args.screenshots, args.trips)
+
+
+def fresh(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.prof"):
+        old.unlink()
+    return directory
+
+
+def measure(
+    n: int,
+    runs: int,
+    rounds: int,
+    screenshots: str,
+    env: dict[str, str] | None = None,
+    *,
+    trips: int = 0,
+) -> dict[str, list[Side]]:
+    """`rounds` rounds of a fleet batch, then a bare batch (and a bare + `trips` round trips
+    batch unless 0), after one warm-up batch each; every process started with `env` added."""
     sides: dict[str, list[Side]] = {"fleet": [], "bare": [], "trips": []}
-    with BenchFleet(screenshots=args.screenshots) as fleet:
+    with BenchFleet(screenshots=screenshots) as fleet:
+        fleet.env.update(env or {})
         fleet.start_api()
         fleet.start_scheduler()
         sims = [SimWorker(f"t{i + 1:02d}", labels=LABELS) for i in range(n)]
@@ -203,29 +238,60 @@ def main() -> None:
             return None
 
         bare = app.task(name=BARE_TASK, ignore_result=True)(bare_body)
-        trips = app.task(name=TRIPS_TASK, ignore_result=True)(trips_body)
+        with_trips = app.task(name=TRIPS_TASK, ignore_result=True)(trips_body)
         row = "r" * ROW_BYTES
         sends: dict[str, Callable[[], object]] = {
-            "bare": lambda: bare.apply_async(queue=BARE_QUEUE),
-            "trips": lambda: trips.apply_async((args.trips, row), queue=BARE_QUEUE),
+            "bare": lambda: bare.apply_async(queue=BARE_QUEUE)
         }
+        if trips:
+            sends["trips"] = lambda: with_trips.apply_async((trips, row), queue=BARE_QUEUE)
 
         with FleetClient(fleet.api_url, token=TOKEN) as client:
             fleet_batch(fleet, client, r, 2 * n)  # warm-up: each pool child imports the loop
             for send in sends.values():
-                bare_batch(fleet, send, r, 4 * n)
+                bare_batch(fleet, send, r, 2 * n)
             for _ in range(rounds):
                 sides["fleet"].append(fleet_batch(fleet, client, r, runs))
                 for name, send in sends.items():
                     sides[name].append(bare_batch(fleet, send, r, runs))
         app.close()
-    report(n, runs, rounds, sides, args.screenshots, args.trips)
+    return sides
+
+
+def report_main(n: int, directory: Path, *, tasks: int) -> None:
+    """The workers' main processes, fleet against bare, per task: the same Celery calls, at
+    what CPU each (main thread only)."""
+    per = {
+        side: pstats.Stats(*map(str, directory.glob(f"{side}-*.prof"))).stats  # type: ignore[attr-defined]
+        for side in ("fleet", "bare")
+    }
+    print(f"# The workers' main threads, fleet against bare ({n} a side, {tasks} tasks each)\n")
+    total = {side: sum(v[2] for v in st.values()) * 1000 / tasks for side, st in per.items()}
+    print(f"profiled CPU per task: fleet {total['fleet']:.2f} ms, bare {total['bare']:.2f} ms\n")
+    counted = {
+        "consumer loop turns (`create_loop`)": "create_loop",
+        "`parse_response` calls (redis-py's and kombu's)": "parse_response",
+        "messages delivered (`_deliver`)": "_deliver",
+        "acks (`basic_ack`)": "basic_ack",
+    }
+    print("| per task | fleet | bare |\n| --- | ---: | ---: |")
+    for what, name in counted.items():
+        calls = [
+            sum(v[1] for k, v in per[side].items() if k[2] == name) / tasks
+            for side in ("fleet", "bare")
+        ]
+        print(f"| {what} | {calls[0]:.2f} | {calls[1]:.2f} |")
+    by_own = sorted(per["fleet"].items(), key=lambda kv: kv[1][2], reverse=True)[:15]
+    print("\n| function (top by the fleet's own time) | fleet ms per task | bare ms per task |")
+    print("| --- | ---: | ---: |")
+    for key, (_, _, tt, _, _) in by_own:
+        bare_tt = per["bare"].get(key, (0, 0, 0.0, 0, 0))[2]
+        where = f"{Path(key[0]).name}:{key[1]}" if key[1] else "~"
+        print(f"| `{key[2]}` ({where}) | {tt * 1000 / tasks:.3f} | {bare_tt * 1000 / tasks:.3f} |")
 
 
 def profile(n: int, runs: int, directory: Path, screenshots: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.prof"):
-        old.unlink()
+    fresh(directory)
     with BenchFleet(screenshots=screenshots) as fleet:
         fleet.start_api()
         fleet.start_scheduler(profile=directory / "scheduler.pstats")
