@@ -24,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -234,6 +235,12 @@ class Settings(BaseModel):
     webhook_attempts: Annotated[int, Field(ge=1, le=20)] = 6
     """Tries per webhook call (a 5xx, 408, 429 or no connection is tried again, with backoff)."""
     webhook_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+    webhook_allow: list[IPvAnyNetwork] = []
+    """Networks a suite's own webhook may reach besides public addresses (comma-separated,
+    e.g. `10.20.0.0/16,192.168.7.5`): a webhook any `submit` token names never reaches a
+    private, loopback or link-local address otherwise (`scheduler.service.outbound`). The
+    fleet-wide `webhook_url` is the operator's and is not checked. Set on the API and the
+    scheduler."""
 
     @field_validator("webhook_url")
     @classmethod
@@ -346,7 +353,9 @@ class Settings(BaseModel):
             )
         return v
 
-    @field_validator("api_tokens", "dangerous_controls", "escalate_to", mode="before")
+    @field_validator(
+        "api_tokens", "dangerous_controls", "escalate_to", "webhook_allow", mode="before"
+    )
     @classmethod
     def _split_tokens(cls, v: object) -> object:
         if isinstance(v, str):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.errors import InvalidRequestError
+from scheduler.service.outbound import ALLOW_SETTING, Network, refusal
 from scheduler.service.requests import BatchSubmit, FlowSubmit, RunSubmit, SuiteSubmit
 from workers.core.records import Selector
 from workers.settings import Settings
@@ -27,6 +28,8 @@ class Limits:
     max_label_chars: int
     max_batch_bytes: int
     """A batch's `count` x its request's size in bytes: the work it asks the fleet for."""
+    webhook_allow: tuple[Network, ...] = ()
+    """Networks a suite's webhook may reach besides public addresses (`outbound`)."""
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -36,6 +39,7 @@ class Limits:
             max_labels=settings.api_max_labels,
             max_label_chars=settings.api_max_label_chars,
             max_batch_bytes=settings.api_max_batch_bytes,
+            webhook_allow=tuple(settings.webhook_allow),
         )
 
     def check_run(self, sub: RunSubmit) -> None:
@@ -61,12 +65,21 @@ class Limits:
 
     def check_suite(self, sub: SuiteSubmit, *, signed: bool) -> None:
         """Each flow's request and the selectors of its matrix; a webhook only where the
-        fleet signs them (`signed`: `GOALFLEET_WEBHOOK_SECRET` is set)."""
+        fleet signs them (`signed`: `GOALFLEET_WEBHOOK_SECRET` is set), and not to an address
+        it may not reach (`outbound.refusal`)."""
         if sub.webhook is not None and not signed:
             raise InvalidRequestError(
                 "webhook",
                 "this fleet signs no webhooks, so it calls none",
                 "set GOALFLEET_WEBHOOK_SECRET on the API and the scheduler, or leave webhook out",
+            )
+        refused = refusal(sub.webhook, self.webhook_allow) if sub.webhook else None
+        if refused is not None:
+            raise InvalidRequestError(
+                "webhook",
+                refused,
+                f"give a public receiver's URL, or allow its network with {ALLOW_SETTING} "
+                "on the API and the scheduler",
             )
         for flow in sub.flows:
             self._check_request(flow)

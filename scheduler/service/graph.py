@@ -139,6 +139,7 @@ def webhooks(settings: Settings, graph: Graph) -> Webhooks | None:
         fleet_url=settings.webhook_url,
         attempts=settings.webhook_attempts,
         timeout_s=settings.webhook_timeout_s,
+        allow=tuple(settings.webhook_allow),
     )
 
 

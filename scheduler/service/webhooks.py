@@ -9,7 +9,9 @@ the hex is HMAC-SHA256 over `<t>.<body>` with `GOALFLEET_WEBHOOK_SECRET` (a rece
 the MAC and that `t` is recent). A 5xx, 408, 429 or no connection is tried again with backoff,
 up to `webhook_attempts` tries, on a small pool of its own threads: a slow receiver delays
 only its own calls. A body holds ids, statuses, reasons, names and counts: never an input's or
-a secret's value, never a screen.
+a secret's value, never a screen. A suite's own webhook, which any `submit` token names,
+reaches public addresses only, unless `GOALFLEET_WEBHOOK_ALLOW` allows a network
+(`scheduler.service.outbound`); the fleet-wide one is the operator's and goes anywhere.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import httpx
 import redis
 import structlog
 
+from scheduler.service.guarded_transport import AddressRefusedError, GuardedTransport
+from scheduler.service.outbound import Network
 from scheduler.store.runs import FleetStore
 from workers.core.backoff import Backoff
 from workers.core.model import RunStatus
@@ -91,8 +95,11 @@ class Webhooks:
         attempts: int = 6,
         timeout_s: float = 5.0,
         backoff: Backoff = RETRY_BACKOFF,
+        allow: tuple[Network, ...] = (),
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`allow`: the networks a suite's own webhook may reach besides public addresses;
+        `transport` (tests) replaces both the fleet URL's and the guarded one's."""
         self.r = client
         self.k = keys
         self.store = store
@@ -101,12 +108,17 @@ class Webhooks:
         self.attempts = attempts
         self.backoff = backoff
         self.http = httpx.Client(timeout=timeout_s, transport=transport, trust_env=False)
+        """The fleet-wide URL's client: the operator's own URL, called wherever it points."""
+        guarded = transport if transport is not None else GuardedTransport(allow)
+        self.guarded = httpx.Client(timeout=timeout_s, transport=guarded, trust_env=False)
+        """A suite's own URL's: public addresses and `allow`'s networks only."""
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="goalfleet-webhook")
         self.consumer = f"{socket.gethostname()}-{id(self):x}"
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
         self.http.close()
+        self.guarded.close()
 
     # -- reading events --------------------------------------------------------------------
 
@@ -206,7 +218,10 @@ class Webhooks:
     # -- calling ---------------------------------------------------------------------------
 
     def deliver(self, url: str, event: str, delivery: str, body: bytes) -> bool:
-        """POST `body` to `url`, signed, tried again on a 5xx, 408, 429 or no connection."""
+        """POST `body` to `url`, signed, tried again on a 5xx, 408, 429 or no connection; a
+        suite's own URL through the guarded client, and never again once it reached an
+        address it may not."""
+        http = self.http if url == self.fleet_url else self.guarded
         for attempt in range(self.attempts):
             now = int(time.time())
             headers = {
@@ -218,7 +233,11 @@ class Webhooks:
             }
             status = 0
             try:
-                status = self.http.post(url, content=body, headers=headers).status_code
+                status = http.post(url, content=body, headers=headers).status_code
+            except AddressRefusedError as exc:
+                log.warning("webhook_refused", webhook_event=event, delivery=delivery,
+                            why=str(exc))  # fmt: skip
+                return False
             except httpx.HTTPError as exc:
                 why = type(exc).__name__
             else:
