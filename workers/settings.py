@@ -62,6 +62,13 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def state_dir() -> Path:
+    """Where goalfleet keeps a user's state on this machine: `$XDG_STATE_HOME/goalfleet`, or
+    `~/.local/state/goalfleet` (the XDG base directory default)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "goalfleet"
+
+
 class Settings(BaseModel):
     """Every knob of the fleet. See docs/fleet.md for the reference table."""
 
@@ -252,9 +259,10 @@ class Settings(BaseModel):
     drains ended runs into it (`goalfleet db upgrade` makes its tables) and `goalfleet
     history` and `/v1/history/…` read it. Unset, a fleet keeps no history; `goalfleet run` and
     the demo write `history_path`."""
-    history_path: Path = Path(tempfile.gettempdir()) / "goalfleet-history.db"
+    history_path: Path = Field(default_factory=lambda: state_dir() / "history.db")
     """The embedded history (SQLite) of `goalfleet run` and `goalfleet demo`, and what
-    `goalfleet history` reads when no `database_url` is set."""
+    `goalfleet history` reads when no `database_url` is set: the user's own, kept across
+    reboots (`state_dir`), its folder made private (0700) when the history makes it."""
     history_retention_days: Annotated[int, Field(ge=0)] = 90
     """Runs and steps that ended longer ago are deleted from the history (0: never)."""
 

@@ -123,3 +123,22 @@ def test_reading_settings_imports_no_model_or_settings_library() -> None:
     heavy = {"pydantic_settings", "workers.core.model", "workers.core.records", "asyncio"}
     assert not heavy & set(out), sorted(heavy & set(out))
     assert "pydantic" in out
+
+
+def test_the_embedded_history_is_the_users_own_and_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`goalfleet run`'s history is under `$XDG_STATE_HOME/goalfleet` (else
+    `~/.local/state/goalfleet`), not the shared, cleared-at-boot temp folder; the history makes
+    its folder private (0700)."""
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415 - the writer
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    s = Settings()
+    assert s.history_path == tmp_path / "state" / "goalfleet" / "history.db"
+    SqlHistory.open(s.history_url(), upgrade=True).close()
+    assert s.history_path.exists()
+    assert (s.history_path.parent.stat().st_mode & 0o777) == 0o700
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert Settings().history_path == tmp_path / "home" / ".local/state/goalfleet/history.db"

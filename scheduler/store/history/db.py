@@ -68,7 +68,7 @@ class Database:
         try:
             if self.dialect == "sqlite":
                 path = Path(urllib.parse.urlsplit(self.url).path)
-                path.parent.mkdir(parents=True, exist_ok=True)
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 conn: Any = sqlite3.connect(path, timeout=self.timeout_s, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
             else:
