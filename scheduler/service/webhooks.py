@@ -2,7 +2,13 @@
 fleet-wide (`GOALFLEET_WEBHOOK_URL`), called when a batch finishes, a run fails and a question
 waits. Served by the scheduler, never by a worker: the state machine's scripts append an event
 to the capped stream `{p}:events` (one XADD, `lua/lib/events.lua`) and this reads it through a
-consumer group, so several schedulers share the work and an event is delivered once.
+consumer group, so several schedulers share the work.
+
+An event is acknowledged once its calls are over (delivered, or refused for good): one a
+scheduler was killed in the middle of stays pending in the group, and any scheduler claims it
+(`XAUTOCLAIM`) once it has been pending for longer than its calls could take (`claim_idle_s`),
+and calls again. So a call is made at least once; a receiver de-duplicates on
+`X-Goalfleet-Delivery`, the event's id, the same on every call of it.
 
 Each call is a POST of JSON, signed: `X-Goalfleet-Signature: t=<unix seconds>,v1=<hex>` where
 the hex is HMAC-SHA256 over `<t>.<body>` with `GOALFLEET_WEBHOOK_SECRET` (a receiver checks
@@ -46,6 +52,11 @@ RETRY_BACKOFF = Backoff(base_s=0.5, cap_s=30.0, jitter=0.2)
 RETRIED = frozenset({408, 429})
 ALIVE_S = 60
 """How long `{p}:webhook` (the fleet-wide URL is served) outlives the scheduler's last beat."""
+CLAIM_EVERY_S = 10.0
+"""How often a serving scheduler looks for events another one left pending."""
+CLAIM_MARGIN_S = 30.0
+"""Beyond the longest its calls can take, how long an event waits before another scheduler
+claims it."""
 _DECISION = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
 _OK = frozenset({RunStatus.DONE, RunStatus.CANCELLED})
 
@@ -114,6 +125,14 @@ class Webhooks:
         """A suite's own URL's: public addresses and `allow`'s networks only."""
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="goalfleet-webhook")
         self.consumer = f"{socket.gethostname()}-{id(self):x}"
+        self.claim_idle_s = (
+            attempts * timeout_s + sum(backoff.delay(n) for n in range(attempts)) + CLAIM_MARGIN_S
+        )
+        """How long an event stays pending before any scheduler claims it: longer than all
+        its calls' tries, timeouts and waits at their longest."""
+        self._lock = threading.Lock()
+        self._in_flight: set[str] = set()
+        """Events this scheduler is calling now (a claim of its own does not call again)."""
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -122,7 +141,8 @@ class Webhooks:
 
     # -- reading events --------------------------------------------------------------------
 
-    def _group(self) -> None:
+    def create_group(self) -> None:
+        """The consumer group the schedulers share (made once; idempotent)."""
         try:
             self.r.xgroup_create(self.k.events, GROUP, id="0", mkstream=True)
         except redis.ResponseError as exc:
@@ -130,21 +150,25 @@ class Webhooks:
                 raise
 
     def serve(self, stop: threading.Event, *, block_ms: int = 500) -> None:
-        """Deliver events until `stop` is set (the scheduler's thread)."""
-        self._group()
-        beat = 0.0
+        """Deliver events until `stop` is set (the scheduler's thread), and every
+        `CLAIM_EVERY_S` those left pending by a scheduler that stopped mid-call."""
+        self.create_group()
+        beat = claimed = 0.0
         while not stop.is_set():
             if self.fleet_url and time.monotonic() - beat > ALIVE_S / 3:
                 self.r.set(self.k.webhook, "1", ex=ALIVE_S)
                 beat = time.monotonic()
             try:
+                if time.monotonic() - claimed > CLAIM_EVERY_S:
+                    self.claim()
+                    claimed = time.monotonic()
                 self.pump(block_ms=block_ms)
             except redis.RedisError:
                 log.warning("webhook_events_unreadable", hint="retrying; Redis is unreachable")
                 stop.wait(1.0)
 
     def pump(self, *, block_ms: int = 0) -> int:
-        """Read a page of events and hand each one's calls to the pool; returns how many."""
+        """Read a page of new events and hand each one's calls to the pool; returns how many."""
         got = cast(
             "list[tuple[str, list[tuple[str, dict[str, str]]]]]",
             self.r.xreadgroup(
@@ -154,11 +178,62 @@ class Webhooks:
         n = 0
         for _, entries in got or []:
             for event_id, fields in entries:
-                for url, kind, body in self.calls(event_id, fields):
-                    self.pool.submit(self.deliver, url, kind, event_id, body)
-                self.r.xack(self.k.events, GROUP, event_id)
+                self._call(event_id, fields)
                 n += 1
         return n
+
+    def claim(self, *, idle_s: float | None = None) -> int:
+        """Take over the events pending longer than `idle_s` (default `claim_idle_s`): their
+        scheduler stopped before their calls were over. Returns how many are called again."""
+        idle_ms = round((self.claim_idle_s if idle_s is None else idle_s) * 1000)
+        start, n = "0-0", 0
+        while True:
+            reply = cast(
+                "tuple[str, list[tuple[str, dict[str, str] | None]], list[str]]",
+                self.r.xautoclaim(
+                    self.k.events, GROUP, self.consumer, idle_ms, start_id=start, count=100
+                ),
+            )
+            start, entries = reply[0], reply[1]
+            gone = list(reply[2]) if len(reply) > 2 else []  # noqa: PLR2004 - Redis 7's third part
+            gone += [event_id for event_id, fields in entries if event_id and fields is None]
+            if gone:  # trimmed from the capped stream meanwhile: nothing left to call
+                self.r.xack(self.k.events, GROUP, *gone)
+            for event_id, fields in entries:
+                if event_id is None or fields is None:
+                    continue
+                with self._lock:
+                    mine = event_id in self._in_flight
+                if not mine:
+                    log.info("webhook_event_claimed", delivery=event_id)
+                    self._call(event_id, fields)
+                    n += 1
+            if start == "0-0":
+                return n
+
+    def _call(self, event_id: str, fields: dict[str, str]) -> None:
+        """Hand the event's calls to the pool; acknowledge it once the last is over."""
+        calls = self.calls(event_id, fields)
+        if not calls:
+            self.r.xack(self.k.events, GROUP, event_id)
+            return
+        with self._lock:
+            self._in_flight.add(event_id)
+        left = [len(calls)]
+
+        def over(_: object) -> None:
+            with self._lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+                self._in_flight.discard(event_id)
+            try:
+                self.r.xack(self.k.events, GROUP, event_id)
+            except redis.RedisError:  # left pending: claimed and called again later
+                log.warning("webhook_ack_failed", delivery=event_id)
+
+        for url, kind, body in calls:
+            self.pool.submit(self.deliver, url, kind, event_id, body).add_done_callback(over)
 
     # -- what an event means ---------------------------------------------------------------
 

@@ -20,8 +20,12 @@ class Backoff:
     cap_s: float = 2.0
     jitter: float = 0.5
 
+    def longest(self, n: int) -> float:
+        """Wait n at its longest (d: the jitter only shortens it)."""
+        return min(self.cap_s, self.base_s * 2.0 ** min(max(n, 0), 30))
+
     def delay(self, n: int, rng: random.Random | None = None) -> float:
-        d = min(self.cap_s, self.base_s * 2.0 ** min(max(n, 0), 30))
+        d = self.longest(n)
         if not self.jitter:
             return d
         return d * (1 - self.jitter) + (rng or random).uniform(0.0, d * self.jitter)
