@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import socket
 import ssl
 import threading
 import time
@@ -104,3 +105,45 @@ def echo_server(tls: ssl.SSLContext | None = None) -> Iterator[EchoServer]:
 
 def url(srv: EchoServer, path: str = "", scheme: str = "http") -> str:
     return f"{scheme}://127.0.0.1:{srv.server_address[1]}{path}"
+
+
+class HookReceiver:
+    """A webhook receiver on loopback (`host` 127.0.0.1 or ::1): answers each POST 204 once
+    `go` is set (set from the start; clear it to hold the answers), keeping each call's
+    `X-Goalfleet-Delivery` header."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.deliveries: list[str] = []
+        self.go = threading.Event()
+        self.go.set()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                receiver.go.wait(10)
+                receiver.deliveries.append(self.headers.get("X-Goalfleet-Delivery", ""))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        self.server = Server((host, 0), Handler)
+        self.port = self.server.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def posts(self) -> int:
+        return len(self.deliveries)
+
+    def stop(self) -> None:
+        self.go.set()
+        self.server.shutdown()
+        self.server.server_close()

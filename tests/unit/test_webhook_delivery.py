@@ -6,15 +6,14 @@ scheduler a second time."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
+from httpkit import HookReceiver
 
-from scheduler.service.webhooks import DELIVERY, GROUP, Webhooks
+from scheduler.service.webhooks import GROUP, Webhooks
 from scheduler.store.runs import FleetStore
 from workers.core.backoff import Backoff
 from workers.core.model import RunStatus
@@ -27,39 +26,9 @@ NO_WAIT = Backoff(base_s=0.001, cap_s=0.001, jitter=0)
 RUN = "c" * 32
 
 
-class Receiver:
-    """Counts POSTs by delivery id; holds each answer until `go` is set."""
-
-    def __init__(self) -> None:
-        self.deliveries: list[str] = []
-        self.go = threading.Event()
-        self.go.set()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.go.wait(10)
-                receiver.deliveries.append(self.headers[DELIVERY])
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/fleet"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.go.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
+def receiver() -> Iterator[HookReceiver]:
+    r = HookReceiver()
     yield r
     r.stop()
 
@@ -90,9 +59,11 @@ def wait_for(check: object, timeout_s: float = 10) -> None:
         time.sleep(0.01)
 
 
-def test_acknowledged_only_once_the_call_is_over(client: redis.Redis, receiver: Receiver) -> None:
+def test_acknowledged_only_once_the_call_is_over(
+    client: redis.Redis, receiver: HookReceiver
+) -> None:
     client.delete(KEYS.events)
-    h = hooks(client, receiver.url)
+    h = hooks(client, f"{receiver.url}/fleet")
     event = failed_run_event(client)
     receiver.go.clear()  # the receiver holds its answer
     assert h.pump() == 1
@@ -106,16 +77,16 @@ def test_acknowledged_only_once_the_call_is_over(client: redis.Redis, receiver: 
 
 
 def test_an_event_a_stopped_scheduler_left_is_claimed_and_called(
-    client: redis.Redis, receiver: Receiver
+    client: redis.Redis, receiver: HookReceiver
 ) -> None:
     client.delete(KEYS.events)
-    first = hooks(client, receiver.url)
+    first = hooks(client, f"{receiver.url}/fleet")
     event = failed_run_event(client)
     first.pool.shutdown()  # it read the event and stopped before calling it
     with pytest.raises(RuntimeError, match="shutdown"):
         first.pump()
     assert pending(client) == 1
-    second = hooks(client, receiver.url)
+    second = hooks(client, f"{receiver.url}/fleet")
     assert second.claim() == 0  # not pending for longer than its calls could take yet
     time.sleep(0.1)
     assert second.claim(idle_s=0.05) == 1

@@ -6,15 +6,13 @@ loopback, through the real transport."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_address, ip_network
 
 import pytest
 import redis
 import structlog
+from httpkit import HookReceiver
 
 from scheduler.service.outbound import reachable, refusal
 from scheduler.service.webhooks import Webhooks
@@ -85,39 +83,9 @@ def test_a_name_or_a_public_or_allowed_address_passes_submit() -> None:
     assert refusal("http://localhost:9000/hook", LOOPBACK) is None
 
 
-class Receiver:
-    """A real HTTP server on loopback that counts the POSTs it gets."""
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.posts = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.posts += 1
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-        self.server = Server((host, 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
+def receiver() -> Iterator[HookReceiver]:
+    r = HookReceiver()
     yield r
     r.stop()
 
@@ -129,7 +97,7 @@ def hooks(client: redis.Redis, **kwargs: object) -> Webhooks:
 
 
 def test_a_suite_webhook_to_loopback_is_refused_once_and_never_sent(
-    client: redis.Redis, receiver: Receiver
+    client: redis.Redis, receiver: HookReceiver
 ) -> None:
     """By address, and by a name that resolves to loopback: not one request reaches the
     server, the call is not tried again, and the log says why."""
@@ -146,7 +114,7 @@ def test_a_suite_webhook_to_loopback_is_refused_once_and_never_sent(
     assert not [e for e in logs if e["event"] == "webhook_retry"]  # refused, not retried
 
 
-def test_an_allowed_network_is_called(client: redis.Redis, receiver: Receiver) -> None:
+def test_an_allowed_network_is_called(client: redis.Redis, receiver: HookReceiver) -> None:
     h = hooks(client, allow=LOOPBACK)
     assert h.deliver(f"http://127.0.0.1:{receiver.port}/x", "run.failed", "1-0", b"{}")
     assert h.deliver(f"http://localhost:{receiver.port}/x", "run.failed", "2-0", b"{}")
@@ -155,7 +123,7 @@ def test_an_allowed_network_is_called(client: redis.Redis, receiver: Receiver) -
 
 
 def test_the_fleet_wide_url_is_the_operators_and_goes_anywhere(
-    client: redis.Redis, receiver: Receiver
+    client: redis.Redis, receiver: HookReceiver
 ) -> None:
     url = f"http://127.0.0.1:{receiver.port}/fleet"
     h = hooks(client, fleet_url=url)
@@ -165,7 +133,7 @@ def test_the_fleet_wide_url_is_the_operators_and_goes_anywhere(
 
 
 def test_ipv6_loopback_is_refused_too(client: redis.Redis) -> None:
-    r = Receiver("::1")
+    r = HookReceiver("::1")
     try:
         h = hooks(client)
         assert not h.deliver(f"http://[::1]:{r.port}/x", "run.failed", "1-0", b"{}")
