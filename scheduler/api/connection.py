@@ -28,6 +28,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from scheduler.api.edge import ErrorBody
+from workers.settings import Settings
 
 LINGER_S = 1.0
 """How long a connection refused for the connection cap is read (and discarded) after its
@@ -45,6 +46,17 @@ class ConnectionLimits:
     """From a request's first byte (or the connection's opening) until it is read whole."""
     max_connections: int
     """Open connections of one API process."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> ConnectionLimits:
+        """The limits `GOALFLEET_API_MAX_HEADER_BYTES`, `_MAX_HEADERS`, `_READ_TIMEOUT_S` and
+        `_MAX_CONNECTIONS` set."""
+        return cls(
+            max_head_bytes=settings.api_max_header_bytes,
+            max_headers=settings.api_max_headers,
+            read_timeout_s=settings.api_read_timeout_s,
+            max_connections=settings.api_max_connections,
+        )
 
 
 def refusal(status: int, body: ErrorBody) -> bytes:

@@ -228,21 +228,10 @@ NO_SECRETS = frozenset({"api", "scheduler"})
 
 
 def refuse_secrets(command: str, environ: Mapping[str, str] = os.environ) -> None:
-    """`ConfigError` (exit 2) when a `GOALFLEET_SECRET_*` variable is in the environment of a
-    process that never uses one (the API, the scheduler): a secret there is a deployment
-    mistake that leaks it into a network-facing process (its `/proc/<pid>/environ`, a core
-    dump, every child), and a warning in a log fixes nothing. Names the variables, never a
-    value."""
-    from workers.core.secrets import SECRET_ENV_PREFIX  # noqa: PLC0415 - loads the request models
+    """`workers.core.secrets.refuse_secrets` (loaded only here: it loads the request models)."""
+    from workers.core.secrets import refuse_secrets as refuse  # noqa: PLC0415
 
-    held = sorted(k for k in environ if k.startswith(SECRET_ENV_PREFIX))
-    if held:
-        more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
-        raise ConfigError(
-            f"{held[0]}{more} is set in this process's environment, and only workers use "
-            f"secrets: unset it for goalfleet {command} (env -u {held[0]} ...) and give it to "
-            "the workers that hold it"
-        )
+    refuse(f"goalfleet {command}", environ)
 
 
 def with_settings(command: str) -> Callable[[SettingsAction], Command]:

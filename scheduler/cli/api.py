@@ -109,12 +109,7 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     from scheduler.api.app import create_app  # noqa: PLC0415 - same reason
     from scheduler.api.connection import ConnectionLimits, bounded_protocol  # noqa: PLC0415
 
-    limits = ConnectionLimits(
-        max_head_bytes=settings.api_max_header_bytes,
-        max_headers=settings.api_max_headers,
-        read_timeout_s=settings.api_read_timeout_s,
-        max_connections=settings.api_max_connections,
-    )
+    limits = ConnectionLimits.of(settings)
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings),

@@ -17,6 +17,22 @@ from workers.core.request import GoalRunRequest, SecretRef
 SECRET_ENV_PREFIX = "GOALFLEET_SECRET_"  # noqa: S105 - a variable-name prefix, not a secret
 
 
+def refuse_secrets(program: str, environ: Mapping[str, str]) -> None:
+    """`ConfigError` (exit 2) when a `GOALFLEET_SECRET_*` variable is in the environment of a
+    process that never uses one (the API, the scheduler): a secret there is a deployment
+    mistake that leaks it into a network-facing process (its `/proc/<pid>/environ`, a core
+    dump, every child), and a warning in a log fixes nothing. Names the variables, never a
+    value."""
+    held = sorted(k for k in environ if k.startswith(SECRET_ENV_PREFIX))
+    if held:
+        more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+        raise ConfigError(
+            f"{held[0]}{more} is set in this process's environment, and only workers use "
+            f"secrets: unset it for {program} (env -u {held[0]} ...) and give it to "
+            "the workers that hold it"
+        )
+
+
 class SecretResolver(Protocol):
     def resolve(self, name: str, ref: SecretRef) -> str:
         """The literal value of `ref`, or `ConfigError` naming what to set."""
