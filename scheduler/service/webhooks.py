@@ -126,7 +126,7 @@ class Webhooks:
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="goalfleet-webhook")
         self.consumer = f"{socket.gethostname()}-{id(self):x}"
         self.claim_idle_s = (
-            attempts * timeout_s + sum(backoff.delay(n) for n in range(attempts)) + CLAIM_MARGIN_S
+            attempts * timeout_s + sum(backoff.longest(n) for n in range(attempts)) + CLAIM_MARGIN_S
         )
         """How long an event stays pending before any scheduler claims it: longer than all
         its calls' tries, timeouts and waits at their longest."""
