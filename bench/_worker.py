@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,46 +98,42 @@ def _worker(argv: list[str]) -> int:
     return main(["worker", *argv])
 
 
-def _profile_tasks(directory: Path) -> None:
-    """cProfile (CPU time) each pool child over its whole runs (from Celery's `task_prerun` to its
-    `task_postrun`: the run task's body, claim to finish), its stats written to
-    `<directory>/<pid>.prof` after every run (outside the profiled time)."""
+def _profile_between(start: Any, stop: Any, timer: Any, path: Callable[[], Path]) -> None:  # noqa: ANN401 - Celery signals, a clock
+    """cProfile with `timer` from each Celery signal `start` to the next `stop`, the stats
+    (all of them so far) written to `path()` at each `stop`, outside the profiled time."""
     import cProfile  # noqa: PLC0415 - only a profiled benchmark worker
 
-    from celery import signals  # noqa: PLC0415
+    profiler = cProfile.Profile(timer)
 
-    profiler = cProfile.Profile(time.process_time)  # CPU time, not the waits on Redis
-
-    def prerun(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+    def begin(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         profiler.enable()
 
-    def postrun(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
+    def end(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         profiler.disable()
-        profiler.dump_stats(directory / f"{os.getpid()}.prof")
+        profiler.dump_stats(path())
 
-    signals.task_prerun.connect(prerun, weak=False)
-    signals.task_postrun.connect(postrun, weak=False)
+    start.connect(begin, weak=False)
+    stop.connect(end, weak=False)
+
+
+def _profile_tasks(directory: Path) -> None:
+    """Each pool child over its whole runs (CPU time, not the waits on Redis), from Celery's
+    `task_prerun` to its `task_postrun` (the run task's body, claim to finish), written to
+    `<directory>/<pid>.prof` after every run."""
+    from celery import signals  # noqa: PLC0415
+
+    _profile_between(signals.task_prerun, signals.task_postrun, time.process_time,
+                     lambda: directory / f"{os.getpid()}.prof")  # fmt: skip
 
 
 def _profile_main(directory: Path, prefix: str) -> None:
-    """cProfile the main thread of this worker's main process (`time.thread_time`: its own CPU,
-    not the heartbeat thread's) from Celery's `worker_ready` to its `worker_shutdown`, written
-    to `<directory>/<prefix>-<pid>.prof` at shutdown."""
-    import cProfile  # noqa: PLC0415 - only a profiled benchmark worker
-
+    """The main thread of this worker's main process (`time.thread_time`: its own CPU, not
+    the heartbeat thread's), from Celery's `worker_ready` to its `worker_shutdown`, written
+    to `<directory>/<prefix>-<pid>.prof`."""
     from celery import signals  # noqa: PLC0415
 
-    profiler = cProfile.Profile(time.thread_time)
-
-    def ready(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
-        profiler.enable()
-
-    def shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
-        profiler.disable()
-        profiler.dump_stats(directory / f"{prefix}-{os.getpid()}.prof")
-
-    signals.worker_ready.connect(ready, weak=False)
-    signals.worker_shutdown.connect(shutdown, weak=False)
+    _profile_between(signals.worker_ready, signals.worker_shutdown, time.thread_time,
+                     lambda: directory / f"{prefix}-{os.getpid()}.prof")  # fmt: skip
 
 
 def noop_done(directory: Path) -> Path:
