@@ -60,7 +60,7 @@ from scheduler.service.run_ids import RunIds
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
 from workers.core.access import Action, Principal
-from workers.core.model import StepRow
+from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.fleet.artifacts import artifacts
 from workers.fleet.memory_store import RedisMemory
@@ -237,12 +237,20 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         run_id: str, index: Annotated[int, Path(ge=1, le=10_000)], who: Who
     ) -> Response:
         """The picture of step `index`: the screen its decider saw, secrets masked, the acted
-        element outlined (PNG). 404 with the row's note when the step has none. Only for the
-        run's owner and `admin`: a picture shows the plain inputs the run typed."""
-        run = own_run(who, run_id)
-        if not who.may_see_inputs(run.owner):
+        element outlined (PNG). 404 with the row's note when the step has none. For the run's
+        owner and `admin` (a picture shows the plain inputs the run typed), and, while the
+        run waits for an answer, for whoever may answer it (`Principal.may_see_pictures`)."""
+        if who.may(Action.READ_OWN) or who.may(Action.READ_ANY):
+            run = own_run(who, run_id)
+        else:  # an answerer, who reads no runs: the run its question is about
+            need(who, Action.ANSWER)
+            run = fleet.run(run_ids.resolve(run_id))
+        if not who.may_see_pictures(run.owner, waiting=run.status is RunStatus.AWAITING_ANSWER):
             raise ForbiddenError(
-                who.describe(), "see another token's screenshots (they show its inputs)", "admin"
+                who.describe(),
+                "see another token's screenshots (they show its inputs), or those of a run "
+                "that waits for no answer",
+                "admin",
             )
         run_id = run.id
         row = next((r for r in fleet.steps(run_id, after=index - 1) if r.index == index), None)

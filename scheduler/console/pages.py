@@ -292,11 +292,8 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         return resp
 
     def may_see_pictures(who: Principal, run: RunRecord) -> bool:
-        """A step's picture shows what the run typed: its owner and `admin` see them (as
-        the API's screenshot route answers), and so does whoever may answer the run's open
-        question (its picture is what they answer about)."""
-        waiting = run.status is RunStatus.AWAITING_ANSWER
-        return who.may_see_inputs(run.owner) or (waiting and who.may(Action.ANSWER))
+        """`Principal.may_see_pictures` for `run` (as the API's screenshot route answers)."""
+        return who.may_see_pictures(run.owner, waiting=run.status is RunStatus.AWAITING_ANSWER)
 
     @app.get("/ui/runs/{run_id}/pictures/{artifact}", include_in_schema=False)
     def picture(

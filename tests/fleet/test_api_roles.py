@@ -86,7 +86,7 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /v1/runs":                                (401, 200, 200, 200, 403, 200),
     "GET /v1/runs/{run_id}":                       (401, 200, 200, 404, 403, 200),
     "GET /v1/runs/{run_id}/steps":                 (401, 200, 200, 404, 403, 200),
-    "GET /v1/runs/{run_id}/steps/{index}/screenshot": (401, 403, 200, 404, 403, 200),
+    "GET /v1/runs/{run_id}/steps/{index}/screenshot": (401, 403, 200, 404, 200, 200),
     "POST /v1/runs/{run_id}/cancel":               (401, 403, 200, 404, 403, 200),
     "POST /v1/runs/{run_id}/answer":               (401, 403, 403, 403, 200, 200),
     "POST /v1/batches":                            (401, 403, 201, 201, 403, 201),
@@ -375,6 +375,26 @@ def test_inputs_only_to_the_owner_and_admin(world: World) -> None:
     sched = w.post("bob", "/v1/schedules", body)
     seen = {s["id"]: s for s in c.get("/v1/schedules", headers=auth("reader")).json()}
     assert seen[sched["id"]]["batch"]["inputs"] == {"email": "<hidden>"}
+
+
+def test_an_answerer_sees_the_pictures_of_a_waiting_run_only(world: World) -> None:
+    """The picture is what a question is about: whoever may answer sees a waiting run's, as
+    the console shows it; once the run waits for no answer, neither the answerer nor the
+    reader (no inputs) sees it, its owner and admin still do."""
+    w, c = world, world.client
+    run = w.parked("bob", inputs={"email": "bob@example.com"})
+    shot = f"/v1/runs/{run}/steps/1/screenshot"
+    got = c.get(shot, headers=auth("answerer"))
+    assert got.status_code == 200, got.text
+    assert got.content == PNG
+    assert c.get(shot, headers=auth("reader")).status_code == 403
+    answered = c.post(f"/v1/runs/{run}/answer", json={"blocked": True}, headers=auth("answerer"))
+    assert answered.status_code == 200, answered.text
+    refused = c.get(shot, headers=auth("answerer"))
+    assert refused.status_code == 403, refused.text
+    assert "waits for no answer" in refused.json()["message"]
+    for who in ("bob", "ops"):
+        assert c.get(shot, headers=auth(who)).status_code == 200, who
 
 
 def test_idempotency_keys_are_each_owners(world: World) -> None:

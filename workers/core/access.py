@@ -130,6 +130,12 @@ class Principal:
         """See the plain inputs of a run or schedule submitted by `owner`."""
         return self.may(Action.INPUTS_ANY) or (self.may(Action.READ_OWN) and self.owns(owner))
 
+    def may_see_pictures(self, owner: str | None, *, waiting: bool) -> bool:
+        """See the step pictures of a run submitted by `owner`: a picture shows what the run
+        typed, so its inputs' viewers do; and while the run `waiting`s for an answer, whoever
+        may answer it (its picture is what they answer about)."""
+        return self.may_see_inputs(owner) or (waiting and self.may(Action.ANSWER))
+
     @property
     def sees_all(self) -> bool:
         """Whether every run is readable (no owner filter on lists)."""
