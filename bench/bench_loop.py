@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from workers.core.loop import run_goal
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Snapshot
 from workers.core.params import RunParams
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.devices.sim import SimDevice, make_sim_device
 from workers.stats import median, tail
@@ -29,7 +30,7 @@ PARAMS = RunParams(max_steps=STEPS)
 
 
 @dataclass
-class Timed:
+class Timed(Device):
     """Wraps the device and the decider and adds up the time spent inside them."""
 
     device: SimDevice

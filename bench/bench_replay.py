@@ -28,16 +28,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
 
 from workers.core.app import AppConfig, ResetPolicy
+from workers.core.device_hooks import DeviceCommand, DeviceHook, with_hooks
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory
-from workers.core.model import Inputs, RunStatus, Snapshot
+from workers.core.model import Inputs, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, start_daemon
@@ -53,23 +53,16 @@ EMAIL, PASSWORD = "alice@example.com", "bench-not-a-secret"
 WELCOME = RunParams(done_when="Welcome")
 
 
-class FirstSnapshot:
-    """The device, timing its first snapshot from when the run began opening it; with
-    `settle`, it takes no remembered-action hint (every action waits out agent-device's
-    settle window, as before issue 25)."""
+class FirstSnapshot(DeviceHook):
+    """A hook on the run's device: the first snapshot's latency from when the run began
+    opening it."""
 
-    def __init__(self, dev: Any, began: float, *, settle: bool = False) -> None:  # noqa: ANN401
-        self.dev, self.began, self.first_ms = dev, began, 0.0
-        self.platform = dev.platform
-        self.press, self.fill, self.close = dev.press, dev.fill, dev.close
-        if not settle:
-            self.expect_known_screen = dev.expect_known_screen
+    def __init__(self, began: float) -> None:
+        self.began, self.first_ms = began, 0.0
 
-    def snapshot(self) -> Snapshot:
-        snap = self.dev.snapshot()
-        if not self.first_ms:
+    def after(self, command: DeviceCommand) -> None:
+        if command.name == "snapshot" and not self.first_ms:
             self.first_ms = (time.perf_counter() - self.began) * 1000
-        return snap
 
 
 def cli(env: dict[str, str], *args: str) -> dict[str, object]:
@@ -119,13 +112,17 @@ def relaunch(host: AgentDeviceHost) -> None:
 def hit_run(
     host: AgentDeviceHost, memory: InMemoryMemory, inputs: Inputs, *, settle: bool
 ) -> tuple[float, float]:
-    """One memory-hit run on a relaunched app: its wall ms and its first-snapshot ms."""
+    """One memory-hit run on a relaunched app: its wall ms and its first-snapshot ms. With
+    `settle`, the device declines the remembered-action hint (every action waits out
+    agent-device's settle window, as before issue 25)."""
     relaunch(host)
     host.prepare(None, ResetPolicy.NONE)
+    host.quick_effects = not settle
     t0 = time.perf_counter()
-    dev = FirstSnapshot(host.open("hit"), t0, settle=settle)
+    first = FirstSnapshot(t0)
+    dev = with_hooks(host.open("hit"), first)
     result = run_goal(
-        dev,  # type: ignore[arg-type]
+        dev,
         "Sign in",
         decider=RulesDecider(),
         inputs=inputs,
@@ -138,7 +135,10 @@ def hit_run(
     if result.status is not RunStatus.DONE or set(hits) != {"hit"}:
         why = [(r.memory.why, r.outcome, r.error) for r in result.steps if r.memory]
         raise SystemExit(f"not a memory-hit run: {result.status} {why}")
-    return wall, dev.first_ms
+    skipped = {r.result.settle_skipped for r in result.steps if r.result is not None}
+    if skipped != {not settle}:  # the hint reached the device, or was declined, every time
+        raise SystemExit(f"settle skipped {skipped}, expected {not settle} on every action")
+    return wall, first.first_ms
 
 
 def main() -> None:  # noqa: PLR0915 - one lab, set up in order

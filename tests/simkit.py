@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.devices.sim import SimDevice
 from workers.devices.sim_screens import WAIT_SCREEN
@@ -43,7 +44,7 @@ class Act:
 
 
 @dataclass
-class RecordingSim:
+class RecordingSim(Device):
     inner: SimDevice
     last: Snapshot | None = None
     acts: list[Act] = field(default_factory=list)
@@ -103,7 +104,7 @@ class RecordingSim:
 
 
 @dataclass
-class ErrorBlind:
+class ErrorBlind(Device):
     """A device whose error texts the loop cannot see (an app that fails a log-in silently,
     or an error drawn where accessibility does not reach)."""
 

@@ -23,7 +23,7 @@ from openai import OpenAI
 
 from scheduler.local.redis import LocalRedis
 from workers.core.model import ActionResult, InputValue, Outcome, Platform, RunStatus, Snapshot
-from workers.core.ports import Decider, DevicePort
+from workers.core.ports import Decider, Device, DevicePort
 from workers.core.records import DeviceInfo, RunRecord
 from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.secrets import DictSecrets
@@ -37,7 +37,7 @@ SECRET = "model-Secret-31415"
 
 
 @dataclass
-class Recording:
+class Recording(Device):
     """A DevicePort wrapper that records each snapshot's refs and each action's pinned ref."""
 
     inner: SimDevice

@@ -27,6 +27,7 @@ from workers.core.model import (
     Snapshot,
 )
 from workers.core.params import RunParams
+from workers.core.ports import Device
 from workers.decide.factory import make_decider
 from workers.decide.instructor import InstructorDecider
 from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings
@@ -114,7 +115,7 @@ def test_a_tiny_timeout_ends_the_run_errored_model_unavailable(llama_server):
 
 
 @dataclass
-class _Recording:
+class _Recording(Device):
     """A DevicePort wrapper that records each snapshot's refs and each action's ref, the
     refs of the snapshot it names, and the input name of each fill."""
 

@@ -15,6 +15,7 @@ from obs_support import (
     make_record,
 )
 
+from workers.core.device_hooks import with_hooks
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
@@ -28,7 +29,6 @@ from workers.telemetry.log_observer import (
     DeviceLog,
     LogObserver,
 )
-from workers.telemetry.observers import WatchedDevice
 
 PINNED = re.compile(r"^@e\d+~s\w+$")
 
@@ -38,9 +38,7 @@ def observed_run(
 ) -> RunResult:
     """What the task does around run_goal, with the observer hooked in."""
     inputs = Inputs.of({"email": EMAIL}, {"password": SECRET})
-    device = WatchedDevice(
-        make_sim_device("sim:signin-ios", faults=faults or Faults()), DeviceLog()
-    )
+    device = with_hooks(make_sim_device("sim:signin-ios", faults=faults or Faults()), DeviceLog())
     observer.run_started(record, 1)
     result = run_goal(
         device,

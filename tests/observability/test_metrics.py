@@ -21,6 +21,7 @@ from obs_support import (
 from prometheus_client import CollectorRegistry, generate_latest
 
 from scheduler.local.redis import LocalRedis
+from workers.core.device_hooks import with_hooks
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunStatus
 from workers.decide.rules import RulesDecider
@@ -29,7 +30,6 @@ from workers.processes import spawn
 from workers.telemetry import metrics
 from workers.telemetry.metrics import WorkerMetrics
 from workers.telemetry.metrics_observer import DeviceMetrics, MetricsObserver
-from workers.telemetry.observers import WatchedDevice
 
 HERE = Path(__file__).parent
 
@@ -46,7 +46,7 @@ def test_observer_records_a_sim_run() -> None:
     obs = MetricsObserver(Platform.IOS, m)
     record = make_record(submitted_ago_s=3.0)
     faults = Faults(stale_on=frozenset({3}), transient_on=frozenset({1}))
-    device = WatchedDevice(
+    device = with_hooks(
         make_sim_device("sim:signin-ios", faults=faults), DeviceMetrics(Platform.IOS, m)
     )
     obs.run_started(record, 2)

@@ -21,15 +21,16 @@ from scheduler.service.fleet import Fleet
 from scheduler.service.requests import RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
+from workers.core.device_hooks import DeviceHook, with_hooks
 from workers.core.model import ActionResult, InputValue, Outcome, Platform, Snapshot, StepRow
+from workers.core.ports import Device
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
-from workers.core.shots import ScreenshotPort, ScreenshotUnavailableError
 from workers.decide.factory import make_decider
 from workers.devices.sim import make_sim_device
 from workers.fleet.connections import redis_client
-from workers.fleet.fence import Fence, FencedDevice, LeaseLostError
+from workers.fleet.fence import Fence, LeaseLostError, open_fenced
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
@@ -254,25 +255,16 @@ def test_the_fence_expires_before_the_lease() -> None:
 
 
 def test_a_fenced_device_takes_its_devices_pictures_behind_the_fence() -> None:
-    """The fleet wraps every device in `FencedDevice`: its pictures pass through (a sim draws
-    one), checked by the fence like any command; a device without pictures says so."""
+    """The fleet fences every device (`FenceHook` on its chain): its pictures pass through (a
+    sim draws one), checked by the fence like any command."""
     fence = Fence("d1", "h", lease_s=30)
     fence.granted(time.monotonic_ns())
-    sim = make_sim_device("sim:signin-ios")
-    fenced = FencedDevice(sim, fence)
-    assert isinstance(fenced, ScreenshotPort)
+    fenced = open_fenced(lambda _rid: make_sim_device("sim:signin-ios"), "r1", fence)
     fenced.snapshot()
     assert fenced.screenshot().png.startswith(b"\x89PNG")
     fence.lose()
     with pytest.raises(LeaseLostError):
         fenced.screenshot()
-    fence.granted(time.monotonic_ns())
-
-    class Blind:
-        platform = Platform.IOS
-
-    with pytest.raises(ScreenshotUnavailableError, match="takes no screenshots"):
-        FencedDevice(Blind(), fence).screenshot()  # type: ignore[arg-type]
 
 
 # -- fenced writes ------------------------------------------------------------------------------
@@ -320,7 +312,7 @@ def test_claim_step_and_finish_are_refused_to_a_worker_that_lost_the_lease(
     assert not rs.hand_back(store.load(run.id), "d1", claim.token)  # once
 
 
-class TakeoverDevice:
+class TakeoverDevice(Device):
     """A sim device whose `at`-th command lets a replacement register while it runs (the
     first worker froze mid-command and its lease lapsed); counts commands after that."""
 
@@ -420,19 +412,19 @@ def test_a_run_whose_fence_expired_is_refused_before_its_next_device_action(part
     fence.granted(now[0])
     calls: list[str] = []
 
-    class Freezing(FencedDevice):
-        def snapshot(self) -> Snapshot:
-            calls.append("snapshot")
-            if len(calls) == 2:  # the process froze for a minute after this snapshot
+    class Freezing(DeviceHook):
+        def before(self, command: str) -> None:
+            if command == "snapshot":
+                calls.append(command)
+            if len(calls) == 2:  # the process froze for a minute before this snapshot
                 now[0] += 60 * 10**9
-            return super().snapshot()
 
     rt = WorkerRuntime(
         settings=_settings(),
         spec=SPEC,
         redis=client,
         store=rs,
-        open_device=lambda _rid: Freezing(make_sim_device("sim:signin-ios"), fence),
+        open_device=lambda _rid: with_hooks(make_sim_device("sim:signin-ios"), Freezing()),
         make_decider=make_decider,
         secrets=DictSecrets({"PW": "hunter22"}),
         fence=fence,

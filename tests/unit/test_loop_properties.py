@@ -20,6 +20,7 @@ from workers.core.model import (
     Snapshot,
 )
 from workers.core.params import RunParams
+from workers.core.ports import Device
 from workers.devices.sim import Faults, SimDevice, make_sim_device
 from workers.devices.sim_apps import APPS, LOGIN_PASSWORD
 
@@ -27,7 +28,7 @@ SUPPLIED = {"email": "ada@example.com", "password": "s3cret-pw", "code": "123456
 
 
 @dataclass
-class Recording:
+class Recording(Device):
     """A DevicePort wrapper that records what the loop did to the device."""
 
     inner: SimDevice

@@ -24,10 +24,12 @@ from workers.core.model import (
     Inputs,
     InputValue,
     Outcome,
+    Platform,
     RunStatus,
     Snapshot,
 )
 from workers.core.params import RunParams
+from workers.core.ports import Device
 from workers.core.rows import totals
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device
@@ -47,7 +49,7 @@ class Clock:
 
 
 @dataclass
-class SlowDevice:
+class SlowDevice(Device):
     """A sim device whose snapshot/press/fill take fixed times on the test clock, and whose
     next press can be made to fail."""
 
@@ -56,6 +58,10 @@ class SlowDevice:
     act_s: float = 0.7
     fail_press: Exception | None = None
     inner: object = field(default_factory=lambda: make_sim_device("sim:signin-ios"))
+
+    @property
+    def platform(self) -> Platform:
+        return Platform.IOS
 
     def snapshot(self) -> Snapshot:
         self.clock.advance(self.snapshot_s)

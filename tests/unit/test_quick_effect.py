@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory
 from workers.core.model import ActionResult, Inputs, InputValue, Node, Platform, RunStatus, Snapshot
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device_quick import quick_effect, screen_look
@@ -48,7 +49,9 @@ def test_a_change_that_holds_still_ends_the_check_at_once():
     before = screen("Sign in", gen=1)
     s = Screens([screen("Welcome", gen=2), screen("Welcome", gen=3)])
     result, last = quick_effect(s.snapshot, before, look=look, clock=s.clock)
-    assert result == ActionResult(changed=True, settled=True, refs_generation="3")
+    assert result == ActionResult(
+        changed=True, settled=True, settle_skipped=True, refs_generation="3"
+    )
     assert last.refs_generation == "3"
     assert s.taken == 2
 
@@ -83,7 +86,7 @@ def test_typing_into_a_secure_field_is_a_change_though_its_value_is_never_read()
     assert "●" not in repr(typed)
 
 
-class Hinted:
+class Hinted(Device):
     """A sim device that counts the loop's remembered-action hints (and takes them)."""
 
     def __init__(self) -> None:
@@ -96,9 +99,10 @@ class Hinted:
     def platform(self) -> Platform:
         return self.inner.platform
 
-    def expect_known_screen(self) -> None:
+    def expect_known_screen(self) -> bool:
         self.hints += 1
         self._hinted = True
+        return True
 
     def snapshot(self) -> Snapshot:
         return self.inner.snapshot()

@@ -22,6 +22,7 @@ from workers.core.model import (
     Snapshot,
 )
 from workers.core.params import RunParams
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.decide.rules import RulesDecider
 from workers.devices.sim import make_sim_device
@@ -30,7 +31,7 @@ EMAIL = "ada.lovelace@example.com"
 
 
 @dataclass
-class Screens:
+class Screens(Device):
     """A tiny device: named screens of buttons; a press goes where its table says."""
 
     screens: dict[str, tuple[str, ...]]

@@ -16,7 +16,7 @@ from test_tasks import runtime, submit
 
 from scheduler.service.requests import BatchSubmit
 from workers.core.model import ActionResult, InputValue, Platform, RunStatus, Snapshot
-from workers.core.ports import DevicePort
+from workers.core.ports import Device, DevicePort
 from workers.core.request import SecretRef
 from workers.devices.sim import make_sim_device
 from workers.fleet.keys import Keys
@@ -67,7 +67,7 @@ def reserved(client: redis.Redis) -> str:
     return str(client.hget(Keys("t").device("d1"), "run"))
 
 
-class CancelledAt:
+class CancelledAt(Device):
     """The sim sign-in device; its `at`-th action first asks the store to cancel the run (a
     person's cancel arriving while that step runs)."""
 

@@ -13,6 +13,7 @@ from PIL import Image
 
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Outcome, RunStatus
+from workers.core.ports import Device
 from workers.core.shots import Camera, MemoryArtifacts, Rect, Screenshot, secret_refs
 from workers.decide.rules import RulesDecider
 from workers.devices.pictures import MARK, PillowPictures
@@ -84,7 +85,7 @@ def test_a_file_store_refuses_a_path_that_is_not_an_artifact_id(tmp_path):
 
 
 @dataclass
-class NoCamera:
+class NoCamera(Device):
     """A device port without `screenshot` (a device that takes no pictures)."""
 
     inner: SimDevice

@@ -43,7 +43,7 @@ from workers.core.model import (
     StepRow,
 )
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
-from workers.core.ports import Decider, DevicePort, expect_known_screen
+from workers.core.ports import Decider, DevicePort
 from workers.core.repeats import Repeats
 from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
@@ -198,7 +198,7 @@ class _Run:
         if target is None:  # decision_for maps to a ref of this screen
             raise AssertionError("remembered decision has no target")
         counters = (self.unproductive, self.stale)
-        expect_known_screen(self.device)  # this action led on from this screen before
+        self.device.expect_known_screen()  # this action led on from this screen before
         stepped = self._act(row, snap, decision, target)
         if stepped[0].outcome is Outcome.ACTED or stepped[0].outcome is Outcome.ERRORED:
             return stepped

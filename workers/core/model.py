@@ -116,6 +116,9 @@ class ActionResult(_Frozen):
     changed: bool
     """Whether the settle diff shows anything added or removed (or a value change)."""
     settled: bool = True
+    settle_skipped: bool = False
+    """The device read the effect from the snapshots that followed instead of waiting its
+    settle window out: it took the remembered-action hint (`DevicePort.expect_known_screen`)."""
     additions: int = 0
     removals: int = 0
     refs_generation: str = ""

@@ -1,23 +1,28 @@
 """The two seams the loop talks through: the device and the decider.
 
 `DevicePort` is implemented by `workers.devices.sim.SimDevice` (in-process, scripted apps)
-and `workers.devices.agent_device.AgentDeviceDevice` (the agent-device daemon).
+and `workers.devices.agent_device.AgentDeviceDevice` (the agent-device daemon), both `Device`s;
+cross-cutting behaviour (fencing, telemetry, a kept session) hangs on one chain of hooks around
+the one device (`workers.core.device_hooks`).
 `Decider` is implemented by `workers.decide.rules.RulesDecider`,
 `workers.decide.scripted.ScriptedDecider` and `workers.decide.instructor.InstructorDecider`.
 """
 
 from __future__ import annotations
 
-import functools
+import abc
 from typing import Protocol, runtime_checkable
 
 from workers.core.app import AppRequest, AppUnderTest, ResetPolicy
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
+from workers.core.shots import NoScreenshotsError, Screenshot
 
 
 @runtime_checkable
 class DevicePort(Protocol):
-    """One device: snapshot it, and press or fill a ref pinned to a snapshot's generation.
+    """One device: snapshot it, press or fill a ref pinned to a snapshot's generation, take a
+    picture of its screen, and take the remembered-action hint. Every capability a loop may use
+    is here; a device that lacks one says so (`Device`'s defaults), never passes silently.
 
     Errors are raised as the `workers.core.errors.DeviceError` tree, never as foreign exceptions.
     """
@@ -41,33 +46,48 @@ class DevicePort(Protocol):
         """
         ...
 
+    def screenshot(self) -> Screenshot:
+        """A picture of the screen the last snapshot described (`workers.core.shots`);
+        `ScreenshotUnavailableError` when this device cannot take one (now or ever)."""
+        ...
+
+    def expect_known_screen(self) -> bool:
+        """The remembered-action hint: the next press or fill repeats one the loop's decision
+        memory made on this very screen in a `done` run, so the device may read the action's
+        effect from the snapshots that follow instead of waiting its settle window out (the
+        result says so: `ActionResult.settle_skipped`). The effect is still checked: an action
+        that changes nothing reports `changed=False`. False: this device cannot, and settles
+        the action as any other."""
+        ...
+
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class KnownScreen(Protocol):
-    """A device that can check a remembered action's effect faster than a settle window.
+class Device(abc.ABC):
+    """The base of every device: the core commands to implement, and an honest default for
+    each optional capability ("this device cannot"), so no device or layer lacks one."""
 
-    The loop calls `expect_known_screen()` right before a press or fill it repeats from its
-    decision memory (made on this very screen in a `done` run); the device may then read the
-    action's effect from the snapshots that follow instead of waiting its settle window out.
-    The effect is still checked: an action that changes nothing reports `changed=False`."""
+    @property
+    @abc.abstractmethod
+    def platform(self) -> Platform: ...
 
-    def expect_known_screen(self) -> None: ...
+    @abc.abstractmethod
+    def snapshot(self) -> Snapshot: ...
 
+    @abc.abstractmethod
+    def press(self, pinned_ref: str) -> ActionResult: ...
 
-@functools.cache
-def _knows_screens(cls: type) -> bool:
-    return issubclass(cls, KnownScreen)
+    @abc.abstractmethod
+    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult: ...
 
+    def screenshot(self) -> Screenshot:
+        raise NoScreenshotsError
 
-def expect_known_screen(device: DevicePort) -> None:
-    """Call `device.expect_known_screen()` if it is a `KnownScreen`; nothing otherwise.
+    def expect_known_screen(self) -> bool:
+        return False
 
-    Decided once per device class: a runtime Protocol's `isinstance` walks the protocol's
-    members every time (~3 µs on 3.11), and a remembered step asks through every wrapper."""
-    if _knows_screens(type(device)):
-        device.expect_known_screen()  # type: ignore[attr-defined]
+    def close(self) -> None:
+        return None
 
 
 class DeviceHost(Protocol):

@@ -1,6 +1,6 @@
-"""Step screenshots behind seams: what a device gives (`Screenshot`), the device's optional
-`ScreenshotPort`, the image seam that masks, marks and shrinks (`Pictures`, drawn in
-`workers.devices.pictures`), the content-addressed `ArtifactStore`, and `Camera`, the
+"""Step screenshots behind seams: what a device gives (`Screenshot`), `ScreenshotPort` (the
+camera's view of a `DevicePort`), the image seam that masks, marks and shrinks (`Pictures`,
+drawn in `workers.devices.pictures`), the content-addressed `ArtifactStore`, and `Camera`, the
 per-run policy the loop calls once a step.
 
 No secret reaches a stored picture: before a picture is finished, the bounds of every element
@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,10 +60,16 @@ class ScreenshotUnavailableError(Exception):
     """The device cannot take a picture now (or ever): the row says why."""
 
 
-@runtime_checkable
+class NoScreenshotsError(ScreenshotUnavailableError):
+    """The device takes no pictures at all (`workers.core.ports.Device`'s default)."""
+
+    def __init__(self, message: str = "this device takes no screenshots") -> None:
+        super().__init__(message)
+
+
 class ScreenshotPort(Protocol):
-    """A device that can take a picture of the screen its last snapshot described. Optional:
-    a `DevicePort` without it is a device that takes no screenshots."""
+    """What the camera asks of a device (`DevicePort.screenshot`): a picture of the screen its
+    last snapshot described, or `ScreenshotUnavailableError` saying why not."""
 
     def screenshot(self) -> Screenshot: ...
 
@@ -153,7 +159,9 @@ class Camera:
     mask: bool = True
     """Paint over secret bounds. Only a test turns this off, to prove the OCR test can fail."""
 
-    def session(self, device: object, inputs: Inputs, clock: Callable[[], float]) -> ShotSession:
+    def session(
+        self, device: ScreenshotPort, inputs: Inputs, clock: Callable[[], float]
+    ) -> ShotSession:
         return ShotSession(self, device, inputs, clock)
 
 
@@ -162,7 +170,7 @@ class ShotSession:
     """One run's pictures: `capture` after each snapshot, `keep` when its row is final."""
 
     camera: Camera
-    device: object
+    device: ScreenshotPort
     inputs: Inputs
     clock: Callable[[], float] = time.perf_counter
     spent: int = 0
@@ -181,12 +189,11 @@ class ShotSession:
         if self.camera.mode == "off":
             self._pending = "screenshots are off"
             return
-        if not isinstance(self.device, ScreenshotPort):
-            self._pending = "this device takes no screenshots"
-            return
         t0 = self.clock()
         try:
             self._pending = self.device.screenshot()
+        except NoScreenshotsError as exc:
+            self._pending = str(exc)
         except ScreenshotUnavailableError as exc:
             self._pending = f"no screenshot: {exc}"
         self._ms = (self.clock() - t0) * 1000

@@ -40,6 +40,7 @@ from workers.core.errors import (
     ProtocolError,
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.core.screen import require_pinned
 from workers.core.shots import Screenshot
@@ -87,7 +88,7 @@ _LEFTOVER_SESSION = ("can only arm a fresh session", "Session already active")
 """agent-device 0.21.5's INVALID_ARGS messages for an `open` of a session already open."""
 
 
-class AgentDeviceDevice:
+class AgentDeviceDevice(Device):
     """The device port over one agent-device session. Not thread-safe: one per worker."""
 
     def __init__(
@@ -126,6 +127,9 @@ class AgentDeviceDevice:
         self._secret_channel = secret_channel
         self._reset = reset
         self._quick = False
+        self.quick_effects = True
+        """Take the remembered-action hint (False: settle every action, as before issue 25;
+        `bench_replay` compares the two)."""
         self._last: Snapshot | None = None
         self._next: Snapshot | None = None
         self._looks: dict[str, Look] = {}
@@ -214,10 +218,11 @@ class AgentDeviceDevice:
             self._call("open", positionals, flags)
         self._opened = True
 
-    def expect_known_screen(self) -> None:
+    def expect_known_screen(self) -> bool:
         """The next press/fill repeats a remembered one: check its effect by re-snapshots
         instead of a settle window (`agent_device_quick`)."""
-        self._quick = True
+        self._quick = self.quick_effects
+        return self._quick
 
     def snapshot(self) -> Snapshot:
         if self._next is not None:  # taken by a remembered action's effect check
@@ -266,7 +271,7 @@ class AgentDeviceDevice:
             return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
 
     def screenshot(self) -> Screenshot:
-        """The screen the last snapshot described (`ScreenshotPort`; `agent_device_shots`)."""
+        """The screen the last snapshot described (`agent_device_shots`)."""
         return capture(self._call, self._bounds, self._platform)
 
     def close(self) -> None:

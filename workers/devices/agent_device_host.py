@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
 
 from workers.core.app import AppConfig, AppRequest, AppUnderTest, ResetPolicy, app_for_run
+from workers.core.device_hooks import DeviceCommand, DeviceHook, with_hooks
 from workers.core.errors import ConfigError, DeviceError, EmptySnapshotError, FatalDeviceError
-from workers.core.model import ActionResult, InputValue, Platform, Snapshot
+from workers.core.model import Platform
 from workers.core.ports import DevicePort
 from workers.devices.agent_device import DEFAULT_SETTLE_QUIET_MS, AgentDeviceDevice
 from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR
@@ -33,7 +33,6 @@ __all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost", "open_device"]
 APP_READY_TIMEOUT_S = 20.0
 """How long a (re)started Linux app may take to show in an accessibility snapshot."""
 _POLL_S = 0.05
-_T = TypeVar("_T")
 
 
 class AgentDeviceHost:
@@ -65,6 +64,8 @@ class AgentDeviceHost:
         self._session: AgentDeviceDevice | None = None
         """On Linux, one session for run after run (the app is reset under it, not by it)."""
         self._session_daemon = 0
+        self.quick_effects = True
+        """Each run's device takes the remembered-action hint (`AgentDeviceDevice`)."""
 
     def prepare(self, asked: AppRequest | None, reset: ResetPolicy | None) -> AppUnderTest | None:
         app = app_for_run(self.served, asked, reset)
@@ -103,6 +104,7 @@ class AgentDeviceHost:
             settle_quiet_ms=self._settle_quiet_ms,
             info=daemon.info,  # checked at its start, health-checked just now
         )
+        dev.quick_effects = self.quick_effects
         if not linux:
             return dev  # a session per run: the app's reset is part of its `open`
         self._session, self._session_daemon = dev, daemon.child.pid
@@ -112,7 +114,9 @@ class AgentDeviceHost:
         except BaseException:
             self._drop_session()
             raise
-        return _RunSession(dev, self)
+        run = _RunSession()
+        # `close` ends the run, not the session (saving its open and close, ~50-110 ms each)
+        return with_hooks(dev, run, close=lambda: self.end_run(dev, failed=run.failed))
 
     def close(self) -> None:
         try:
@@ -185,35 +189,12 @@ def open_device(
     return dev
 
 
-class _RunSession:
-    """One run's view of the host's kept Linux session: `close` ends the run, not the
-    session (saving its open and close, ~50-110 ms each)."""
+class _RunSession(DeviceHook):
+    """One run on the host's kept Linux session: notes a fatal device error, so the run's
+    close (`AgentDeviceHost.end_run`, not the session's) drops the session after one."""
 
-    def __init__(self, dev: AgentDeviceDevice, host: AgentDeviceHost) -> None:
-        self._dev, self._host, self._failed = dev, host, False
+    failed = False
 
-    @property
-    def platform(self) -> Platform:
-        return self._dev.platform
-
-    def expect_known_screen(self) -> None:
-        self._dev.expect_known_screen()
-
-    def snapshot(self) -> Snapshot:
-        return self._watch(self._dev.snapshot)
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        return self._watch(lambda: self._dev.press(pinned_ref))
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        return self._watch(lambda: self._dev.fill(pinned_ref, value))
-
-    def close(self) -> None:
-        self._host.end_run(self._dev, failed=self._failed)
-
-    def _watch(self, call: Callable[[], _T]) -> _T:
-        try:
-            return call()
-        except FatalDeviceError:
-            self._failed = True
-            raise
+    def after(self, command: DeviceCommand) -> None:
+        if isinstance(command.error, FatalDeviceError):
+            self.failed = True

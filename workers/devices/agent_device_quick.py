@@ -1,13 +1,14 @@
 """The effect check of a remembered action, without agent-device's settle window.
 
-A press or fill the loop repeats from its decision memory (`DevicePort`'s `KnownScreen` hint)
-was made on this very screen in a `done` run before, so the screen it leads to is known to
-come. agent-device's settle waits its quiet window (`settleQuietMs`, plus a capture or two:
-~450-800 ms a fill on the GTK app) whatever the screen does; here the action goes without
-settle and its effect is read from the snapshots that follow, stopping as soon as the screen
-has changed and holds still for one more capture (~70 ms each). The last snapshot is the next
-step's, so it is not taken twice. If nothing changes within `QUICK_WINDOW_S`, the action changed
-nothing, as a settle diff would have said, and the loop invalidates the memory entry.
+A press or fill the loop repeats from its decision memory (the remembered-action hint,
+`DevicePort.expect_known_screen`) was made on this very screen in a `done` run before, so the
+screen it leads to is known to come. agent-device's settle waits its quiet window
+(`settleQuietMs`, plus a capture or two: ~450-800 ms a fill on the GTK app) whatever the
+screen does; here the action goes without settle and its effect is read from the snapshots
+that follow, stopping as soon as the screen has changed and holds still for one more capture
+(~70 ms each). The last snapshot is the next step's, so it is not taken twice. If nothing
+changes within `QUICK_WINDOW_S`, the action changed nothing, as a settle diff would have said,
+and the loop invalidates the memory entry.
 """
 
 from __future__ import annotations
@@ -67,4 +68,9 @@ def quick_effect(
 
 
 def _result(*, changed: bool, settled: bool, snap: Snapshot) -> ActionResult:
-    return ActionResult(changed=changed, settled=settled, refs_generation=snap.refs_generation)
+    return ActionResult(
+        changed=changed,
+        settled=settled,
+        settle_skipped=True,
+        refs_generation=snap.refs_generation,
+    )

@@ -29,6 +29,7 @@ from workers.core.errors import (
     TransientDeviceError,
 )
 from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
+from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.core.shots import Screenshot
 from workers.devices.pictures import Widget, draw_screen
@@ -79,7 +80,7 @@ class _Frame:
 
 
 @dataclass
-class SimDevice:
+class SimDevice(Device):
     """A simulated device running one scripted app."""
 
     app: App
@@ -104,6 +105,7 @@ class SimDevice:
     """Fields that hold a sensitive value: shown as dots like a secure field (the adapter
     masks secrets it typed, so the sim does too)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _quick: bool = False
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -122,15 +124,17 @@ class SimDevice:
             return self._snapshot()
 
     def press(self, pinned_ref: str) -> ActionResult:
+        quick, self._quick = self._quick, False  # the hint is for this action only
         with self._acting("press"):
-            return self._press_ref(pinned_ref)
+            return self._press_ref(pinned_ref, quick=quick)
 
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+        quick, self._quick = self._quick, False
         with self._acting("fill"):
-            return self._fill(pinned_ref, value)
+            return self._fill(pinned_ref, value, quick=quick)
 
     def screenshot(self) -> Screenshot:
-        """The current screen drawn as a person would see it (`ScreenshotPort`): a plain
+        """The current screen drawn as a person would see it (`DevicePort.screenshot`): a plain
         field shows what was typed into it (a one-time code too: the pixels are the app's),
         a secure field dots. Not a command: fault injection and the command count ignore it;
         the refs are the last snapshot's (the sim numbers them by position)."""
@@ -140,6 +144,13 @@ class SimDevice:
             shown = "•" * len(value) if el.kind == "secure" else value
             widgets.append(Widget(node.ref, el.kind, el.label, shown, node.enabled is not False))
         return draw_screen(widgets)
+
+    def expect_known_screen(self) -> bool:
+        """The next press or fill repeats a remembered one: it skips the settle window
+        (`Latencies.settle_ms`), its effect read at once, as a real device reads it from the
+        snapshots that follow."""
+        self._quick = True
+        return True
 
     def close(self) -> None:
         if not self.closed:
@@ -162,15 +173,15 @@ class SimDevice:
         frame = self._new_frame(rendered)
         return build_snapshot([n for _, n in rendered], str(frame.generation))
 
-    def _press_ref(self, pinned_ref: str) -> ActionResult:
+    def _press_ref(self, pinned_ref: str, *, quick: bool) -> ActionResult:
         n = self._command()
         element = self._resolve(pinned_ref, n)
-        self._wait(self.latencies.press_ms)
+        self._acted(self.latencies.press_ms, quick=quick)
         before = self._render()
         self._press(element)
-        return self._settle(before)
+        return self._settle(before, quick=quick)
 
-    def _fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
+    def _fill(self, pinned_ref: str, value: InputValue, *, quick: bool) -> ActionResult:
         n = self._command()
         element = self._resolve(pinned_ref, n)
         if element.kind not in TEXT_KINDS:
@@ -179,7 +190,7 @@ class SimDevice:
                 code="COMMAND_FAILED",
                 hint="fill only text fields; press anything else",
             )
-        self._wait(self.latencies.fill_ms)
+        self._acted(self.latencies.fill_ms, quick=quick)
         before = self._render()
         self.values[element.id] = value.reveal()
         if value.sensitive:
@@ -187,7 +198,7 @@ class SimDevice:
         else:
             self._sensitive.discard(element.id)
         self._errors.pop(self.screen, None)
-        return self._settle(before)
+        return self._settle(before, quick=quick)
 
     # -- what the app does ------------------------------------------------------------------
 
@@ -295,7 +306,11 @@ class SimDevice:
                 return el
         raise StaleRefError(f"{pinned_ref}: the frame expired", reason="ref_frame_expired")
 
-    def _settle(self, before: list[tuple[Element, Node]]) -> ActionResult:
+    def _acted(self, ms: float, *, quick: bool) -> None:
+        """Wait out an action's latency, less the settle window after the hint."""
+        self._wait(ms - self.latencies.settle_ms if quick else ms)
+
+    def _settle(self, before: list[tuple[Element, Node]], *, quick: bool) -> ActionResult:
         after = self._render()
         old = Counter(_line(n) for _, n in before)
         new = Counter(_line(n) for _, n in after)
@@ -307,6 +322,7 @@ class SimDevice:
         return ActionResult(
             changed=bool(added or removed),
             settled=self._pending is None,
+            settle_skipped=quick,
             additions=sum(added.values()),
             removals=sum(removed.values()),
             refs_generation=str(frame.generation),

@@ -19,6 +19,9 @@ class Latencies:
     """Extra time a slow (network-backed) transition takes."""
     jitter: float = 0.15
     """± fraction, drawn from the device's seeded RNG."""
+    settle_ms: float = 500.0
+    """The settle window inside `press_ms` and `fill_ms`: a remembered action skips it
+    (`DevicePort.expect_known_screen`)."""
 
     def scaled(self, factor: float) -> Latencies:
         return Latencies(
@@ -27,10 +30,11 @@ class Latencies:
             fill_ms=self.fill_ms * factor,
             network_ms=self.network_ms * factor,
             jitter=self.jitter,
+            settle_ms=self.settle_ms * factor,
         )
 
 
-ZERO_LATENCY = Latencies(0.0, 0.0, 0.0, 0.0, 0.0)
+ZERO_LATENCY = Latencies(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)

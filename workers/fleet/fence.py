@@ -3,9 +3,9 @@ store write passes first.
 
 The heartbeat thread (in the worker's main process, `workers.fleet.presence`) holds and renews
 it; the run task (in the pool child, forked after the fence was made) checks it before every
-device action (`FencedDevice`) and passes its lease token to every claim, step write and
-finish, whose scripts refuse a token that is not the device's lease holder
-(`workers.fleet.state.runs`).
+device action (`FenceHook`, on the device's chain of hooks) and passes its lease token to every
+claim, step write and finish, whose scripts refuse a token that is not the device's lease
+holder (`workers.fleet.state.runs`).
 
 The fence is lost, for good, when
 
@@ -29,10 +29,9 @@ import struct
 import time
 from collections.abc import Callable
 
+from workers.core.device_hooks import DeviceHook, with_hooks
 from workers.core.errors import GoalfleetError
-from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import DevicePort, expect_known_screen
-from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
+from workers.core.ports import DevicePort
 
 DRIFT_MARGIN = 0.1
 """The share of `lease_s` the fence gives up to clock drift between this host and Redis."""
@@ -131,43 +130,16 @@ class Fence:
         return value
 
 
-class FencedDevice:
-    """A `DevicePort` that checks the fence before every action, so a worker that lost its
-    lease never drives the device again. `close` passes: it ends this worker's own session."""
+class FenceHook(DeviceHook):
+    """Checks the fence before every device command, so a worker that lost its lease never
+    drives the device again. `close` passes: it ends this worker's own session."""
 
-    def __init__(self, device: DevicePort, fence: Fence) -> None:
-        self.device = device
+    def __init__(self, fence: Fence) -> None:
         self.fence = fence
 
-    @property
-    def platform(self) -> Platform:
-        return self.device.platform
-
-    def snapshot(self) -> Snapshot:
-        self.fence.check("snapshot")
-        return self.device.snapshot()
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        self.fence.check("press")
-        return self.device.press(pinned_ref)
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        self.fence.check("fill")
-        return self.device.fill(pinned_ref, value)
-
-    def screenshot(self) -> Screenshot:
-        """The device's picture (`ScreenshotPort`), fenced like every command it sends; a
-        device without pictures says so, as an unwrapped one would."""
-        if not isinstance(self.device, ScreenshotPort):
-            raise ScreenshotUnavailableError("this device takes no screenshots")
-        self.fence.check("screenshot")
-        return self.device.screenshot()
-
-    def close(self) -> None:
-        self.device.close()
-
-    def expect_known_screen(self) -> None:
-        expect_known_screen(self.device)
+    def before(self, command: str) -> None:
+        if command != "close":
+            self.fence.check(command)
 
 
 def open_fenced(
@@ -178,4 +150,4 @@ def open_fenced(
     if fence is None:
         return open_device(run_id)
     fence.check("open the device")
-    return FencedDevice(open_device(run_id), fence)
+    return with_hooks(open_device(run_id), FenceHook(fence))

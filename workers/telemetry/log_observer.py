@@ -9,8 +9,8 @@ describe a run. Every line carries the run's context (`run_id`, `device_id`, `at
                    input_tokens=412 output_tokens=31
     run.finished   status=done reason=... steps=4 snapshot_ms=... decide_ms=... tokens...
 
-`DeviceLog` (the same idea at the device seam, a `WatchedDevice`'s hook) logs each device
-command at debug level with the pinned ref it acted on and how long it took.
+`DeviceLog` (the same idea at the device seam, a hook on its chain: `core.device_hooks`) logs
+each device command at debug level with the pinned ref it acted on and how long it took.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import logging
 import time
 from typing import Any
 
+from workers.core.device_hooks import DeviceCommand, DeviceHook
 from workers.core.errors import DeviceError
 from workers.core.model import Outcome, RunResult, RunStatus, Snapshot, StepRow
 from workers.core.records import Question, RunRecord
 from workers.telemetry import logs
-from workers.telemetry.observers import DeviceCommand
 
 STEP_EVENT = "step.finished"
 MEMORY_INVALIDATED_EVENT = "memory.invalidated"
@@ -169,8 +169,9 @@ class LogObserver:
             logs.clear_run()
 
 
-class DeviceLog:
-    """A `WatchedDevice` hook that logs each command (debug) with its pinned ref and duration.
+class DeviceLog(DeviceHook):
+    """A device hook (`workers.core.device_hooks`) that logs each command (debug) with its
+    pinned ref and duration.
 
     Fill values are never logged, not even masked: only the input's name and sensitivity.
     """
@@ -178,7 +179,7 @@ class DeviceLog:
     def __init__(self, logger: Any = None) -> None:  # noqa: ANN401 - structlog loggers are dynamic
         self._log = logger if logger is not None else logs.get_logger("goalfleet.device")
 
-    def __call__(self, command: DeviceCommand) -> None:
+    def after(self, command: DeviceCommand) -> None:
         if not self._log.is_enabled_for(logging.DEBUG):  # the usual case: nothing to build
             return
         fields = dict(command.meta)

@@ -1,8 +1,8 @@
 """The metrics observer: records a worker's run, step and device-command metrics.
 
-A `RunObserver` (hooks called by the task) plus `DeviceMetrics` (a `WatchedDevice`'s hook at
-the device seam), so neither the loop nor the task carries metric calls. Labels are bounded:
-platform, phase, outcome, status, command, direction. Never a run id.
+A `RunObserver` (hooks called by the task) plus `DeviceMetrics` (a hook on the device's
+chain, `workers.core.device_hooks`), so neither the loop nor the task carries metric calls.
+Labels are bounded: platform, phase, outcome, status, command, direction. Never a run id.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from workers.core.device_hooks import DeviceCommand, DeviceHook
 from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import Question, RunRecord
 from workers.telemetry.metrics import WorkerMetrics, labelled, worker_metrics
-from workers.telemetry.observers import DeviceCommand
 
 PHASES = ("snapshot", "decide", "action")
 TERMINAL_STATUSES = tuple(s.value for s in RunStatus if s.terminal)
@@ -140,15 +140,15 @@ class MetricsObserver:
         labelled(m.worker_busy, self.platform).set(0)
 
 
-class DeviceMetrics:
-    """A `WatchedDevice` hook: each command's time, and its transient failures, for the
-    device's `platform`."""
+class DeviceMetrics(DeviceHook):
+    """A device hook (`workers.core.device_hooks`): each command's time, and its transient
+    failures, for the device's `platform`."""
 
     def __init__(self, platform: Platform, metrics: WorkerMetrics | None = None) -> None:
         self._m = metrics or worker_metrics()
         self._platform = platform.value
 
-    def __call__(self, command: DeviceCommand) -> None:
+    def after(self, command: DeviceCommand) -> None:
         if command.name == "close":
             return  # not a device round trip worth a series
         if isinstance(command.error, TransientDeviceError):

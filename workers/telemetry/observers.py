@@ -3,23 +3,16 @@
 The task calls every `RunObserver` at run start, after each step row is stored, and at the
 end. An observer must not raise; the task shields the run from one that does, and logs it.
 
-At the device seam, one `WatchedDevice` wraps a `DevicePort` and hands each command, timed
-once, to each of its `DeviceHook`s (the log's `DeviceLog`, the metrics' `DeviceMetrics`).
+At the device seam, the log's `DeviceLog` and the metrics' `DeviceMetrics` are hooks on the
+device's one chain (`workers.core.device_hooks`), each handed every command, timed once.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from workers.core.model import ActionResult, InputValue, Platform, RunResult, Snapshot, StepRow
-from workers.core.ports import DevicePort, expect_known_screen
+from workers.core.model import RunResult, StepRow
 from workers.core.records import Question, RunRecord
-from workers.core.shots import Screenshot, ScreenshotPort, ScreenshotUnavailableError
-
-_T = TypeVar("_T")
 
 
 class RunObserver(Protocol):
@@ -67,73 +60,3 @@ class RecordingObserver(NullObserver):
 
     def run_parked(self, record: RunRecord, result: RunResult, question: Question) -> None:
         self.events.append(("parked", record.id, (result.status, question.step)))
-
-
-@dataclass(frozen=True)
-class DeviceCommand:
-    """One device command as a `WatchedDevice` saw it: it returned `result` or raised `error`."""
-
-    name: str
-    """snapshot | press | fill | close"""
-    seconds: float
-    meta: dict[str, object] = field(default_factory=dict)
-    """The pinned ref, and a fill's input name and sensitivity: never a value."""
-    result: Snapshot | ActionResult | None = None
-    error: BaseException | None = None
-
-
-DeviceHook = Callable[[DeviceCommand], None]
-"""What a `WatchedDevice` hands each command to, once it returned or raised."""
-
-
-class WatchedDevice:
-    """A `DevicePort` that passes every command through to `inner`, times it, and hands it to
-    each of `hooks` in turn (whether it returned or raised)."""
-
-    def __init__(self, inner: DevicePort, *hooks: DeviceHook) -> None:
-        self._inner = inner
-        self._hooks = hooks
-
-    @property
-    def platform(self) -> Platform:
-        return self._inner.platform
-
-    def snapshot(self) -> Snapshot:
-        return self._watch("snapshot", self._inner.snapshot, {})
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        return self._watch("press", lambda: self._inner.press(pinned_ref), {"ref": pinned_ref})
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        meta = {"ref": pinned_ref, "input": value.name, "sensitive": value.sensitive}
-        return self._watch("fill", lambda: self._inner.fill(pinned_ref, value), meta)
-
-    def screenshot(self) -> Screenshot:
-        """The inner device's picture (`ScreenshotPort`), watched like a command; a device
-        without pictures says so, as an unwrapped one would."""
-        inner = self._inner
-        if not isinstance(inner, ScreenshotPort):
-            raise ScreenshotUnavailableError("this device takes no screenshots")
-        return self._watch("screenshot", inner.screenshot, {})
-
-    def close(self) -> None:
-        self._watch("close", self._inner.close, {})
-
-    def expect_known_screen(self) -> None:
-        expect_known_screen(self._inner)
-
-    def _watch(self, name: str, call: Callable[[], _T], meta: dict[str, object]) -> _T:
-        t0 = time.perf_counter()
-        try:
-            result = call()
-        except BaseException as exc:
-            self._observed(DeviceCommand(name, time.perf_counter() - t0, meta, error=exc))
-            raise
-        seconds = time.perf_counter() - t0
-        shown = result if isinstance(result, Snapshot | ActionResult) else None
-        self._observed(DeviceCommand(name, seconds, meta, result=shown))
-        return result
-
-    def _observed(self, command: DeviceCommand) -> None:
-        for hook in self._hooks:
-            hook(command)

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from workers.core.device_hooks import with_hooks
 from workers.core.ports import DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SECRET_ENV_PREFIX, SecretResolver
 from workers.telemetry import logs, metrics
 from workers.telemetry.log_observer import DeviceLog, LogObserver
 from workers.telemetry.metrics_observer import DeviceMetrics, MetricsObserver
-from workers.telemetry.observers import RunObserver, WatchedDevice
+from workers.telemetry.observers import RunObserver
 
 
 @dataclass
@@ -34,7 +35,7 @@ class WorkerTelemetry:
     secret_values: logs.SecretValues = field(default_factory=lambda: logs.SECRETS)
 
     def wrap_device(self, device: DevicePort) -> DevicePort:
-        return WatchedDevice(device, DeviceMetrics(device.platform), DeviceLog())
+        return with_hooks(device, DeviceMetrics(device.platform), DeviceLog())
 
     def wrap_opener(self, opener: Callable[[str], DevicePort]) -> Callable[[str], DevicePort]:
         return lambda run_id: self.wrap_device(opener(run_id))
