@@ -1,7 +1,7 @@
 """A remembered run against `agent-device replay` of the same flow, on the real Linux target
 (issue 25, item 6).
 
-    .venv/bin/python bench/bench_replay.py [--pairs 5]
+    python -m bench.bench_replay [--pairs 5]
 
 Sets up the lab: a private desktop, the GTK sign-in app (started and relaunched by our
 `AgentDeviceHost`'s `LinuxApp`), our kept daemon, and a second daemon for agent-device's own CLI.
