@@ -1,0 +1,65 @@
+"""Evidence from the screen, not from the chrome, on the real Linux target: the GTK sign-in app
+run under a file name holding a consent word (AT-SPI names the application after it) signs in
+and ends `done` with the rules decider — it ended `escalated`, "done refused: a consent dialog
+is in the way", while a copy under another name ended `done`."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ad_support import APP, EMAIL, PASSWORD, App
+
+from workers.core.loop import run_goal
+from workers.core.model import Inputs, Platform, RunStatus
+from workers.decide.rules import RulesDecider
+from workers.devices.agent_device import AgentDeviceDevice
+from workers.devices.agent_device_daemon import DaemonProcess
+from workers.testing.linux_desktop import LinuxDesktop
+
+CHROME_NAME = "cookie_consent_signin.py"
+
+
+@pytest.fixture
+def renamed_app(desktop: LinuxDesktop, daemon: DaemonProcess, tmp_path: Path) -> Iterator[App]:
+    """The sign-in app copied to `CHROME_NAME` and started from there."""
+    copy = tmp_path / CHROME_NAME
+    shutil.copy(APP, copy)
+    state_file = tmp_path / "app-state.json"
+    proc = desktop.start_app(
+        ["/usr/bin/python3", str(copy)],
+        extra_env={
+            "GTK_SIGNIN_STATE_FILE": str(state_file),
+            "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256": hashlib.sha256(PASSWORD.encode()).hexdigest(),
+        },
+        ready=state_file.exists,
+    )
+    yield App(state_file)
+    proc.stop(grace_s=10)
+
+
+def test_a_consent_word_in_the_application_name_does_not_refuse_done(
+    daemon: DaemonProcess, renamed_app: App
+) -> None:
+    """The snapshot names the application `cookie_consent_signin.py` (chrome); the run signs
+    in and ends `done`, and the app really received the email and the password."""
+    device = AgentDeviceDevice.connect(
+        daemon.state_dir, platform=Platform.LINUX, transport="socket", settle_quiet_ms=200
+    )
+    try:
+        deadline = time.monotonic() + 15  # AT-SPI registration lags the window a little
+        while not (snap := device.snapshot()).shows("Sign in") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        chrome = [n.label for n in snap.nodes if n.type == "Application"]
+        assert chrome == [CHROME_NAME]  # the name really is in the snapshot
+        inputs = Inputs.of(plain={"email": EMAIL}, secret={"password": PASSWORD})
+        result = run_goal(device, "Sign in", decider=RulesDecider(), inputs=inputs)
+    finally:
+        device.close()
+    assert result.status is RunStatus.DONE, result.reason
+    state = renamed_app.state()
+    assert (state["screen"], state["email"], state["password_matches"]) == ("welcome", EMAIL, True)
