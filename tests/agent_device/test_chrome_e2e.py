@@ -5,14 +5,13 @@ is in the way", while a copy under another name ended `done`."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ad_support import APP, EMAIL, PASSWORD, App
+from ad_support import APP, EMAIL, PASSWORD, App, start_signin_app
 
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunStatus
@@ -25,20 +24,12 @@ CHROME_NAME = "cookie_consent_signin.py"
 
 
 @pytest.fixture
-def renamed_app(desktop: LinuxDesktop, daemon: DaemonProcess, tmp_path: Path) -> Iterator[App]:
+def renamed_app(desktop: LinuxDesktop, tmp_path: Path) -> Iterator[App]:
     """The sign-in app copied to `CHROME_NAME` and started from there."""
     copy = tmp_path / CHROME_NAME
     shutil.copy(APP, copy)
-    state_file = tmp_path / "app-state.json"
-    proc = desktop.start_app(
-        ["/usr/bin/python3", str(copy)],
-        extra_env={
-            "GTK_SIGNIN_STATE_FILE": str(state_file),
-            "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256": hashlib.sha256(PASSWORD.encode()).hexdigest(),
-        },
-        ready=state_file.exists,
-    )
-    yield App(state_file)
+    proc, started = start_signin_app(desktop, tmp_path, copy)
+    yield started
     proc.stop(grace_s=10)
 
 
