@@ -33,8 +33,8 @@ from pydantic import (
 
 from workers.core.access import TOKEN_NAME, Principal, Role, parse_roles, token_names
 from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS, MAX_LABEL_CHARS, MAX_LABELS
-from workers.core.danger import DEFAULT_DANGEROUS
 from workers.core.shot_mode import ShotMode
+from workers.core.words import DEFAULT_DANGEROUS
 from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings, check_mode
 from workers.urls import (
     HTTP_SCHEMES,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import sys
@@ -28,6 +29,21 @@ class App:
 
     def state(self) -> dict[str, Any]:
         return json.loads(self.state_file.read_text(encoding="utf-8"))
+
+
+def start_signin_app(desk: LinuxDesktop, tmp_path: Path, script: Path = APP) -> tuple[Child, App]:
+    """The GTK sign-in app (`script`: the repo's, or a copy under another file name) on the
+    desktop, expecting `PASSWORD`, its state file in `tmp_path`; up once it wrote it."""
+    state_file = tmp_path / "app-state.json"
+    proc = desk.start_app(
+        ["/usr/bin/python3", str(script)],
+        extra_env={
+            "GTK_SIGNIN_STATE_FILE": str(state_file),
+            "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256": hashlib.sha256(PASSWORD.encode()).hexdigest(),
+        },
+        ready=state_file.exists,
+    )
+    return proc, App(state_file)
 
 
 def daemons_under(root: Path) -> list[int]:

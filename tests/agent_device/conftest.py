@@ -11,7 +11,6 @@ These tests do not skip when the stack is missing: they fail and say what to ins
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ad_support import APP, PASSWORD, App
+from ad_support import App, start_signin_app
 
 from workers.core.model import Platform
 from workers.devices.agent_device import AgentDeviceDevice
@@ -69,17 +68,9 @@ def wait_until_visible(daemon: DaemonProcess, timeout_s: float = 15.0) -> None:
 
 @pytest.fixture
 def app(desktop: LinuxDesktop, daemon: DaemonProcess, tmp_path: Path) -> Iterator[App]:
-    state_file = tmp_path / "app-state.json"
-    proc = desktop.start_app(
-        ["/usr/bin/python3", str(APP)],
-        extra_env={
-            "GTK_SIGNIN_STATE_FILE": str(state_file),
-            "GTK_SIGNIN_EXPECTED_PASSWORD_SHA256": hashlib.sha256(PASSWORD.encode()).hexdigest(),
-        },
-        ready=state_file.exists,
-    )
+    proc, started = start_signin_app(desktop, tmp_path)
     wait_until_visible(daemon)
-    yield App(state_file)
+    yield started
     proc.stop(grace_s=10)
 
 

@@ -97,12 +97,13 @@ def test_goal_verb_beats_a_generic_forward_verb():
 
 
 @pytest.mark.parametrize("order", ["deny-first", "allow-first"])
-def test_consent_alert_accepts_whatever_the_order(order: str):
-    """On an alert, "Allow" is pressed and "Don't Allow" never is, in either order."""
+def test_a_notifications_alert_is_declined_whatever_the_order(order: str):
+    """On a notifications alert during a sign-in, "Don't Allow" is pressed and "Allow" never
+    is, in either order."""
     deny, allow = _c("e2", Kind.BUTTON, "Don\u2019t Allow"), _c("e3", Kind.BUTTON, "Allow")
     cands = (deny, allow) if order == "deny-first" else (allow, deny)
     state = _state(cands, context=("Allow “Acme” to send notifications?",), used=("email",))
-    assert RulesDecider().decide(state).target == "e3"
+    assert RulesDecider().decide(state).target == "e2"
 
 
 def test_secure_field_takes_the_password_like_input_never_the_email():
@@ -174,3 +175,85 @@ def test_rules_reach_done_on_every_sim_app(app: str, platform: str):
     assert result.status is RunStatus.DONE, result.reason
     pressed = [s.action.ref for s in result.steps if s.action]
     assert pressed, "some action was taken"
+
+
+# -- permission prompts, by meaning (issue 42) -------------------------------------------------
+
+PROMPTS = [
+    # (the prompt's text, its buttons, the one to press)
+    ("Allow Acme to send notifications?", ("Yes", "No"), "No"),
+    ("Allow Acme to send notifications?", ("No", "Yes"), "No"),
+    (
+        "“Acme” Would Like to Send You Notifications",
+        ("Don\u2019t Allow", "Allow"),
+        "Don\u2019t Allow",
+    ),
+    ("Turn on notifications?", ("Turn on", "Not now"), "Not now"),
+    ("Acme wants to send you alerts and notifications", ("OK", "Deny"), "Deny"),
+    (
+        "Allow “Acme” to track your activity across other companies\u2019 apps and websites?",
+        ("Ask App Not to Track", "Allow"),
+        "Ask App Not to Track",
+    ),
+    (
+        "Allow Acme to access this device\u2019s location?",
+        ("While using the app", "Only this time", "Don\u2019t allow"),
+        "Only this time",
+    ),
+    (
+        "Allow “Acme” to use your location?",
+        ("Allow While Using App", "Don't Allow", "Allow Once"),
+        "Allow Once",
+    ),
+    (
+        "Acme would like to access the camera",
+        ("Allow while using the app", "Deny"),
+        "Allow while using the app",
+    ),
+    ("Acme would like to access your contacts", ("OK", "Don't Allow"), "Don't Allow"),
+]
+
+
+@pytest.mark.parametrize(("text", "buttons", "want"), PROMPTS, ids=[p[0][:30] for p in PROMPTS])
+def test_a_permission_prompt_gets_the_narrowest_choice_that_keeps_the_sign_in_going(
+    text: str, buttons: tuple[str, ...], want: str
+):
+    """A permission prompt is recognised by what it asks (allowing notifications, tracking,
+    location, camera, contacts), whatever its buttons say: notifications and tracking are
+    declined (a sign-in needs neither); an access prompt gets its narrowest time-bound grant
+    ("Allow once", "Only this time", then "While using"), and without one it is declined."""
+    cands = tuple(_c(f"e{i}", Kind.BUTTON, b) for i, b in enumerate(buttons, start=2))
+    d = RulesDecider().decide(_state(cands, context=(text,), used=("email", "password")))
+    pressed = next(c.name for c in cands if c.ref == d.target)
+    assert pressed == want, d.reason
+    assert d.confidence >= 0.8
+
+
+def test_a_permission_prompt_with_no_narrower_choice_escalates():
+    """A notifications prompt that offers only a grant: granting more than a sign-in needs is a
+    person's call, so the press comes with a confidence that escalates."""
+    cands = (_c("e2", Kind.BUTTON, "OK"),)
+    d = RulesDecider().decide(
+        _state(cands, context=("Acme would like to send you notifications",), used=("email",))
+    )
+    assert d.target == "e2"
+    assert d.confidence < 0.5
+
+
+@pytest.mark.parametrize("platform", ["ios", "android"])
+def test_a_yes_no_notifications_question_is_answered_no_on_the_sim(platform: str):
+    """After the sign-in, "Allow Acme to send notifications?" with Yes / No: the run presses
+    No (never Yes) and ends done."""
+    result = run_goal(
+        make_sim_device(f"sim:notify-{platform}"),
+        "Sign in",
+        decider=RulesDecider(),
+        inputs=Inputs.of({"email": "ada@example.com"}, {"password": "pw-of-ada-1"}),
+        sleep=lambda _: None,
+    )
+    assert result.status is RunStatus.DONE, result.reason
+    on_prompt = [s for s in result.steps if s.screen == "Allow Acme to send notifications?"]
+    assert [s.decision.reason.split(":")[0] for s in on_prompt] == [
+        "a permission dialog (notifications) is in the way"
+    ]
+    assert on_prompt[0].decision.reason.endswith("press 'No'")

@@ -56,9 +56,9 @@ class ClaimsDoneAfter:
         return self.rules.decide(state)
 
 
-def run(app: str, decider, inputs: Inputs = OTP, **params):
+def run(app: str, decider, inputs: Inputs = OTP, platform: str = "ios", **params):
     return run_goal(
-        make_sim_device(f"sim:{app}-ios"),
+        make_sim_device(f"sim:{app}-{platform}"),
         "Sign in",
         decider=decider,
         inputs=inputs,
@@ -257,3 +257,24 @@ def test_no_typed_value_reaches_any_row_field(app, inputs, values):
     assert fills
     assert all(a.shown_value in {"{" + a.input + "}", "**********"} for a in fills)
     assert all(isinstance(row, StepRow) for row in result.steps)
+
+
+# -- evidence from the screen, not from the chrome (issue 42) ---------------------------------
+
+
+@pytest.mark.parametrize("platform", ["ios", "android"])
+def test_a_consent_word_in_the_application_or_window_name_does_not_refuse_done(platform):
+    """The sign-in app runs as `cookie-consent-demo` in a window titled "Allow notifications ·
+    Privacy": those names are chrome, not a dialog on screen. The run signs in and ends `done`
+    (it ended `escalated`, "done refused: a consent dialog is in the way")."""
+    result = run("chrome", RulesDecider(), SIGN_IN, platform)
+    assert result.status is RunStatus.DONE, result.reason
+    assert result.steps[-1].screen == "Welcome"
+
+
+def test_a_cookie_notice_in_the_content_still_refuses_done():
+    """The chrome is ignored, the content is not: a done claim on the privacy app's first
+    screen (its cookie notice is a text on screen) is still refused."""
+    result = run("privacy", ClaimsDone())
+    assert result.status is RunStatus.ESCALATED
+    assert "done refused: a consent dialog is in the way" in result.reason

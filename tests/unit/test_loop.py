@@ -309,7 +309,7 @@ def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:
 def test_dangerous_guard_matches_whole_words(
     words: tuple[str, ...], name: str, *, dangerous: bool
 ) -> None:
-    from workers.core.danger import word_pattern as _word_pattern  # noqa: PLC0415
+    from workers.core.words import word_pattern as _word_pattern  # noqa: PLC0415
 
     pattern = _word_pattern(words)
     assert (pattern is not None and pattern.search(name) is not None) is dangerous

@@ -18,7 +18,7 @@ from scheduler.store.runs import FleetStore
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo, RunRecord
 from workers.fleet.keys import Keys, lease_holder, worker_name
-from workers.fleet.state.runs import ClaimKind, RunStore
+from workers.fleet.state.runs import ClaimKind, RunStore, pending_score
 from workers.fleet.state.states import Failure
 
 KEYS = Keys("ts")
@@ -162,3 +162,23 @@ def test_a_matrix_cell_that_matches_nothing_names_itself(parts) -> None:
     with pytest.raises(InvalidRequestError) as err:
         fleet.submit_suite(bad)
     assert err.value.problems[0].field == "flows[0].matrix[1]"
+
+
+def test_a_retry_waits_at_its_priority_as_a_submit_does(parts, client: redis.Redis) -> None:
+    """The next attempt of a priority-3 run is queued with the score Python gives a submit of
+    that priority at that time (`pending_score`): the Lua that queues a retry takes the
+    priority span from Python, it does not write its own."""
+    store, rs, fleet = parts
+    flow = {"name": "a", "goal": "Sign in", "retries": 1, "priority": 3,
+            "matrix": [{"platform": "ios"}]}  # fmt: skip
+    batch, _ = fleet.submit_suite(SuiteSubmit.model_validate({"suite": "s", "flows": [flow]}))
+    reserve_all(fleet)
+    first = store.load(batch.runs[0])
+    assert first is not None
+    run_to_end(rs, first, RunStatus.BLOCKED)
+    after = store.batch(batch.id)
+    assert after is not None
+    again = store.load(after.runs[-1])
+    assert again is not None
+    assert again.retry_of == first.id
+    assert client.zscore(KEYS.pending, again.id) == pending_score(3, again.submitted_at)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.chain import Tier, ask
-from workers.core.danger import DEFAULT_DANGEROUS, word_pattern
 from workers.core.errors import (
     DeviceError,
     StaleRefError,
@@ -48,6 +47,7 @@ from workers.core.repeats import Repeats
 from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
+from workers.core.words import DEFAULT_DANGEROUS, word_pattern
 
 MAX_STALE_IN_A_ROW = 3
 """Consecutive stale-ref steps before the run ends `errored`: the screen will not hold still."""

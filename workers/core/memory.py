@@ -44,21 +44,14 @@ def normalise_goal(goal: str) -> str:
     return " ".join(re.sub(r"[^\w@.' -]", " ", goal.casefold()).split())
 
 
-_ROLE = {
-    Kind.BUTTON: "press",
-    Kind.LINK: "press",
-    Kind.MENU_ITEM: "press",
-    Kind.CELL: "press",
-    Kind.TAB: "press",
-    Kind.SWITCH: "toggle",
-    Kind.CHECKBOX: "toggle",
-}
-"""Kinds that platforms draw differently for the same control (iOS draws a link as a button,
-Android a hittable TextView as a link) fold into one role, so the fingerprint is neutral."""
-
-
 def role(kind: Kind) -> str:
-    return _ROLE.get(kind, kind.value)
+    """The kind folded to its role: platforms draw the same control differently (iOS a link
+    as a button, Android a hittable TextView as a link), so every pressable kind is one
+    `press` (`Kind.pressable`) and a switch or a checkbox one `toggle`; the fingerprint is
+    neutral."""
+    if kind.pressable:
+        return "press"
+    return "toggle" if kind.stateful else kind.value
 
 
 def screen_fingerprint(state: DecideState) -> str:

@@ -178,6 +178,21 @@ def project(nodes: list[Node] | tuple[Node, ...]) -> tuple[tuple[Candidate, ...]
     return tuple(candidates), tuple(context)
 
 
+def content_texts(nodes: list[Node] | tuple[Node, ...]) -> tuple[str, ...]:
+    """The texts of the app's content, each once, in screen order: a static text's label (or
+    value) and any other element's label. A container's label is chrome, never content: the
+    application's (process) name, a window's or dialog's title, a frame, a toolbar."""
+    texts: dict[str, None] = {}
+    for node in nodes:
+        kind = kind_of(node)
+        if kind is Kind.CONTAINER:
+            continue
+        text = " ".join((node.label or node.value if kind is Kind.TEXT else node.label).split())
+        if text:
+            texts[text] = None
+    return tuple(texts)
+
+
 def build_snapshot(nodes: list[Node] | tuple[Node, ...], refs_generation: str) -> Snapshot:
     """The one way adapters turn a device's nodes into a `Snapshot`."""
     candidates, context = project(nodes)
@@ -187,6 +202,7 @@ def build_snapshot(nodes: list[Node] | tuple[Node, ...], refs_generation: str) -
         nodes=tuple(nodes),
         candidates=candidates,
         context=context,
+        texts=content_texts(nodes),
         screen=screen,
         fingerprint=fingerprint(tuple(nodes)),
     )

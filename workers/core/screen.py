@@ -10,6 +10,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from workers.core.errors import ConfigError
+from workers.core.words import shown
 
 REF_PATTERN = re.compile(r"^e[0-9]+$")
 
@@ -42,6 +43,12 @@ class Kind(StrEnum):
     @property
     def fillable(self) -> bool:
         return self in {Kind.TEXT_FIELD, Kind.SECURE_TEXT_FIELD}
+
+    @property
+    def pressable(self) -> bool:
+        """A control a press acts on as a choice: a button, a link, a menu item, a cell, a tab
+        (platforms draw one control as any of these, so they count alike)."""
+        return self in {Kind.BUTTON, Kind.LINK, Kind.MENU_ITEM, Kind.CELL, Kind.TAB}
 
     @property
     def stateful(self) -> bool:
@@ -97,6 +104,10 @@ class Snapshot(_Frozen):
     candidates: tuple[Candidate, ...]
     context: tuple[str, ...] = ()
     """A few static texts kept so the decider can see e.g. "Welcome" (capped)."""
+    texts: tuple[str, ...] = ()
+    """Every text of the app's content, in screen order and uncapped: static texts and the
+    names of controls, enabled or not. Not the chrome: the application's name, window
+    titles and the toolkit's frames (`workers.core.projection.content_texts`)."""
     screen: str = ""
     """A short human name for the screen (first heading/text), for step tables."""
     fingerprint: str = ""
@@ -113,13 +124,9 @@ class Snapshot(_Frozen):
         return pin_ref(ref, self.refs_generation)
 
     def shows(self, marker: str) -> bool:
-        """Whether `marker` is visible as a candidate name or a static text (case-insensitive)."""
-        needle = marker.strip().casefold()
-        if not needle:
-            return False
-        texts = [c.name for c in self.candidates] + list(self.context)
-        texts += [n.label for n in self.nodes]
-        return any(needle in t.casefold() for t in texts)
+        """Whether `marker` is visible in the app's content (`texts`, case-insensitive):
+        `workers.core.words.shown`, as the deciders read it."""
+        return shown(marker, self.texts)
 
 
 def pin_ref(ref: str, refs_generation: str) -> str:

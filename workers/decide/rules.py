@@ -42,13 +42,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workers.core.evidence import has, interstitial, norm
 from workers.core.model import Candidate, DecideState, Decision, Kind
-from workers.decide.vocabulary import (
+from workers.core.words import (
     ACCEPTING,
+    ACCESS_SUBJECTS,
     ALTERNATE,
-    AMBIGUOUS,
     CONSENT_TOGGLE,
+    DECLINES,
     DISMISS,
     DISTRACTORS,
     ERROR_WORDS,
@@ -56,16 +56,27 @@ from workers.decide.vocabulary import (
     FORWARD,
     FULL_CONSENT,
     GOAL_PHRASES,
+    GRANTS,
+    LIMITED_GRANTS,
     MINIMAL_CONSENT,
-    MINIMAL_PERMISSION,
     NEVER_ON_DIALOGS,
     PASSWORD_LIKE,
-    PRESSABLE,
     REJECTING,
     SIGN_IN_GOALS,
     SUCCESS_WORDS,
-    UNDERSTOOD,
+    has,
+    has_any,
+    interstitial,
+    norm,
+    permission_subject,
+    shown,
 )
+
+AMBIGUOUS = 0.4
+"""The confidence of a guess (a press between equally matching controls, a grant no narrower
+choice replaces): below the default `min_confidence`, so the step escalates (to the next
+decider, then a person)."""
+UNDERSTOOD = '"Sign in", "Log in", "Continue as <name>", "Sign in with <method>"'
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ class RulesDecider:
 
     def decide(self, state: DecideState) -> Decision:
         goal = norm(state.goal)
-        if not any(has(goal, g) for g in SIGN_IN_GOALS):
+        if not has_any(goal, SIGN_IN_GOALS):
             return Decision(
                 blocked=True,
                 confidence=1.0,
@@ -140,35 +151,29 @@ class RulesDecider:
 
     @staticmethod
     def _dialog(state: DecideState) -> Decision | None:
-        """A dialog in the way (`workers.core.evidence.interstitial`): press what closes it
+        """A dialog in the way (`workers.core.words.interstitial`): press what closes it
         with the least given away (a consent: reject or necessary-only before accept; a
-        rating or update: not now; a permission prompt: the narrowest grant). Never "Manage
+        rating or update: not now; a permission prompt: `_permission`). Never "Manage
         choices" or a settings link."""
-        kind = interstitial(list(state.context))
+        texts = _texts(state)
+        kind = interstitial(texts)
         if kind is None:
             return None
-        order = {
-            "consent": (MINIMAL_CONSENT, FULL_CONSENT),
-            "permission": (MINIMAL_PERMISSION,),
-        }.get(kind, (DISMISS,))
         pressable = [
             c
             for c in state.candidates
-            if c.kind in PRESSABLE
-            and c.enabled
-            and not any(has(norm(c.name), w) for w in NEVER_ON_DIALOGS)
-            # a permission's "Don't Allow" is no grant at all: the flow may need it
-            and not (kind == "permission" and any(has(norm(c.name), w) for w in REJECTING))
+            if c.kind.pressable and c.enabled and not has_any(norm(c.name), NEVER_ON_DIALOGS)
         ]
+        if kind == "permission":
+            return _permission(pressable, permission_subject(texts) or "access")
+        order = (MINIMAL_CONSENT, FULL_CONSENT) if kind == "consent" else (DISMISS,)
         for score, words in zip((0.9, 0.8), order, strict=False):
-            for w in words:
-                for c in pressable:
-                    if has(norm(c.name), w):
-                        return Decision(
-                            target=c.ref,
-                            confidence=score,
-                            reason=f"a {kind} dialog is in the way: press {c.name!r}",
-                        )
+            if (c := _first(pressable, words)) is not None:
+                return Decision(
+                    target=c.ref,
+                    confidence=score,
+                    reason=f"a {kind} dialog is in the way: press {c.name!r}",
+                )
         return None
 
     @staticmethod
@@ -178,7 +183,7 @@ class RulesDecider:
         if not state.used_inputs or can_fill:
             return None
         for text in state.context:
-            if any(has(norm(text), w) for w in ERROR_WORDS):
+            if has_any(norm(text), ERROR_WORDS):
                 return Decision(
                     blocked=True,
                     confidence=0.9,
@@ -188,16 +193,10 @@ class RulesDecider:
 
     # -- done ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _visible(state: DecideState, marker: str) -> bool:
-        needle = marker.strip().casefold()
-        texts = [*state.context, *(c.name for c in state.candidates)]
-        return bool(needle) and any(needle in t.casefold() for t in texts)
-
     def _done(
         self, state: DecideState, *, can_fill: bool, presses: list[_Scored]
     ) -> Decision | None:
-        if state.done_when and self._visible(state, state.done_when):
+        if state.done_when and shown(state.done_when, _texts(state)):
             return Decision(done=True, confidence=1.0, reason=f"{state.done_when!r} is visible")
         if can_fill or presses:
             return None  # "Welcome back" above a form, "Welcome to Acme" above a chooser
@@ -255,7 +254,7 @@ class RulesDecider:
             name = norm(c.name)
             off = c.value.strip().casefold() in {"", "0", "false", "off", "unchecked"}
             pressed_before = any(f"pressed {c.name}" in h for h in state.history)
-            if off and not pressed_before and any(has(name, w) for w in CONSENT_TOGGLE):
+            if off and not pressed_before and has_any(name, CONSENT_TOGGLE):
                 return Decision(target=c.ref, confidence=0.7, reason=f"switch on {c.name!r}")
         return None
 
@@ -265,7 +264,7 @@ class RulesDecider:
     def _goal_phrases(goal: str) -> list[str]:
         phrases = [goal] if goal else []
         for group in GOAL_PHRASES:
-            if any(has(goal, p) for p in group):
+            if has_any(goal, group):
                 phrases.extend(group)
         return phrases
 
@@ -273,7 +272,7 @@ class RulesDecider:
         phrases = self._goal_phrases(goal)
         scored: list[_Scored] = []
         for c in state.candidates:
-            if c.kind not in PRESSABLE:
+            if not c.kind.pressable:
                 continue
             s = self._press_score(norm(c.name), goal, phrases, state.input_names)
             if s is not None:
@@ -302,10 +301,50 @@ class RulesDecider:
         return None
 
 
+def _texts(state: DecideState) -> list[str]:
+    """The screen's content as a decider is told it: its static texts and its controls'
+    names (the chrome is not in a `DecideState`: `workers.core.projection.content_texts`)."""
+    return [*state.context, *(c.name for c in state.candidates)]
+
+
+def _first(candidates: list[Candidate], words: tuple[str, ...]) -> Candidate | None:
+    """The first candidate named by the first of `words` that names one."""
+    for w in words:
+        for c in candidates:
+            if has(norm(c.name), w):
+                return c
+    return None
+
+
+def _permission(pressable: list[Candidate], subject: str) -> Decision:
+    """The narrowest answer to a permission prompt asking for `subject`
+    (`workers.core.words.permission_subject`) that keeps a sign-in going: what no sign-in
+    needs (notifications, tracking) is declined; access (location, camera, …) gets a grant
+    that ends by itself ("Allow once", then "While using the app"), else it is declined.
+    With neither on offer, the full grant is a person's call: pressed at `AMBIGUOUS`."""
+    order = (DECLINES,) if subject not in ACCESS_SUBJECTS else (LIMITED_GRANTS, DECLINES)
+    for words in order:
+        if (c := _first(pressable, words)) is not None:
+            return Decision(
+                target=c.ref,
+                confidence=0.9,
+                reason=f"a permission dialog ({subject}) is in the way: press {c.name!r}",
+            )
+    if (c := _first(pressable, GRANTS)) is not None:
+        return Decision(
+            target=c.ref,
+            confidence=AMBIGUOUS,
+            reason=f"a permission dialog ({subject}) offers nothing narrower than {c.name!r}",
+        )
+    return Decision(
+        blocked=True, confidence=0.9, reason=f"a permission dialog ({subject}) offers no answer"
+    )
+
+
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
-    if any(has(name, r) for r in REJECTING) and not any(has(goal, r) for r in REJECTING):
+    if has_any(name, REJECTING) and not has_any(goal, REJECTING):
         return True
     alternate = ALTERNATE.search(name)
     method = alternate.group(0).split()[-1] if alternate else ""

@@ -65,6 +65,8 @@ _NODE_TYPES: dict[str, tuple[str, str]] = {
     "link": ("XCUIElementTypeButton", "android.widget.TextView"),
     "text": ("XCUIElementTypeStaticText", "android.widget.TextView"),
     "switch": ("XCUIElementTypeSwitch", "android.widget.Switch"),
+    "app": ("XCUIElementTypeApplication", "android.widget.FrameLayout"),
+    "window": ("XCUIElementTypeWindow", "android.widget.FrameLayout"),
 }
 """How each element kind renders, in the platform's accessibility types."""
 PINNED = re.compile(r"^@(e[0-9]+)~s([0-9]+)$")
@@ -241,9 +243,11 @@ class SimDevice(Device):
     def _render(self) -> list[tuple[Element, Node]]:
         screen = self._current()
         out: list[tuple[Element, Node]] = []
-        elements = list(screen.elements)
-        if screen.name in self._errors:
-            elements.insert(1, Element("text", self._errors[screen.name], "error"))
+        elements = [*self.app.chrome, *screen.elements]
+        if screen.name in self._errors:  # under the screen's title
+            elements.insert(
+                len(self.app.chrome) + 1, Element("text", self._errors[screen.name], "error")
+            )
         for i, el in enumerate(elements, start=1):
             out.append((el, self._node(f"e{i}", el)))
         return out

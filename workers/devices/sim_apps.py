@@ -14,6 +14,7 @@ from workers.devices.sim_screens import (
     App,
     Element,
     Screen,
+    chrome,
     email_screen,
     form_screen,
     password_screen,
@@ -54,15 +55,37 @@ def _disabled() -> App:
 
 
 def _consent() -> App:
-    """Sign-in, then a blocking alert that must be accepted before Welcome."""
+    """Sign-in, then a notifications alert before Welcome; either answer dismisses it."""
     alert = titled(
         "consent",
         "“Acme” Would Like to Send You Notifications",
-        Element("button", "Don't Allow", "deny", goto="consent"),
+        Element("button", "Don't Allow", "deny", goto="welcome"),
         Element("button", "Allow", "allow", goto="welcome"),
         title_id="alert_title",
     )
     return sign_in("consent", alert)
+
+
+def _notify() -> App:
+    """Sign-in, then a yes/no question asking to send notifications (no "Allow" on its
+    buttons): either answer goes on to Welcome, as such prompts do."""
+    ask = titled(
+        "notify",
+        "Allow Acme to send notifications?",
+        Element("button", "Yes", "yes", goto="welcome"),
+        Element("button", "No", "no", goto="welcome"),
+        title_id="notify_title",
+    )
+    return sign_in("notify", ask)
+
+
+def _chrome() -> App:
+    """The plain sign-in inside chrome whose names hold consent and permission words: the
+    application is `cookie-consent-demo`, its window "Allow notifications · Privacy"."""
+    app = sign_in("chrome")
+    return dataclasses.replace(
+        app, chrome=chrome("cookie-consent-demo", "Allow notifications · Privacy")
+    )
 
 
 def _slow() -> App:
@@ -316,6 +339,8 @@ APPS = {
     "code": _code,
     "disabled": _disabled,
     "consent": _consent,
+    "notify": _notify,
+    "chrome": _chrome,
     "slow": _slow,
     "inject": _inject,
     "wide": _wide,

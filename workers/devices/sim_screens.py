@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-ElementKind = Literal["field", "secure", "code", "button", "link", "text", "switch"]
+ElementKind = Literal[
+    "field", "secure", "code", "button", "link", "text", "switch", "app", "window"
+]
 TEXT_KINDS: frozenset[ElementKind] = frozenset({"field", "secure", "code"})
 """The kinds that take text (`fill`)."""
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -54,6 +56,9 @@ class App:
     success: str = "Welcome"
     account: dict[str, str] = field(default_factory=dict)
     """Field id → the one value the app accepts there (see `Element.wrong`)."""
+    chrome: tuple[Element, ...] = ()
+    """What the toolkit shows around every screen (the application's name, the window's
+    title: `chrome`), before the screen's own elements."""
 
     def screen(self, name: str) -> Screen:
         return self.screens[name]
@@ -88,6 +93,12 @@ def form_screen(
     valid: `Element.requires`), then `extras`."""
     submit = dataclasses.replace(submit, requires=tuple(f.id for f in fields))
     return titled(name, title, *fields, submit, *extras)
+
+
+def chrome(app_name: str, window_title: str) -> tuple[Element, ...]:
+    """An application node named `app_name` (its process / file name, as AT-SPI and XCUI
+    report it) holding a window titled `window_title`: chrome, not the app's content."""
+    return (Element("app", app_name, "application"), Element("window", window_title, "window"))
 
 
 WAIT_SCREEN = titled("wait", "Please wait…", title_id="wait_text")

@@ -160,7 +160,8 @@ def code_flow() -> list[Screen]:
 
 
 def consent_flow() -> list[Screen]:
-    """A blocking notifications alert: accept it ("Allow", never "Don't Allow")."""
+    """A blocking notifications alert during a sign-in: decline it ("Don't Allow"; a sign-in
+    needs no notifications)."""
     return [
         Screen(
             "consent",
@@ -175,7 +176,7 @@ def consent_flow() -> list[Screen]:
                     "4: pressed Sign in; screen changed",
                 ),
             ),
-            "e3",
+            "e2",
         )
     ]
 

@@ -22,11 +22,11 @@ from typing import cast
 
 import redis
 
-from workers.core.danger import DEFAULT_DANGEROUS, word_pattern
 from workers.core.errors import ConfigError
 from workers.core.memory import Remembered, Target, memory_key, normalise_goal
 from workers.core.model import Attempt, PhaseTotals, Platform, RunResult, RunStatus
 from workers.core.records import Answer, Question, RunRecord
+from workers.core.words import DEFAULT_DANGEROUS, word_pattern
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory

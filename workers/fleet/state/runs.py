@@ -26,14 +26,11 @@ from workers.core.records import RunRecord
 from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.keys import Keys
 from workers.fleet.state.scripts import RedisStore, Script
-from workers.fleet.state.states import Failure
-
-PRIORITY_SPAN = 10**13
-"""Pending score = priority * PRIORITY_SPAN + submit time in ms: priority first (0 highest),
-then first come, first served."""
+from workers.fleet.state.states import PRIORITY_SPAN, Failure
 
 
 def pending_score(priority: int, submitted_at: float) -> float:
+    """A queued run's score in the pending index (`PRIORITY_SPAN`)."""
     return priority * PRIORITY_SPAN + int(submitted_at * 1000)
 
 

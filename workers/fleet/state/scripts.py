@@ -11,7 +11,8 @@ registered with the store's client when first called:
 A script's first line may name the fragments of `lua/lib/` it calls (`--! uses lease places`);
 the loader puts them before it. Every script starts with two tables made here from the
 Python enums, so no status name is written twice: `S` (each `RunStatus`, and `RESERVED`, the
-state of a queued run that holds a device: `workers.fleet.state`) and `F` (each `Failure`).
+state of a queued run that holds a device: `workers.fleet.state`) and `F` (each `Failure`);
+and `PRIORITY_SPAN`, the pending index's priority step (`states.PRIORITY_SPAN`).
 
 Every script is a write the fleet answers for (a submit, an answer, a claim, a step row, a
 finish, a lease renew), so on a store with replicas (`connections.Replication`) a script is
@@ -35,7 +36,7 @@ from redis.exceptions import NoScriptError
 from workers.core.model import RunStatus
 from workers.fleet.connections import Replication, StoreClient
 from workers.fleet.keys import Keys
-from workers.fleet.state.states import RESERVED, Failure
+from workers.fleet.state.states import PRIORITY_SPAN, RESERVED, Failure
 
 LUA = Path(__file__).with_name("lua")
 
@@ -45,8 +46,10 @@ def _table(name: str, values: dict[str, str]) -> str:
     return f"local {name} = {{{fields}}}\n"
 
 
-PRELUDE = _table("S", {s.name: s.value for s in RunStatus} | {"RESERVED": RESERVED}) + _table(
-    "F", {f.name: f.value for f in Failure}
+PRELUDE = (
+    _table("S", {s.name: s.value for s in RunStatus} | {"RESERVED": RESERVED})
+    + _table("F", {f.name: f.value for f in Failure})
+    + f"local PRIORITY_SPAN = {PRIORITY_SPAN}\n"
 )
 
 

@@ -18,7 +18,7 @@ local function retry_run(run, batch, status, now)
              'started_at', '', 'finished_at', '', 'cancel', '', 'submitted_at', now,
              'retries', left - 1, 'retry', try + 1, 'retry_of', id)
   local priority = tonumber(redis.call('HGET', run, 'priority') or '0') or 0
-  redis.call('ZADD', prefix .. ':pending', priority * 1e13 + math.floor(tonumber(now) * 1000),
+  redis.call('ZADD', prefix .. ':pending', priority * PRIORITY_SPAN + math.floor(tonumber(now) * 1000),
              next_id)
   redis.call('ZADD', prefix .. ':runs', now, next_id)
   if batch ~= '' and redis.call('EXISTS', batch) == 1 then
