@@ -46,9 +46,10 @@ INPUTS = Inputs.of(
 )
 """The caller's inputs on every sim walk; the one-time code is a secret the caller lets into
 a plain field, as the `privacy` app's code field is."""
-LOOP_APPS = frozenset({"login"})
+LOOP_APPS = frozenset({"login", "deadend"})
 """Sim apps for the loop's own tests, not walked here: `login` refuses every password but
-its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py)."""
+its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py); in
+`deadend` the right answer depends on what was pressed before (tests/unit/test_submit_check.py)."""
 DISTRACTORS = (
     "Forgot password?",
     "Create account",
@@ -72,10 +73,11 @@ FIELD_FOR_INPUT = {
     "Phone number": "phone",
     "E-Mail-Adresse": "email",
     "Passwort": "password",
+    "E-mail": "email",  # `unnamed`: the label beside a field with no name of its own
 }
 """Which input each sim field takes (the truth, by hand)."""
 PRESS_ON_SCREEN = {
-    "Sign in to Acme": ("Continue", "Sign in"),
+    "Sign in to Acme": ("Continue", "Sign in", "OK"),
     "Enter your password": ("Sign in",),
     "Enter the 6-digit code we sent you": ("Verify",),
     "“Acme” Would Like to Send You Notifications": ("Allow",),
@@ -104,7 +106,7 @@ SCREEN_TAGS = {
     "Welcome to Acme": "chooser",
 }
 """The kind of screen a sim case is, beyond its app (`goalfleet eval` reports each tag)."""
-APP_TAGS = {"german": "non-english"}
+APP_TAGS = {"german": "non-english", "unnamed": "unnamed-field"}
 
 
 @dataclass

@@ -132,7 +132,8 @@ def interstitial(texts: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
-def _forward(c: Candidate, goal: str) -> bool:
+def forward(c: Candidate, goal: str) -> bool:
+    """Whether `c` moves a flow on: a pressable control named like the goal or a forward verb."""
     if c.kind not in _PRESSABLE or not c.enabled:
         return False
     name = norm(c.name)
@@ -153,7 +154,7 @@ def refusal(snap: Snapshot, state: DecideState, *, arrival: bool) -> str | None:
         return f"input {untyped[0]!r} is not typed yet and {empty[0].name!r} is empty"
     if arrival:
         goal = norm(state.goal)
-        onward = [c for c in snap.candidates if c.kind.fillable or _forward(c, goal)]
+        onward = [c for c in snap.candidates if c.kind.fillable or forward(c, goal)]
         if onward:
             return f"it is the screen the run arrived on and it offers {onward[0].name!r}"
     return None

@@ -43,7 +43,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workers.core.evidence import has, interstitial, norm
-from workers.core.model import Candidate, DecideState, Decision, Kind
+from workers.core.fields import takes
+from workers.core.model import Candidate, DecideState, Decision
 from workers.decide.vocabulary import (
     ACCEPTING,
     ALTERNATE,
@@ -52,14 +53,12 @@ from workers.decide.vocabulary import (
     DISMISS,
     DISTRACTORS,
     ERROR_WORDS,
-    FIELD_SYNONYMS,
     FORWARD,
     FULL_CONSENT,
     GOAL_PHRASES,
     MINIMAL_CONSENT,
     MINIMAL_PERMISSION,
     NEVER_ON_DIALOGS,
-    PASSWORD_LIKE,
     PRESSABLE,
     REJECTING,
     SIGN_IN_GOALS,
@@ -113,8 +112,9 @@ class RulesDecider:
         )
         if first is not None:
             return first
-        if presses:
-            return self._press(presses)
+        fresh = [p for p in presses if p.candidate.ref not in state.futile]
+        if fresh:
+            return self._press(fresh, state)
         names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
         return Decision(
             blocked=True,
@@ -123,7 +123,7 @@ class RulesDecider:
         )
 
     @staticmethod
-    def _press(presses: list[_Scored]) -> Decision:
+    def _press(presses: list[_Scored], state: DecideState) -> Decision:
         best = presses[0]
         tied = [p.candidate.name for p in presses if p.score == best.score]
         if len(tied) > 1:  # two equally good controls: a guess, so say so
@@ -135,7 +135,7 @@ class RulesDecider:
         return Decision(
             target=best.candidate.ref,
             confidence=best.score,
-            reason=f"press {best.candidate.name!r}: {best.why}",
+            reason=f"press {best.candidate.name!r}: {best.why}{_tried(state)}"[:200],
         )
 
     @staticmethod
@@ -156,6 +156,7 @@ class RulesDecider:
             for c in state.candidates
             if c.kind in PRESSABLE
             and c.enabled
+            and c.ref not in state.futile  # pressed here already: it changed nothing
             and not any(has(norm(c.name), w) for w in NEVER_ON_DIALOGS)
             # a permission's "Don't Allow" is no grant at all: the flow may need it
             and not (kind == "permission" and any(has(norm(c.name), w) for w in REJECTING))
@@ -167,7 +168,8 @@ class RulesDecider:
                         return Decision(
                             target=c.ref,
                             confidence=score,
-                            reason=f"a {kind} dialog is in the way: press {c.name!r}",
+                            reason=f"a {kind} dialog is in the way: press {c.name!r}"
+                            f"{_tried(state)}"[:200],
                         )
         return None
 
@@ -208,20 +210,6 @@ class RulesDecider:
 
     # -- fill ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _field_score(c: Candidate, input_name: str) -> tuple[float, str]:
-        name = norm(c.name)
-        key = input_name.casefold()
-        spaced = norm(key.replace("_", " "))
-        if name and (has(name, spaced) or has(name.replace(" ", ""), key)):
-            return 0.95, f"field named like input {input_name!r}"
-        for syn in FIELD_SYNONYMS.get(key, ()):
-            if has(name, syn):
-                return 0.9, f"{syn!r} is a synonym of {input_name!r}"
-        if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in PASSWORD_LIKE):
-            return 0.85, f"secure field takes the password-like input {input_name!r}"
-        return 0.0, ""
-
     def _fill(self, state: DecideState) -> Decision | None:
         untyped = [n for n in state.input_names if n not in state.used_inputs]
         best: tuple[float, Candidate, str, str] | None = None
@@ -229,11 +217,7 @@ class RulesDecider:
             if not c.kind.fillable:
                 continue
             for input_name in untyped:
-                if c.kind is Kind.SECURE_TEXT_FIELD and not any(
-                    p in input_name.casefold() for p in (*PASSWORD_LIKE, "code", "otp")
-                ):
-                    continue  # never type an email into a password field
-                score, why = self._field_score(c, input_name)
+                score, why = takes(c, input_name)
                 if score and (best is None or score > best[0]):
                     best = (score, c, input_name, why)
             if best is not None:
@@ -300,6 +284,13 @@ class RulesDecider:
                 if (name == w) if exact else has(name, w):
                     return score, why.format(repr(w))
         return None
+
+
+def _tried(state: DecideState) -> str:
+    """What was pressed here before and changed nothing, for the reason: "; 'Reject all'
+    changed nothing"."""
+    names = [c.name for c in state.candidates if c.ref in state.futile]
+    return f"; {', '.join(repr(n) for n in names)} changed nothing" if names else ""
 
 
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:

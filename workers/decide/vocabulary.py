@@ -38,38 +38,6 @@ ERROR_WORDS = (
     "does not match",
 )
 
-FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "email": (
-        "email",
-        "e-mail",
-        "mail",
-        "username",
-        "user name",
-        "login",
-        "apple id",
-        "e-mail-adresse",
-    ),
-    "username": ("username", "user name", "user id", "login", "email", "account"),
-    "user": ("username", "user name", "user", "login", "email"),
-    "login": ("login", "username", "email"),
-    "phone": ("phone", "mobile", "telephone", "cell"),
-    "code": (
-        "code",
-        "otp",
-        "one-time",
-        "verification",
-        "passcode",
-        "digit",
-        "pin",
-        "bestätigungscode",
-    ),
-    "otp": ("code", "otp", "one-time", "verification", "passcode", "digit"),
-    "password": ("password", "passphrase", "pass word", "pwd", "passwort", "kennwort"),
-    "pin": ("pin", "passcode"),
-    "name": ("full name", "name"),
-}
-PASSWORD_LIKE = ("password", "passphrase", "passwd", "pwd", "pass", "pin", "passcode", "secret")
-
 GOAL_PHRASES: tuple[tuple[str, ...], ...] = (
     ("sign in", "log in", "login", "signin", "sign on", "log on", "anmelden", "einloggen"),
     ("sign up", "register", "create account", "create an account", "join"),
