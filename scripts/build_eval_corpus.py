@@ -748,13 +748,37 @@ GTK: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
 )  # fmt: skip
 
 
+ZENITY: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
+    ("zenity-forms-empty", "snapshot_zenity_forms", "Sign in", (), _fill(S, "Password", "password")),
+    ("zenity-forms-password-typed", "snapshot_zenity_forms", "Sign in", ("password",), _fill(F, "E-mail", "email")),
+    ("zenity-forms-email-typed", "snapshot_zenity_forms_email", "Log in", ("email",), _fill(S, "Password", "password")),
+    ("zenity-forms-all-typed", "snapshot_zenity_forms_email", "Sign in", ("email", "password"), _press(B, "OK")),
+    ("zenity-forms-xyzzy", "snapshot_zenity_forms", "xyzzy", (), BLOCKED),
+)  # fmt: skip
+"""Debian's `zenity --forms` (tests/agent_device/test_third_party_e2e.py): entries with no
+accessible name, each labelled by the text to its left, listed last added first."""
+
+
 def gtk_cases() -> Iterator[EvalCase]:
-    for case_id, fixture, goal, used, expect in GTK:
+    apps = (
+        ("agent-device:linux gtk_signin", (), GTK),
+        ("agent-device:linux zenity --forms", ("third-party", "unnamed-field"), ZENITY),
+    )
+    for source, tags, cases in apps:
+        yield from _captured(source, tags, cases)
+
+
+def _captured(
+    source: str,
+    tags: tuple[str, ...],
+    cases: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...],
+) -> Iterator[EvalCase]:
+    for case_id, fixture, goal, used, expect in cases:
         state = _gtk_state(fixture, goal, used)
         yield EvalCase(
             id=case_id,
-            source="agent-device:linux gtk_signin",
-            tags=("agent-device", "linux", "captured"),
+            source=source,
+            tags=("agent-device", "linux", "captured", *tags),
             state=state,
             expect=expect,
             distractors=tuple(c.name for c in state.candidates if c.name in DISTRACTORS),

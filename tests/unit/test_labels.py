@@ -5,10 +5,16 @@ and every decider is told the name is inferred."""
 
 from __future__ import annotations
 
-from workers.core.model import DecideState, Node
+import json
+from pathlib import Path
+
+from workers.core.model import DecideState, Kind, Node
 from workers.core.projection import build_snapshot
 from workers.decide.prompt import render_user
+from workers.devices.agent_device_replies import read_node
 from workers.devices.sim import make_sim_device
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 
 
 def _entry(ref: str, rect: tuple[int, int, int, int] | None = None, **kw: object) -> Node:
@@ -99,3 +105,15 @@ def test_every_decider_is_told_the_name_is_inferred() -> None:
         input_names=("email",),
     )
     assert "e3 field E-mail (label beside it)" in render_user(state).splitlines()
+
+
+def test_the_real_zenity_form_as_agent_device_reports_it() -> None:
+    """Debian's `zenity --forms` through the real daemon (recorded by
+    tests/agent_device/test_third_party_e2e.py's form): AT-SPI lists [password entry,
+    "Password", e-mail entry, "E-mail"] in one panel, with bounds; each entry takes the label
+    on its left, not the one before it."""
+    raw = json.loads((FIXTURES / "snapshot_zenity_forms.json").read_text())["data"]["nodes"]
+    nodes = [n for n in (read_node(r, lambda s: s) for r in raw) if n]
+    fields = {c.ref: (c.kind, c.name, c.inferred) for c in build_snapshot(nodes, "1").candidates}
+    assert fields["e4"] == (Kind.SECURE_TEXT_FIELD, "Password", True)
+    assert fields["e6"] == (Kind.TEXT_FIELD, "E-mail", True)
