@@ -46,9 +46,10 @@ INPUTS = Inputs.of(
 )
 """The caller's inputs on every sim walk; the one-time code is a secret the caller lets into
 a plain field, as the `privacy` app's code field is."""
-LOOP_APPS = frozenset({"login"})
+LOOP_APPS = frozenset({"login", "deadend"})
 """Sim apps for the loop's own tests, not walked here: `login` refuses every password but
-its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py)."""
+its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py); in
+`deadend` the right answer depends on what was pressed before (tests/unit/test_submit_check.py)."""
 DISTRACTORS = (
     "Forgot password?",
     "Create account",
@@ -73,10 +74,11 @@ FIELD_FOR_INPUT = {
     "Phone number": "phone",
     "E-Mail-Adresse": "email",
     "Passwort": "password",
+    "E-mail": "email",  # `unnamed`: the label beside a field with no name of its own
 }
 """Which input each sim field takes (the truth, by hand)."""
 PRESS_ON_SCREEN = {
-    "Sign in to Acme": ("Continue", "Sign in"),
+    "Sign in to Acme": ("Continue", "Sign in", "OK"),
     "Enter your password": ("Sign in",),
     "Enter the 6-digit code we sent you": ("Verify",),
     "“Acme” Would Like to Send You Notifications": ("Don't Allow",),  # no sign-in needs them
@@ -107,7 +109,7 @@ SCREEN_TAGS = {
     "Welcome to Acme": "chooser",
 }
 """The kind of screen a sim case is, beyond its app (`goalfleet eval` reports each tag)."""
-APP_TAGS = {"german": "non-english", "chrome": "chrome-title"}
+APP_TAGS = {"german": "non-english", "chrome": "chrome-title", "unnamed": "unnamed-field"}
 """`chrome` runs as `cookie-consent-demo` in a window "Allow notifications · Privacy": its
 cases show what a decider is told of such an app (the content, never the chrome)."""
 
@@ -784,13 +786,37 @@ GTK: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
 )  # fmt: skip
 
 
+ZENITY: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
+    ("zenity-forms-empty", "snapshot_zenity_forms", "Sign in", (), _fill(S, "Password", "password")),
+    ("zenity-forms-password-typed", "snapshot_zenity_forms", "Sign in", ("password",), _fill(F, "E-mail", "email")),
+    ("zenity-forms-email-typed", "snapshot_zenity_forms_email", "Log in", ("email",), _fill(S, "Password", "password")),
+    ("zenity-forms-all-typed", "snapshot_zenity_forms_email", "Sign in", ("email", "password"), _press(B, "OK")),
+    ("zenity-forms-xyzzy", "snapshot_zenity_forms", "xyzzy", (), BLOCKED),
+)  # fmt: skip
+"""Debian's `zenity --forms` (tests/agent_device/test_third_party_e2e.py): entries with no
+accessible name, each labelled by the text to its left, listed last added first."""
+
+
 def gtk_cases() -> Iterator[EvalCase]:
-    for case_id, fixture, goal, used, expect in GTK:
+    apps = (
+        ("agent-device:linux gtk_signin", (), GTK),
+        ("agent-device:linux zenity --forms", ("third-party", "unnamed-field"), ZENITY),
+    )
+    for source, tags, cases in apps:
+        yield from _captured(source, tags, cases)
+
+
+def _captured(
+    source: str,
+    tags: tuple[str, ...],
+    cases: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...],
+) -> Iterator[EvalCase]:
+    for case_id, fixture, goal, used, expect in cases:
         state = _gtk_state(fixture, goal, used)
         yield EvalCase(
             id=case_id,
-            source="agent-device:linux gtk_signin",
-            tags=("agent-device", "linux", "captured"),
+            source=source,
+            tags=("agent-device", "linux", "captured", *tags),
             state=state,
             expect=expect,
             distractors=tuple(c.name for c in state.candidates if c.name in DISTRACTORS),

@@ -7,11 +7,16 @@ import hashlib
 import json
 import signal
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from workers.devices.agent_device_daemon import DaemonProcess
+from workers.devices.agent_device_wire import SocketTransport
 from workers.processes import Child, spawn
 from workers.testing.linux_desktop import LinuxDesktop
 
@@ -86,3 +91,37 @@ def start_leftover_owner(
 def kill_owner(owner: Child) -> None:
     owner.signal(signal.SIGKILL, leader_only=True)
     owner.wait(timeout=10)
+
+
+def wait_until_visible(
+    daemon: DaemonProcess, timeout_s: float = 15.0, *, label: str = "Sign in"
+) -> None:
+    """Until a snapshot shows `label` (AT-SPI registration lags the window a little)."""
+    wire = SocketTransport("127.0.0.1", daemon.info.port)
+    token = daemon.info.token.get_secret_value()
+
+    def call(command: str, flags: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "session": "probe",
+            "command": command,
+            "positionals": [],
+            "flags": flags,
+            "meta": {"requestId": uuid.uuid4().hex},
+            "token": token,
+        }
+        return wire.request(body)
+
+    try:
+        call("open", {"platform": "linux"})
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = call("snapshot", {"snapshotInteractiveOnly": True})
+            labels = [n.get("label") for n in reply.get("data", {}).get("nodes", [])]
+            if label in labels:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app never showed in a snapshot: {reply}")
+            time.sleep(0.1)
+    finally:
+        call("close", {})
+        wire.close()

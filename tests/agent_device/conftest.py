@@ -11,19 +11,15 @@ These tests do not skip when the stack is missing: they fail and say what to ins
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ad_support import App, start_signin_app
+from ad_support import App, start_signin_app, wait_until_visible
 
 from workers.core.model import Platform
 from workers.devices.agent_device import AgentDeviceDevice
 from workers.devices.agent_device_daemon import DaemonProcess
-from workers.devices.agent_device_wire import SocketTransport
 from workers.testing.linux_desktop import LinuxDesktop
 
 
@@ -32,38 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.agent_device)
-
-
-def wait_until_visible(daemon: DaemonProcess, timeout_s: float = 15.0) -> None:
-    """Until a snapshot shows the app (AT-SPI registration lags the window a little)."""
-    wire = SocketTransport("127.0.0.1", daemon.info.port)
-    token = daemon.info.token.get_secret_value()
-
-    def call(command: str, flags: dict[str, Any]) -> dict[str, Any]:
-        body = {
-            "session": "probe",
-            "command": command,
-            "positionals": [],
-            "flags": flags,
-            "meta": {"requestId": uuid.uuid4().hex},
-            "token": token,
-        }
-        return wire.request(body)
-
-    try:
-        call("open", {"platform": "linux"})
-        deadline = time.monotonic() + timeout_s
-        while True:
-            reply = call("snapshot", {"snapshotInteractiveOnly": True})
-            labels = [n.get("label") for n in reply.get("data", {}).get("nodes", [])]
-            if "Sign in" in labels:
-                return
-            if time.monotonic() > deadline:
-                pytest.fail(f"the app never showed in a snapshot: {reply}")
-            time.sleep(0.1)
-    finally:
-        call("close", {})
-        wire.close()
 
 
 @pytest.fixture

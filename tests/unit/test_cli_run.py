@@ -61,6 +61,30 @@ def test_table_output_and_nonzero_exit_unless_done(capsys: pytest.CaptureFixture
     assert "Sign in to Acme" in out
 
 
+@pytest.mark.parametrize("device", ["sim:signin-ios", "sim:unnamed-android"])
+def test_without_the_secret_nothing_is_submitted(
+    capsys: pytest.CaptureFixture[str], device: str
+) -> None:
+    """`goalfleet run` with the email and no password (issue 42): `blocked`, naming the field
+    and the missing input, and no press at all on the password screen — it used to press
+    "Sign in" over the empty password field. On `unnamed` the fields have no name of their
+    own: the label beside the secure one names it."""
+    code, out, _ = run_cli(
+        capsys, "--device", device, "--goal", "Sign in", "--input", "email=ada@example.com",
+        "--decider", "rules", "--json",
+    )  # fmt: skip
+    assert code == 1
+    result = json.loads(out)
+    assert result["status"] == "blocked"
+    assert result["reason"].startswith("this screen asks for 'Password'")
+    assert result["reason"].endswith("; no input named password was supplied")
+    last = result["steps"][-1]
+    assert last["action"] is None
+    assert last["decision"]["target"] != "none"  # the decider wanted the submit: not made
+    presses = [s for s in result["steps"] if s["action"] and s["action"]["kind"] == "press"]
+    assert all(s["screen"] != last["screen"] for s in presses)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

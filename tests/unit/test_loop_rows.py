@@ -57,7 +57,9 @@ class SlowDevice(Device):
     snapshot_s: float = 0.3
     act_s: float = 0.7
     fail_press: Exception | None = None
-    inner: object = field(default_factory=lambda: make_sim_device("sim:signin-ios"))
+    inner: object = field(default_factory=lambda: make_sim_device("sim:inject-ios"))
+    """A screen with a Continue and no field: these tests time phases, not forms (a forward
+    press over an empty field is `workers.core.fields`' case)."""
 
     @property
     def platform(self) -> Platform:

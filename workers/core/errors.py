@@ -9,6 +9,7 @@
     │   ├── TransientDeviceError    worth a bounded retry (device busy, timeout, dropped connection)
     │   └── FatalDeviceError        retrying will not help; the run ends `errored`
     │       ├── EmptySnapshotError  the device returned an empty tree as "success"
+    │       │   └── AppClosedError  … right after the run's action: the app closed its window
     │       ├── DeviceNotFoundError
     │       ├── ToolMissingError
     │       ├── AppNotInstalledError
@@ -114,6 +115,11 @@ class FatalDeviceError(DeviceError, code="DEVICE_FATAL"): ...
 
 
 class EmptySnapshotError(FatalDeviceError, code="EMPTY_SNAPSHOT"): ...
+
+
+class AppClosedError(EmptySnapshotError, code="APP_CLOSED"):
+    """The tree went empty right after an action of the run: the app closed its window (it
+    exited, or it was a dialog that ends on a submit), not a broken accessibility stack."""
 
 
 class DeviceNotFoundError(FatalDeviceError, code="DEVICE_NOT_FOUND"): ...

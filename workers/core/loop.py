@@ -20,7 +20,9 @@ from typing import TypeVar
 
 from workers.core.chain import Tier, ask
 from workers.core.errors import (
+    AppClosedError,
     DeviceError,
+    EmptySnapshotError,
     StaleRefError,
 )
 from workers.core.guards import Guards
@@ -43,6 +45,7 @@ from workers.core.model import (
 )
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
+from workers.core.projection import kind_of
 from workers.core.repeats import Repeats
 from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
@@ -88,6 +91,9 @@ class _Run:
     arrival: str | None = None
     """The fingerprint of the screen the run started on (`evidence`: a done claim there needs
     a screen that offers no way forward)."""
+    last_act: str = ""
+    """The run's last action that went through, as "step 3 (pressed 'OK')"."""
+    last_snap: Snapshot | None = None
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retry_transient(call, self.sleep)
@@ -119,9 +125,19 @@ class _Run:
         try:
             with row.timed("snapshot", self.clock):
                 snap = self._retrying(self.device.snapshot)
+        except EmptySnapshotError as exc:
+            if not self.last_act:  # nothing done yet: the stack's hint is the right one
+                return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
+            closed = AppClosedError(
+                f"the app's window closed after {self.last_act}",
+                hint="it exited or ended its dialog there; its own output or log says why",
+            )
+            return row.finish(Outcome.ERRORED, error=str(closed)), End(
+                RunStatus.ERRORED, closed.message, closed
+            )
         except DeviceError as exc:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
-        row.snap = snap
+        row.snap = self.last_snap = snap
         if self.shots is not None:
             self.shots.capture(snap)  # the screen the decider is about to see
         if self.arrival is None:
@@ -236,6 +252,7 @@ class _Run:
                 input_names=self.inputs.names(),
                 used_inputs=tuple(self.used_inputs),
                 history=tuple(self.history[-HISTORY_LINES:]),
+                futile=self.repeats.futile_refs(snap),
                 done_when=self.params.done_when,
                 screen=snap.screen,
             )
@@ -276,6 +293,7 @@ class _Run:
             self.used_inputs.append(value.name)
         verb = f"filled {value.name} into" if value is not None else "pressed"
         what = self.inputs.scrub(target.name) or target.ref  # the screen may show a typed value
+        self.last_act = f"step {row.index} ({verb} {what!r})"
         if result.changed:
             self.unproductive = 0
             self.history.append(f"{row.index}: {verb} {what}; screen changed")
@@ -322,6 +340,8 @@ class _Run:
             if ended is not None:
                 end = ended
                 break
+        if end.status is RunStatus.BLOCKED and self.last_snap is not None:
+            end = End(end.status, end.reason + no_controls(self.last_snap), end.error)
         writes = 0
         if end.status is RunStatus.DONE and self.memory is not None and self.learned:
             writes = self.memory.remember(self.learned.values())
@@ -343,6 +363,22 @@ class _Run:
             duration_ms=(self.clock() - started) * 1000,
             memory_writes=writes,
         )
+
+
+def no_controls(snap: Snapshot) -> str:
+    """Why a screen offers nothing to act on, when it offers nothing ("" otherwise): the
+    counts, and what the user can check."""
+    if snap.candidates:
+        return ""
+    controls = [n for n in snap.nodes if kind_of(n).interactive]
+    if not controls:
+        return f"; the accessibility tree has {len(snap.nodes)} nodes and no control in it"
+    return (
+        f"; the accessibility tree has {len(snap.nodes)} nodes, {len(controls)} of them "
+        "controls, none enabled and hittable: the app's toolkit may not report its controls' "
+        "state to the accessibility bus (seen with GTK 4) — check the app answers a person's "
+        "clicks, and that its toolkit's accessibility support is on"
+    )
 
 
 def run_goal(
@@ -372,6 +408,7 @@ def run_goal(
     With `camera`, each step keeps a picture of the screen the decider saw, secrets masked,
     the acted element marked (`workers.core.shots`); its artifact id is in the row."""
     given = inputs or Inputs()
+    repeats = Repeats(given)
     return _Run(
         device=device,
         goal=goal,
@@ -382,8 +419,8 @@ def run_goal(
         inputs=given,
         params=params,
         should_cancel=should_cancel,
-        judge=Judge(params, Guards(given, word_pattern(dangerous)), given),
-        repeats=Repeats(given),
+        judge=Judge(params, Guards(given, word_pattern(dangerous)), given, repeats.typed),
+        repeats=repeats,
         sleep=sleep,
         clock=clock,
         memory=memory,

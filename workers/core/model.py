@@ -106,6 +106,9 @@ class DecideState(_Frozen):
     """Inputs already typed in this run (a hint; the decider may reuse one)."""
     history: tuple[str, ...] = ()
     """Short lines about earlier steps, newest last (at most a few)."""
+    futile: tuple[str, ...] = ()
+    """Refs pressed on this screen, as it looks now, that changed nothing: choose another
+    (`workers.core.repeats`)."""
     done_when: str | None = None
     screen: str = ""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 
+from workers.core.labels import neighbour_names
 from workers.core.model import Candidate, Kind, Node, Snapshot, fingerprint
 
 MAX_CONTEXT_TEXTS = 8
@@ -166,11 +167,18 @@ def project(nodes: list[Node] | tuple[Node, ...]) -> tuple[tuple[Candidate, ...]
     """Candidates (interactive, enabled, hittable) and capped static context texts."""
     candidates: list[Candidate] = []
     context: list[str] = []
-    for node in nodes:
-        kind = kind_of(node)
+    kinds = [kind_of(node) for node in nodes]
+    names = [_name(node) for node in nodes]
+    inferred = neighbour_names(nodes, kinds, names)  # a nameless field: the label beside it
+    for node, kind, own in zip(nodes, kinds, names, strict=True):
         if is_candidate(node, kind):
             value = "" if kind is Kind.SECURE_TEXT_FIELD else node.value[:MAX_NAME_CHARS]
-            candidates.append(Candidate(ref=node.ref, kind=kind, name=_name(node), value=value))
+            guess = inferred.get(node.ref, "")[:MAX_NAME_CHARS]
+            candidates.append(
+                Candidate(
+                    ref=node.ref, kind=kind, name=own or guess, value=value, inferred=bool(guess)
+                )
+            )
         elif kind is Kind.TEXT and len(context) < MAX_CONTEXT_TEXTS:
             text = " ".join((node.label or node.value).split())[:MAX_CONTEXT_CHARS]
             if text and text not in context:

@@ -169,6 +169,23 @@ class Repeats:
         text = next(t for t in after.texts if t in new)
         return self.inputs.scrub(text)[:MAX_ERROR_CHARS]
 
+    def typed(self, snap: Snapshot) -> frozenset[str]:
+        """Refs of the fields on `snap` this run typed into that still show what they showed
+        right after (a secure field shows nothing either way)."""
+        now = self.view(snap)
+        return frozenset(
+            ref
+            for ref, key in now.keys.items()
+            if (held := self.holds.get(key)) is not None and held[1] == now.shows(key)
+        )
+
+    def futile_refs(self, snap: Snapshot) -> tuple[str, ...]:
+        """Refs whose press on this screen, looking exactly as it does now, changed nothing."""
+        if not self.futile:
+            return ()
+        now = self.view(snap)
+        return tuple(ref for ref, key in now.keys.items() if self.futile.get((now.look, key)) == "")
+
     def refusal(self, d: Decision, snap: Snapshot) -> str | None:
         """Why acting on `d` would repeat what rules 1, 2 and 4 forbid, or None."""
         target = snap.candidate(d.target)

@@ -83,6 +83,13 @@ class Node(_Frozen):
     hittable: bool | None = None
     secure: bool = False
     """True for password fields (Android `password=true`, iOS SecureTextField)."""
+    labelled_by: str = ""
+    """The ref of the node that labels this one, where the platform reports the relation
+    (AT-SPI `labelled-by`, Android `labelFor`); "" where it does not."""
+    rect: tuple[int, int, int, int] | None = None
+    """Its bounds (x, y, width, height) in screen pixels, where the platform reports them."""
+    container: str = ""
+    """An id of the node's parent, where the snapshot gives one: neighbours in one container."""
 
 
 class Candidate(_Frozen):
@@ -94,6 +101,9 @@ class Candidate(_Frozen):
     value: str = ""
     enabled: bool = True
     hittable: bool = True
+    inferred: bool = False
+    """The field has no accessible name: `name` is the label beside it
+    (`workers.core.labels`), a reading of the layout rather than the app's own word."""
 
 
 class Snapshot(_Frozen):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workers.core import evidence
+from workers.core.fields import Unready, unready
 from workers.core.guards import Guards
 from workers.core.model import DecideState, Decision, Inputs, Outcome, RunStatus, Snapshot
 from workers.core.params import RunParams
@@ -20,6 +21,14 @@ class Judge:
     params: RunParams
     guards: Guards
     inputs: Inputs
+    typed: Callable[[Snapshot], frozenset[str]]
+    """Refs of the fields this run typed into that still hold it (`Repeats.typed`)."""
+
+    def unready(self, d: Decision, snap: Snapshot, state: DecideState) -> Unready | None:
+        """Why pressing `d.target` would submit the form too early (`workers.core.fields`),
+        scrubbed of every input value (it quotes fields' names as the screen shows them)."""
+        found = unready(d, snap, state, self.typed(snap))
+        return None if found is None else Unready(self.inputs.scrub(found.why), found.blocked)
 
     def done_refused(self, snap: Snapshot, state: DecideState, *, arrival: bool) -> str | None:
         """Why a done claim on `snap` is not evidence (`workers.core.evidence`), scrubbed of
@@ -45,7 +54,8 @@ class Judge:
             return low, None
         problem = self.guards.unsafe(d, snap)
         if not problem:
-            return None, None
+            early = self.unready(d, snap, state)  # a blocked one is the verdict's, not a cause
+            return (None, None) if early is None or early.blocked else (early.why, early.why)
         problem = self.inputs.scrub(problem)  # it quotes a control's name as the screen shows it
         return problem, problem
 
@@ -66,6 +76,12 @@ class Judge:
         if d.blocked:
             reason = d.reason or "the decider reports it cannot progress"
             return lambda row: (row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, reason))
+        early = self.unready(d, snap, state)
+        if early is not None and early.blocked:  # no decider can supply a missing input
+            return lambda row: (
+                row.finish(Outcome.BLOCKED, error=early.why),
+                End(RunStatus.BLOCKED, early.why),
+            )
         why, problem = (None, None) if checked else self.escalation(d, snap, state, arrival=arrival)
         if why is not None:
             return lambda row: (

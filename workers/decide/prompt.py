@@ -71,8 +71,12 @@ def render_user(state: DecideState) -> str:
     for c in state.candidates:
         kind = _SHORT_KIND.get(c.kind, c.kind.value)
         line = f"{c.ref} {kind} {_name(c.name)}"
+        if c.inferred:  # no name of its own: the label beside it
+            line += " (label beside it)"
         if c.kind.stateful and c.value:
             line += f" ={c.value}"
+        if c.ref in state.futile:
+            line += " (pressed here: nothing changed)"
         lines.append(line)
     if not state.candidates:
         lines.append("(none)")

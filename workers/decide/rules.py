@@ -42,7 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workers.core.model import Candidate, DecideState, Decision, Kind
+from workers.core.fields import takes
+from workers.core.model import Candidate, DecideState, Decision
 from workers.core.words import (
     ACCEPTING,
     ACCESS_SUBJECTS,
@@ -52,7 +53,6 @@ from workers.core.words import (
     DISMISS,
     DISTRACTORS,
     ERROR_WORDS,
-    FIELD_SYNONYMS,
     FORWARD,
     FULL_CONSENT,
     GOAL_PHRASES,
@@ -60,7 +60,6 @@ from workers.core.words import (
     LIMITED_GRANTS,
     MINIMAL_CONSENT,
     NEVER_ON_DIALOGS,
-    PASSWORD_LIKE,
     REJECTING,
     SIGN_IN_GOALS,
     SUCCESS_WORDS,
@@ -124,8 +123,9 @@ class RulesDecider:
         )
         if first is not None:
             return first
-        if presses:
-            return self._press(presses)
+        fresh = [p for p in presses if p.candidate.ref not in state.futile]
+        if fresh:
+            return self._press(fresh, state)
         names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
         return Decision(
             blocked=True,
@@ -134,7 +134,7 @@ class RulesDecider:
         )
 
     @staticmethod
-    def _press(presses: list[_Scored]) -> Decision:
+    def _press(presses: list[_Scored], state: DecideState) -> Decision:
         best = presses[0]
         tied = [p.candidate.name for p in presses if p.score == best.score]
         if len(tied) > 1:  # two equally good controls: a guess, so say so
@@ -146,7 +146,7 @@ class RulesDecider:
         return Decision(
             target=best.candidate.ref,
             confidence=best.score,
-            reason=f"press {best.candidate.name!r}: {best.why}",
+            reason=f"press {best.candidate.name!r}: {best.why}{_tried(state)}"[:200],
         )
 
     @staticmethod
@@ -162,7 +162,10 @@ class RulesDecider:
         pressable = [
             c
             for c in state.candidates
-            if c.kind.pressable and c.enabled and not has_any(norm(c.name), NEVER_ON_DIALOGS)
+            if c.kind.pressable
+            and c.enabled
+            and c.ref not in state.futile  # pressed here already: it changed nothing
+            and not has_any(norm(c.name), NEVER_ON_DIALOGS)
         ]
         if kind == "permission":
             return _permission(pressable, permission_subject(texts) or "access")
@@ -172,7 +175,7 @@ class RulesDecider:
                 return Decision(
                     target=c.ref,
                     confidence=score,
-                    reason=f"a {kind} dialog is in the way: press {c.name!r}",
+                    reason=f"a {kind} dialog is in the way: press {c.name!r}{_tried(state)}"[:200],
                 )
         return None
 
@@ -207,20 +210,6 @@ class RulesDecider:
 
     # -- fill ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _field_score(c: Candidate, input_name: str) -> tuple[float, str]:
-        name = norm(c.name)
-        key = input_name.casefold()
-        spaced = norm(key.replace("_", " "))
-        if name and (has(name, spaced) or has(name.replace(" ", ""), key)):
-            return 0.95, f"field named like input {input_name!r}"
-        for syn in FIELD_SYNONYMS.get(key, ()):
-            if has(name, syn):
-                return 0.9, f"{syn!r} is a synonym of {input_name!r}"
-        if c.kind is Kind.SECURE_TEXT_FIELD and any(p in key for p in PASSWORD_LIKE):
-            return 0.85, f"secure field takes the password-like input {input_name!r}"
-        return 0.0, ""
-
     def _fill(self, state: DecideState) -> Decision | None:
         untyped = [n for n in state.input_names if n not in state.used_inputs]
         best: tuple[float, Candidate, str, str] | None = None
@@ -228,11 +217,7 @@ class RulesDecider:
             if not c.kind.fillable:
                 continue
             for input_name in untyped:
-                if c.kind is Kind.SECURE_TEXT_FIELD and not any(
-                    p in input_name.casefold() for p in (*PASSWORD_LIKE, "code", "otp")
-                ):
-                    continue  # never type an email into a password field
-                score, why = self._field_score(c, input_name)
+                score, why = takes(c, input_name)
                 if score and (best is None or score > best[0]):
                     best = (score, c, input_name, why)
             if best is not None:
@@ -339,6 +324,13 @@ def _permission(pressable: list[Candidate], subject: str) -> Decision:
     return Decision(
         blocked=True, confidence=0.9, reason=f"a permission dialog ({subject}) offers no answer"
     )
+
+
+def _tried(state: DecideState) -> str:
+    """What was pressed here before and changed nothing, for the reason: "; 'Reject all'
+    changed nothing"."""
+    names = [c.name for c in state.candidates if c.ref in state.futile]
+    return f"; {', '.join(repr(n) for n in names)} changed nothing" if names else ""
 
 
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:

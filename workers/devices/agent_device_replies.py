@@ -28,6 +28,7 @@ __all__ = [
     "daemon_ms",
     "map_daemon_error",
     "read_node",
+    "read_rect",
     "refs_generation",
     "settle_result",
 ]
@@ -144,7 +145,20 @@ def read_node(raw: Mapping[str, Any], mask: Callable[[str], str]) -> Node | None
         enabled=raw["enabled"] if isinstance(raw.get("enabled"), bool) else None,
         hittable=raw["hittable"] if isinstance(raw.get("hittable"), bool) else None,
         secure=secure,
+        rect=read_rect(raw.get("rect")),
+        container=str(raw["parentIndex"]) if isinstance(raw.get("parentIndex"), int) else "",
     )
+
+
+def read_rect(raw: object) -> tuple[int, int, int, int] | None:
+    """`{x, y, width, height}` as the snapshot gives it (AT-SPI extents), or None."""
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        x, y, w, h = (int(raw[k]) for k in ("x", "y", "width", "height"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (x, y, w, h) if w > 0 and h > 0 else None
 
 
 def refs_generation(data: Mapping[str, Any]) -> str | None:

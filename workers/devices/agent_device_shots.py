@@ -19,6 +19,7 @@ from typing import Any
 from workers.core.errors import DeviceError, FatalDeviceError, ToolMissingError
 from workers.core.model import Platform
 from workers.core.shots import Rect, Screenshot, ScreenshotUnavailableError
+from workers.devices.agent_device_replies import read_rect
 
 WINDOW_TYPES = frozenset({"Window", "Frame", "Dialog"})
 """Node types whose bounds are the app's window: the picture is cropped to the first."""
@@ -28,13 +29,8 @@ Call = Callable[[str, list[str], dict[str, Any]], Mapping[str, Any]]
 
 
 def _rect(raw: object) -> Rect | None:
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        x, y, w, h = (int(raw[k]) for k in ("x", "y", "width", "height"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return Rect(x=x, y=y, w=w, h=h) if w > 0 and h > 0 else None
+    found = read_rect(raw)
+    return None if found is None else Rect(x=found[0], y=found[1], w=found[2], h=found[3])
 
 
 @dataclass

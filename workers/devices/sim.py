@@ -165,13 +165,12 @@ class SimDevice(Device):
         n = self._command()
         self._wait(self.latencies.snapshot_ms)
         if n in self.faults.empty_snapshot_on:
-            raise EmptySnapshotError(
-                "the device returned an empty accessibility tree",
-                hint="check the app is in the foreground and accessibility is reachable",
-            )
+            raise _empty_tree()
         if self._pending is not None:  # a slow transition completes between snapshots
             self.screen, self._pending = self._pending, None
         rendered = self._render()
+        if not rendered:  # the app closed its window (a screen with nothing on it)
+            raise _empty_tree()
         frame = self._new_frame(rendered)
         return build_snapshot([n for _, n in rendered], str(frame.generation))
 
@@ -266,9 +265,9 @@ class SimDevice(Device):
             ref=ref,
             type=_NODE_TYPES[el.kind][1 if android else 0],
             # a filled Android EditText shows its text instead of its hint
-            label="" if android and holds_text and value else el.label,
+            label="" if (android and holds_text and value) or not el.named else el.label,
             value=value if holds_text or not android else "",
-            identifier=f"com.acme.app:id/{el.id}" if android else el.id,
+            identifier="" if not el.named else f"com.acme.app:id/{el.id}" if android else el.id,
             enabled=enabled,
             hittable=not android or el.kind != "text",
             secure=secure,
@@ -384,6 +383,13 @@ class SimDevice(Device):
 def action_log(session_log: Path) -> Path:
     """Where a sim device with `session_log` records each command's interval (JSON lines)."""
     return session_log.with_name(session_log.name + ".actions.jsonl")
+
+
+def _empty_tree() -> EmptySnapshotError:
+    return EmptySnapshotError(
+        "the device returned an empty accessibility tree",
+        hint="check the app is in the foreground and accessibility is reachable",
+    )
 
 
 def _line(node: Node) -> str:

@@ -314,6 +314,43 @@ def _german() -> App:
     )
 
 
+def _unnamed() -> App:
+    """One form whose two entries have no accessible name, each labelled only by the text
+    before it ("E-mail", "Password"), as dialog toolkits draw them; "OK" needs both and then
+    closes the app's window (the screen after it has nothing on it), as a dialog does."""
+    form = titled(
+        "form",
+        "Sign in to Acme",
+        Element("text", "E-mail", "email_label"),
+        Element("field", "E-mail", "email", named=False),
+        Element("text", "Password", "password_label"),
+        Element("secure", "Password", "password", named=False),
+        Element("button", "Cancel", "cancel", goto="closed"),
+        Element(
+            "button",
+            "OK",
+            "ok",
+            goto="closed",
+            requires=("email", "password"),
+            error="Fill in both fields",
+        ),
+    )
+    return App("unnamed", "form", {"form": form, "closed": Screen("closed", ())})
+
+
+def _deadend() -> App:
+    """A cookie dialog whose least-permissive choice ("Reject all") does nothing in this app,
+    then the sign-in: only "Accept all" gets the dialog out of the way."""
+    cookies = titled(
+        "cookies",
+        "We use cookies",
+        Element("button", "Reject all", "reject"),
+        Element("button", "Accept all", "accept", goto="email"),
+    )
+    app = sign_in("deadend")
+    return App("deadend", "cookies", {**app.screens, "cookies": cookies})
+
+
 _FLAKY_OPENS: Counter[int] = Counter()
 """How many times this process (by pid: a forked pool child starts at 0) opened `flaky`."""
 
@@ -352,6 +389,8 @@ APPS = {
     "chooser": _chooser,
     "german": _german,
     "flaky": _flaky,
+    "unnamed": _unnamed,
+    "deadend": _deadend,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""

@@ -40,6 +40,9 @@ class Element:
     those fields. `{email}` quotes the email field's value, as many apps do."""
     slow: bool = False
     """A network-backed transition: a "Please wait" screen first, the target after it."""
+    named: bool = True
+    """False: no accessible name (no label, no id), as dialog toolkits draw an entry beside
+    its label: only the text before it says what it takes."""
 
 
 @dataclass(frozen=True)
