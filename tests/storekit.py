@@ -1,12 +1,17 @@
 """What the store-level dispatch tests share (imported by name, as `storekit`): register a
-device as a worker process would, and end a run as its worker would."""
+device as a worker process would, end a run as its worker would, or park it for a person at
+an account chooser."""
 
 from __future__ import annotations
 
+import time
+
 from scheduler.store.runs import FleetStore
-from workers.core.model import Platform, RunResult, RunStatus
-from workers.core.records import DeviceInfo, RunRecord
+from workers.core.model import DecideState, Platform, RunResult, RunStatus
+from workers.core.records import DeviceInfo, Question, RunRecord
+from workers.core.screen import Candidate, Kind
 from workers.fleet.keys import lease_holder, worker_name
+from workers.fleet.state.questions import QuestionStore
 from workers.fleet.state.runs import RunStore
 from workers.fleet.state.states import Failure
 
@@ -37,3 +42,29 @@ def finish(store: FleetStore, rs: RunStore, run_id: str, did: str) -> None:
         quarantine_after=3,
         retention_s=60,
     )
+
+
+CHOOSER = DecideState(
+    goal="Sign in",
+    step=2,
+    candidates=(
+        Candidate(ref="e7", kind=Kind.BUTTON, name="Continue as ada"),
+        Candidate(ref="e8", kind=Kind.BUTTON, name="Use another account"),
+    ),
+    context=(),
+    input_names=("email",),
+    screen="Choose an account",
+)
+"""The screen of a parked run's question: two accounts, which the rules cannot tell apart."""
+
+
+def park(questions: QuestionStore, record: RunRecord, token: str) -> None:
+    """Park `record`, claimed with `token` on its device, for a person at `CHOOSER`."""
+    now = time.time()
+    question = Question(
+        run_id=record.id, goal="Sign in", step=2, screen=CHOOSER, reason="two accounts",
+        decider="rules", platform=Platform.IOS, device=record.device or "", asked_at=now,
+        deadline=now + 600,
+    )  # fmt: skip
+    waiting = RunResult(status=RunStatus.ESCALATED, goal="Sign in", run_id=record.id)
+    assert questions.park(record, token, waiting, question) == 1

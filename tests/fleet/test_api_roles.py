@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Route
+from storekit import park
 from structlog.testing import capture_logs
 
 from scheduler.errors import AmbiguousIdError
@@ -37,16 +38,12 @@ from workers.core.memory import Remembered
 from workers.core.model import (
     Action,
     ActionKind,
-    Candidate,
-    DecideState,
-    Kind,
     Outcome,
     Platform,
-    RunResult,
     RunStatus,
     StepRow,
 )
-from workers.core.records import DeviceInfo, Question, RunRecord
+from workers.core.records import DeviceInfo, RunRecord
 from workers.core.request import GoalRunRequest
 from workers.fleet.artifacts import artifacts
 from workers.fleet.connections import redis_client
@@ -189,24 +186,7 @@ class World:
         self.runs.write_step(run_id, claim.token, row)
         record = self.runs.load(run_id)
         assert record is not None
-        screen = DecideState(
-            goal="Sign in",
-            step=2,
-            candidates=(
-                Candidate(ref="e7", kind=Kind.BUTTON, name="Continue as ada"),
-                Candidate(ref="e8", kind=Kind.BUTTON, name="Use another account"),
-            ),
-            context=(),
-            input_names=("email",),
-            screen="Choose an account",
-        )
-        now = time.time()
-        question = Question(
-            run_id=run_id, goal="Sign in", step=2, screen=screen, reason="two accounts",
-            decider="rules", platform=Platform.IOS, device=did, asked_at=now, deadline=now + 600,
-        )  # fmt: skip
-        waiting = RunResult(status=RunStatus.ESCALATED, goal="Sign in", run_id=run_id)
-        assert self.questions.park(record, claim.token, waiting, question) == 1
+        park(self.questions, record, claim.token)
         return run_id
 
     def busy(self, who: str) -> str:

@@ -12,8 +12,9 @@ Redis is read back and the machine's invariants checked:
 - a terminal run holds no device and is in no index (pending, reserved, running, questions);
 - a quarantined device is never reserved;
 - a run's attempts never decrease (but for a person's answer, which queues the run afresh:
-  `lua/requeue.lua`);
+  `lua/answer.lua`);
 - nothing (an index, a device, a question) refers to a run that does not exist;
+- the decision memory holds the entry of the last answer taken, and nothing of one refused;
 - every run is in the run list, and a run that ended is in the index of its end status only;
 - every reservation pushed its run's broker message, in its own script (one message per
   reservation or resend, none for a refused one), and the latest message of a reserved run
@@ -50,6 +51,7 @@ from workers.core.request import GoalRunRequest
 from workers.core.screen import Candidate, Kind
 from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.memory_store import RedisMemory
 from workers.fleet.state.devices import DeviceTakenError
 from workers.fleet.state.questions import NotAwaitingError, QuestionStore
 from workers.fleet.state.runs import ClaimLostError, RunStore
@@ -103,6 +105,8 @@ class FleetMachine(RuleBasedStateMachine):
         self.retired: list[Worker] = []  # earlier processes: replaced, or deregistered
         self.attempts: dict[str, int] = {}
         self.ids = itertools.count()
+        self.memory = RedisMemory(client, self.k, decider="rules", ttl_s=60)
+        self.taught: str | None = None  # who answered last with a control or done
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -363,11 +367,14 @@ class FleetMachine(RuleBasedStateMachine):
         answer=st.sampled_from([Answer(target="Next"), Answer(done=True), Answer(blocked=True)]),
     )
     def answer(self, run: str, answer: Answer) -> None:
+        who = f"ops-{next(self.ids)}"
         try:
-            self.qs.answer(run, answer, who="ops")
+            self.qs.answer(run, answer, who=who)
         except NotAwaitingError:
             return
         self.attempts.pop(run, None)  # a person's answer queues it afresh
+        if not answer.blocked:
+            self.taught = who  # the screen's entry is this answer's (every question's screen)
 
     @rule()
     def expire_questions(self) -> None:
@@ -451,6 +458,12 @@ class FleetMachine(RuleBasedStateMachine):
             assert index <= runs.keys(), f"{name} names runs that do not exist"
         assert running <= runs.keys()
         assert questions <= runs.keys()
+
+    @invariant()
+    def memory_holds_the_last_answer_taken(self) -> None:
+        """Only an answer taken writes the memory (a refused one leaves no trace)."""
+        entries = self.memory.entries()
+        assert [e.origin for e in entries] == ([self.taught] if self.taught else [])
 
     @invariant()
     def every_reservation_sent_its_message(self) -> None:

@@ -18,7 +18,7 @@ import redis
 
 from workers.core.memory import Remembered, normalise_goal
 from workers.fleet.keys import Keys
-from workers.fleet.state.scripts import Registered
+from workers.fleet.state.scripts import Registered, source
 
 _ENTRY, _HITS, _CREATED, _USED = "entry", "hits", "created_at", "last_used_at"
 _RECALL = """
@@ -47,6 +47,7 @@ class RedisMemory:
         self.ttl_s = ttl_s
         self.clock = clock
         self._recall = Registered(_RECALL, client)
+        self._overwrite = Registered(source("remember"), client)
 
     @property
     def decider(self) -> str:
@@ -80,16 +81,19 @@ class RedisMemory:
 
     def overwrite(self, entry: Remembered) -> None:
         """Write `entry` over whatever is there: a person's answer outranks what a decider
-        may have remembered for that screen."""
-        name = self.keys.memory(entry.key)
+        may have remembered for that screen. (An answer's own write is part of the answer's
+        transition: `workers.fleet.state.questions`, `lua/answer.lua`.)"""
+        self._overwrite(
+            keys=[self.keys.memory(entry.key), self.keys.memory_index()],
+            args=[entry.key, self.ttl_s, *self.fields(entry)],
+        )
+
+    def fields(self, entry: Remembered) -> list[str]:
+        """The hash of a new entry, flat (name, value, ...), as `lua/lib/memory.lua`'s
+        `overwrite_entry` writes it."""
         now = repr(self.clock())
         body = entry.model_dump_json(exclude={"hits", "created_at", "last_used_at"})
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(name)
-        pipe.hset(name, mapping={_ENTRY: body, _CREATED: now, _USED: now, _HITS: 0})
-        pipe.expire(name, self.ttl_s)
-        pipe.sadd(self.keys.memory_index(), entry.key)
-        pipe.execute()
+        return [_ENTRY, body, _CREATED, now, _USED, now, _HITS, "0"]
 
     def invalidate(self, key: str, why: str) -> None:  # noqa: ARG002 - the step row keeps why
         self.forget(key)

@@ -27,8 +27,8 @@ A run's states (`reserved` reads `queued` from outside: a queued run that holds 
     hand back         running|reserved  pending                               hand_back
     lease lost        running           pending (its worker lost the lease)   release_lapsed
     park              running           awaiting_answer                       park
-    answer            awaiting_answer   pending (a control) | done | blocked  requeue,
-                                                                              end_question
+    answer            awaiting_answer   pending (a control) | done | blocked  answer (with
+                                                                              its memory entry)
     expire question   awaiting_answer   escalated                             end_question
     cancel            pending|reserved  cancelled                             cancel
                       running           running, cancel requested (the worker ends it)

@@ -6,9 +6,11 @@
     scheduler  expire()                                 awaiting_answer → escalated, past deadline
     API        cancel(run_id)                           awaiting_answer → cancelled
 
-A target answer is written to the decision memory first (source `human`, keyed exactly as the
-run's next attempt will look the screen up), then the run is queued again: it passes that
-screen from memory and carries on, and so does every later run on every device. Every
+A target answer is written to the decision memory (source `human`, keyed exactly as the run's
+next attempt will look the screen up) and the run queued again, in one script with the check
+that the run still waits for the question answered (`lua/answer.lua`): it passes that screen
+from memory and carries on, and so does every later run on every device, while an answer
+refused (a cancel, the expiry or another answer came first) teaches nothing. Every
 transition is one Lua script, so a run is never half-parked or answered twice. Parking is a
 step write of the worker's, fenced by its device lease like the claim and the finish
 (`workers.fleet.state.runs`): a worker that lost the lease hands the run back instead.
@@ -16,6 +18,7 @@ step write of the worker's, fenced by its device lease like the claim and the fi
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import cast
@@ -40,7 +43,7 @@ class NotAwaitingError(ConfigError):
 
 class QuestionStore(RedisStore):
     _park = Script("park")
-    _requeue = Script("requeue")
+    _answer = Script("answer")
     _end = Script("end_question")
 
     def __init__(
@@ -119,22 +122,24 @@ class QuestionStore(RedisStore):
 
     def answer(self, run_id: str, answer: Answer, *, who: str) -> str:
         """Apply a person's answer; returns the run's new status. Raises `NotAwaitingError`
-        when there is no open question, `ConfigError` naming the valid candidates when the
-        answer names none of this screen's."""
-        question = self.get(run_id)
+        when there is no open question (or it is no longer the one read here: answered,
+        cancelled or expired meanwhile), `ConfigError` naming the valid candidates when the
+        answer names none of this screen's. One script checks the run still waits for this
+        question, writes the answer's memory entry and requeues or ends the run
+        (`lua/answer.lua`): a refused answer has written nothing."""
+        asked = cast("str | None", self.r.get(self.k.question(run_id)))
         record = self.runs.load(run_id)
-        if question is None or record is None or record.status is not RunStatus.AWAITING_ANSWER:
+        if asked is None or record is None or record.status is not RunStatus.AWAITING_ANSWER:
             raise NotAwaitingError(f"run {run_id!r} is not waiting for an answer")
-        if answer.blocked:
-            return self._finish(record, RunStatus.BLOCKED, f"a person ({who}) answered blocked")
-        entry = self._entry(question, answer, who)
-        RedisMemory(self.r, self.k, decider=question.decider, ttl_s=self.memory_ttl_s).overwrite(
-            entry
-        )
-        if answer.done:
-            return self._finish(record, RunStatus.DONE, f"a person ({who}) answered done")
-        score = pending_score(record.priority, record.submitted_at)
-        ok = self._requeue(
+        question = Question.model_validate_json(asked)
+        status = RunStatus.BLOCKED if answer.blocked else RunStatus.DONE if answer.done else None
+        end = ["", "", "", 0]  # a control: the run is queued again, not ended
+        if status is not None:
+            end = self._end_args(record, status, f"a person ({who}) answered {status.value}")
+        entry = None if answer.blocked else self._entry(question, answer, who)
+        memory = RedisMemory(self.r, self.k, decider=question.decider, ttl_s=self.memory_ttl_s)
+        learnt = [entry.key, self.memory_ttl_s, *memory.fields(entry)] if entry else ["", 0]
+        ok = self._answer(
             keys=[
                 self.k.run(run_id),
                 self.k.question(run_id),
@@ -143,12 +148,23 @@ class QuestionStore(RedisStore):
                 self.k.wake,
                 self.k.reserved,
                 self.k.running,
+                self.k.batch_of(record.batch),
+                self.k.steps(run_id),
+                self.k.memory(entry.key if entry else "-"),
+                self.k.memory_index(),
             ],
-            args=[run_id, score],
+            args=[
+                run_id,
+                hashlib.sha1(asked.encode()).hexdigest(),  # noqa: S324 - Redis's sha1hex, no secret
+                (status or RunStatus.QUEUED).value,
+                pending_score(record.priority, record.submitted_at),
+                *end,
+                *learnt,
+            ],
         )
         if not ok:
             raise NotAwaitingError(f"run {run_id!r} is not waiting for an answer")
-        return RunStatus.QUEUED.value
+        return (status or RunStatus.QUEUED).value
 
     def _entry(self, q: Question, answer: Answer, who: str) -> Remembered:
         base = {
@@ -210,13 +226,35 @@ class QuestionStore(RedisStore):
         return ended
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a parked run (True), or False when it is not parked."""
+        """Cancel a parked run (True), or False when it is not parked (any more: an answer
+        or the expiry may end its question between the read and the cancel)."""
         record = self.runs.load(run_id)
         if record is None or record.status is not RunStatus.AWAITING_ANSWER:
             return False
-        return self._finish(record, RunStatus.CANCELLED, "cancelled by the caller") == "cancelled"
+        try:
+            self._finish(record, RunStatus.CANCELLED, "cancelled by the caller")
+        except NotAwaitingError:
+            return False
+        return True
 
     def _finish(self, record: RunRecord, status: RunStatus, reason: str) -> str:
+        ok = self._end(
+            keys=[
+                self.k.run(record.id),
+                self.k.question(record.id),
+                self.k.questions,
+                self.k.batch_of(record.batch),
+                self.k.steps(record.id),
+            ],
+            args=[record.id, status.value, *self._end_args(record, status, reason)],
+        )
+        if not ok:
+            raise NotAwaitingError(f"run {record.id!r} is not waiting for an answer")
+        return status.value
+
+    def _end_args(self, record: RunRecord, status: RunStatus, reason: str) -> list[object]:
+        """A parked run's end as `lib/question.lua`'s `end_question` takes it: its result
+        (the steps so far, kept), reason, end time and retention."""
         before = record.result
         result = RunResult(
             status=status,
@@ -229,26 +267,7 @@ class QuestionStore(RedisStore):
             device_id=before.device_id if before else record.device,
             attempt=record.attempt,
         )
-        ok = self._end(
-            keys=[
-                self.k.run(record.id),
-                self.k.question(record.id),
-                self.k.questions,
-                self.k.batch_of(record.batch),
-                self.k.steps(record.id),
-            ],
-            args=[
-                record.id,
-                status.value,
-                result.model_dump_json(),
-                reason,
-                repr(self.clock()),
-                self.retention_s,
-            ],
-        )
-        if not ok:
-            raise NotAwaitingError(f"run {record.id!r} is not waiting for an answer")
-        return status.value
+        return [result.model_dump_json(), reason, repr(self.clock()), self.retention_s]
 
 
 def question_for(
