@@ -185,7 +185,12 @@ def test_pages_need_a_session_and_carry_a_strict_csp(console_fleet: LocalFleet) 
     csp = login.headers["content-security-policy"]
     assert "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
-    bad = httpx.post(base + "/ui/login", data={"token": "not-a-token"})
+    bare = httpx.post(base + "/ui/login", data={"token": "not-a-token"})
+    assert bare.status_code == 403  # no sign-in form was served to this client (login CSRF)
+    with httpx.Client(base_url=base) as http:
+        form = http.get("/ui/login").text
+        csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        bad = http.post("/ui/login", data={"token": "not-a-token", "csrf": csrf})
     assert bad.status_code == 401
     assert "goalfleet_console" not in bad.headers.get("set-cookie", "")
     forged = httpx.get(base + "/ui/fleet", cookies={"goalfleet_console": "alice.9999999999.x.00"})
