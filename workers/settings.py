@@ -232,6 +232,23 @@ class Settings(BaseModel):
     """Characters of one label's value in a selector."""
     api_max_batch_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
     """A batch's `count` x its request's size in bytes (the work one submit asks for)."""
+    api_auth_failures: Annotated[int, Field(ge=1, le=10_000)] = 10
+    """Wrong tokens one client (an IPv4 address, an IPv6 /64) may give in
+    `api_auth_window_s`, as bearer tokens or on the console's sign-in together; past them
+    every request of that client with a token is 429 (`Retry-After`) until the window ends."""
+    api_auth_failures_fleet: Annotated[int, Field(ge=0)] = 200
+    """Wrong tokens from all clients together in `api_auth_window_s`; past them a client
+    that gave one wrong token is refused as if it had reached `api_auth_failures` (many
+    addresses guessing get one guess each). 0: no fleet-wide count."""
+    api_auth_window_s: Annotated[int, Field(ge=1, le=86_400)] = 60
+    """The window the failures above are counted in (it starts at a client's first one)."""
+    api_forwarded_allow_ips: str = "127.0.0.1"
+    """Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` `goalfleet api` believes
+    (uvicorn's `forwarded_allow_ips`: comma-separated addresses or networks, `*` for any):
+    the client a failed token is counted against, and whether it came over TLS."""
+    console_cookie_secure: bool = False
+    """Mark the console's cookies `Secure` always; without it they are `Secure` when the
+    request came over TLS (directly or from a proxy of `api_forwarded_allow_ips`)."""
 
     webhook_url: str | None = None
     """Fleet-wide webhook: called on every batch finished, run failed and question waiting

@@ -33,6 +33,8 @@ from scheduler.api.memory import add_memory_routes
 from scheduler.api.observability import instrument_api, new_registry
 from scheduler.api.questions import add_question_routes
 from scheduler.api.submits import GUARDED_IDEMPOTENT, Submit, Submits, submit_header
+from scheduler.api.throttle import AuthFailures
+from scheduler.api.throttle import Limits as AuthLimits
 from scheduler.api.views import (
     Who,
     need,
@@ -108,11 +110,15 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         )
     limits = Limits.of(settings)
     health_check = Health(store, beats or NoBeats())
-    try:
-        health_check.arm()  # the start marker; /health arms it later if Redis is down now
-    except redis.RedisError as exc:
-        if not is_outage(exc):
-            raise
+    principals = settings.principals()
+    sessions = Sessions(client, keys, ((who.name, token) for who, token in principals))
+    failures = AuthFailures(client, keys, AuthLimits.of(settings), salt=sessions.salt)
+    for start in (health_check.arm, sessions.bind):
+        try:  # the start marker, the console's tokens: each done later if Redis is down now
+            start()
+        except redis.RedisError as exc:
+            if not is_outage(exc):
+                raise
     metrics_registry = registry or new_registry()
 
     app = FastAPI(
@@ -134,6 +140,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         open_paths=open_paths(app),
         open_prefixes=CONSOLE_PREFIX,
         routes=app.router.routes,
+        failures=failures,
     )
     app.state.metrics = instrument_api(app, metrics_registry, store)  # outermost: counts all
     api_errors.install(app)
@@ -333,7 +340,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     answer = add_question_routes(
         app, questions, fleet, registry=metrics_registry, resolve=run_ids.resolve
     )
-    principals = settings.principals()
     add_console_routes(
         app,
         ConsoleDeps(
@@ -344,7 +350,9 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             client=client,
             keys=keys,
             lease_s=settings.lease_s,
-            sessions=Sessions((who.name, token) for who, token in principals),
+            sessions=sessions,
+            failures=failures,
+            cookie_secure=settings.console_cookie_secure,
             who=lambda token: tokens.who(f"Bearer {token}"),
             principals={who.name: who for who, _ in principals},
             resolve=run_ids.resolve,

@@ -1,7 +1,9 @@
 """The API's edge: what is refused before a request's body is read.
 
 `Edge` is an ASGI middleware in front of the routes. It answers at once, reading nothing of
-the body, when a guarded path comes without a valid bearer token (401), or when the body is
+the body, when a guarded path comes without a valid bearer token (401; 429 with a
+`Retry-After` once its client gave too many wrong ones: `scheduler.api.throttle`, which also
+counts a wrong token sent to an open path such as `/health`), or when the body is
 declared bigger than the cap (413, `Content-Length`). A body sent without a length (chunked)
 is counted as it is read and refused with a 413 as soon as it passes the cap, so the API
 never holds more than the cap of any request. Open paths (`/health`, the OpenAPI docs) pass.
@@ -17,12 +19,14 @@ import hmac
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import anyio.to_thread
 from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler.api.docs import asset_paths
+from scheduler.api.throttle import AuthFailures, client_of
 from scheduler.errors import AuthError
 from workers.core.access import Principal
 
@@ -70,6 +74,14 @@ def _unauthorized() -> ErrorBody:
     return ErrorBody(error=exc.code, message=exc.message, fix=exc.hint)
 
 
+def _too_many_failures(wait_s: int) -> ErrorBody:
+    return ErrorBody(
+        error="TOO_MANY_FAILURES",
+        message=f"too many wrong tokens from this client; no token of it is checked for {wait_s} s",
+        fix="wait for the Retry-After seconds, then send a right token (GOALFLEET_API_TOKEN)",
+    )
+
+
 def _too_large(cap: int) -> ErrorBody:
     return ErrorBody(
         error="BODY_TOO_LARGE",
@@ -95,9 +107,12 @@ class Edge:
         open_paths: Iterable[str],
         open_prefixes: tuple[str, ...] = (),
         routes: Sequence[BaseRoute] = (),
+        failures: AuthFailures | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
+        self.failures = failures
+        """Wrong tokens counted per client (None: not counted)."""
         self.cap = max_body_bytes
         self.open_paths = frozenset(open_paths)
         self.open_prefixes = open_prefixes
@@ -112,20 +127,44 @@ class Edge:
             return
         headers = Headers(scope=scope)
         path = scope["path"]
-        if (
-            path not in self.open_paths
-            and not path.startswith(self.open_prefixes)
-            and not self.tokens.who(headers.get("authorization"))
-        ):
-            self._label(scope)
-            await _answer(send, 401, _unauthorized(), {"www-authenticate": "Bearer"})
-            return
+        if not path.startswith(self.open_prefixes):  # the console checks its own sign-ins
+            authorization = headers.get("authorization")
+            who = self.tokens.who(authorization) if authorization else None
+            wait = (
+                await self._throttled(scope, authorization, right=who is not None)
+                if authorization
+                else None
+            )
+            if wait is not None:
+                self._label(scope)
+                await _answer(send, 429, _too_many_failures(wait), {"retry-after": str(wait)})
+                return
+            if who is None and path not in self.open_paths:
+                self._label(scope)
+                await _answer(send, 401, _unauthorized(), {"www-authenticate": "Bearer"})
+                return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.cap:
             self._label(scope)
             await _answer(send, 413, _too_large(self.cap), {"connection": "close"})
             return
         await _Capped(self.app, self.cap)(scope, receive, send)
+
+    async def _throttled(self, scope: Scope, authorization: str, *, right: bool) -> int | None:
+        """The seconds to wait when the token's client is blocked (429), else None: a wrong
+        token is counted, a right one checked against what this process learnt, and in Redis
+        only while the fleet's count is past its limit (`scheduler.api.throttle`). Redis is
+        asked in a thread: its client blocks."""
+        failures = self.failures
+        if failures is None:
+            return None
+        client = client_of((scope.get("client") or (None,))[0])
+        if not right:
+            return await anyio.to_thread.run_sync(failures.failed, client, authorization)
+        known = failures.known_blocked(client)
+        if known is None and failures.fleet_past_limit():
+            return await anyio.to_thread.run_sync(failures.blocked, client)
+        return known
 
     def _label(self, scope: Scope) -> None:
         """Set `scope["route"]` as the router would, so a refusal is counted by its route

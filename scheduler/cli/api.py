@@ -120,6 +120,8 @@ def serve(settings: Settings, sock: socket.socket) -> None:
             log_level="warning",
             log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
             access_log=False,  # the API's middleware logs (debug) and counts every request
+            # the client and scheme a trusted proxy names (throttling, Secure cookies)
+            forwarded_allow_ips=settings.api_forwarded_allow_ips,
         )
     )
     server.run(sockets=[sock])

@@ -14,7 +14,10 @@ Live parts poll a fragment route once a second (`static/console.js`) instead of 
 events: a page holds no connection open (nothing for `--processes N` or a proxy to pin), a
 fragment is the same template the page renders, and a second of delay is nothing next to a
 step's. Every response carries a Content-Security-Policy without inline script or style;
-forms carry the session's CSRF token, and the cookie is SameSite=Strict.
+forms carry the session's CSRF token, and the cookie is SameSite=Strict (`Secure` over TLS).
+Sessions live in Redis (`scheduler.console.session`): signing out ends one. The sign-in form
+refuses another site's POST (403) and a client that gave too many wrong tokens (429,
+`scheduler.api.throttle`, the count the API's bearer check keeps too).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from fastapi import FastAPI, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from scheduler.api.throttle import AuthFailures, client_of
 from scheduler.api.views import (
     need,
     readable_run,
@@ -39,7 +43,7 @@ from scheduler.api.views import (
     shown_run,
     shown_steps,
 )
-from scheduler.console.session import COOKIE, TTL_S, Session, Sessions
+from scheduler.console.session import COOKIE, LOGIN_COOKIE, LOGIN_TTL_S, TTL_S, Session, Sessions
 from scheduler.console.views import ago, device_row, step_view
 from scheduler.errors import FleetError
 from scheduler.service.fleet import Fleet
@@ -84,6 +88,10 @@ class ConsoleDeps:
     keys: Keys
     lease_s: float
     sessions: Sessions
+    failures: AuthFailures
+    """Wrong tokens counted per client (shared with the API's bearer check)."""
+    cookie_secure: bool
+    """Cookies are `Secure` on every request, not only those that came over TLS."""
     who: Callable[[str], Principal | None]
     """Who a token is, or None (the API's own token check)."""
     principals: Mapping[str, Principal]
@@ -97,6 +105,11 @@ class ConsoleDeps:
 
 class CsrfError(FleetError, code="CSRF", status=403):
     """A console form whose CSRF token is not its session's (another site's form)."""
+
+
+SAME_SITE = ("same-origin", "none")
+"""`Sec-Fetch-Site` values of a sign-in this console's own page sent (`none`: the person
+typed it)."""
 
 
 class SignIn(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -151,36 +164,78 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         body = (HERE / "static" / name).read_bytes()
         return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    def set_cookie(
+        resp: Response, request: Request, name: str, value: str, *, path: str, max_age: int
+    ) -> None:
+        """One of the console's cookies (`max_age` 0: gone): `HttpOnly`, `SameSite=Strict`,
+        `Secure` over TLS (uvicorn takes the scheme from a trusted proxy's
+        `X-Forwarded-Proto`) or always by the setting."""
+        secure = deps.cookie_secure or request.url.scheme == "https"
+        resp.set_cookie(
+            name, value, max_age, path=path, httponly=True, samesite="strict", secure=secure
+        )
+
+    def login_page(
+        request: Request, next_: str, status: int = 200, error: str = "", wait_s: int = 0
+    ) -> HTMLResponse:
+        """The sign-in form, with its CSRF token and the cookie it is bound to."""
+        nonce = deps.sessions.login_nonce(request.cookies.get(LOGIN_COOKIE))
+        csrf = deps.sessions.login_csrf(nonce)
+        resp = page("login.html", None, status, next=_local(next_), error=error, csrf=csrf)
+        if wait_s:
+            resp.headers["Retry-After"] = str(wait_s)
+        set_cookie(resp, request, LOGIN_COOKIE, nonce, path="/ui/login", max_age=LOGIN_TTL_S)
+        return resp
+
+    def too_many(request: Request, next_: str, wait_s: int) -> HTMLResponse:
+        error = f"Too many failed sign-ins from your address: try again in {wait_s} s."
+        return login_page(request, next_, 429, error, wait_s)
+
     @app.get("/ui/login", include_in_schema=False)
-    def login_form(next: str = "/ui/fleet") -> HTMLResponse:  # noqa: A002 - the query's name
-        return page("login.html", None, next=_local(next), error="")
+    def login_form(request: Request, next: str = "/ui/fleet") -> HTMLResponse:  # noqa: A002 - the query's name
+        return login_page(request, next)
 
     @app.post("/ui/login", include_in_schema=False)
     def login(
+        request: Request,
         token: Annotated[str, Form(max_length=500)],
         next: Annotated[str, Form(max_length=500)] = "/ui/fleet",  # noqa: A002 - the field
+        csrf: Annotated[str | None, Form(max_length=200)] = None,
     ) -> Response:
+        """Sign in: refused (403) from another site's form, or a form this browser was not
+        served; 429 while the client is blocked; 401 for a wrong token (counted)."""
+        if request.headers.get("sec-fetch-site", "none") not in SAME_SITE:
+            error = "A sign-in sent from another site is refused: sign in on this page."
+            return login_page(request, next, 403, error)
+        if not deps.sessions.login_form_ok(request.cookies.get(LOGIN_COOKIE), csrf):
+            error = "This sign-in form has expired or was not served to this browser: "
+            return login_page(request, next, 403, error + "reload the sign-in page.")
+        client = client_of(request.client.host if request.client else None)
+        wait = deps.failures.blocked(client)
+        if wait is not None:
+            return too_many(request, next, wait)
         who = deps.who(token)
         if who is None:
-            return page(
-                "login.html",
-                None,
-                401,
-                next=_local(next),
-                error="That token is not one of this API's.",
-            )
-        cookie, _ = deps.sessions.issue(who.name)
+            wait = deps.failures.failed(client, token)
+            if wait is not None:
+                return too_many(request, next, wait)
+            return login_page(request, next, 401, "That token is not one of this API's.")
+        cookie, _ = deps.sessions.open(who.name)
         resp = RedirectResponse(_local(next), status_code=303)
-        resp.set_cookie(COOKIE, cookie, max_age=TTL_S, path="/ui", httponly=True, samesite="strict")
+        set_cookie(resp, request, COOKIE, cookie, path="/ui", max_age=TTL_S)
+        set_cookie(resp, request, LOGIN_COOKIE, "", path="/ui/login", max_age=0)  # spent
         return resp
 
     @app.post("/ui/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
+        """Sign out: the session ends for every API process (a copy of the cookie opens
+        nothing after it)."""
         session = signed_in(request)
         if not hmac.compare_digest(csrf, session.csrf):
             return Response(status_code=403)
+        deps.sessions.end(session)
         resp = RedirectResponse("/ui/login", status_code=303)
-        resp.delete_cookie(COOKIE, path="/ui")
+        set_cookie(resp, request, COOKIE, "", path="/ui", max_age=0)
         return resp
 
     # -- the fleet ---------------------------------------------------------------------------

@@ -92,7 +92,11 @@ class LocalFleet(Stoppable):
     def start_api(self, *, timeout_s: float = 15.0) -> str:
         port = free_port()
         config = uvicorn.Config(
-            create_app(self.settings), host="127.0.0.1", port=port, log_level="warning"
+            create_app(self.settings),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            forwarded_allow_ips=self.settings.api_forwarded_allow_ips,
         )
         self._server = uvicorn.Server(config)
         t = threading.Thread(target=self._server.run, name="goalfleet-api", daemon=True)

@@ -185,7 +185,12 @@ def test_pages_need_a_session_and_carry_a_strict_csp(console_fleet: LocalFleet) 
     csp = login.headers["content-security-policy"]
     assert "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
-    bad = httpx.post(base + "/ui/login", data={"token": "not-a-token"})
+    bare = httpx.post(base + "/ui/login", data={"token": "not-a-token"})
+    assert bare.status_code == 403  # no sign-in form was served to this client (login CSRF)
+    with httpx.Client(base_url=base) as http:
+        form = http.get("/ui/login").text
+        csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        bad = http.post("/ui/login", data={"token": "not-a-token", "csrf": csrf})
     assert bad.status_code == 401
     assert "goalfleet_console" not in bad.headers.get("set-cookie", "")
     forged = httpx.get(base + "/ui/fleet", cookies={"goalfleet_console": "alice.9999999999.x.00"})
@@ -223,3 +228,48 @@ def test_the_docs_page_renders_with_nothing_but_the_api(
     assert elsewhere == []
     assert errors == []
     shot(pg, "docs", tmp_path)
+
+
+def test_signing_out_in_the_browser_ends_the_session_for_a_kept_cookie(
+    console_fleet: LocalFleet, page: tuple[Page, list[str]]
+) -> None:
+    """The cookie as the browser holds it (HttpOnly, SameSite=Strict, not Secure over plain
+    HTTP); copied before *Sign out*, it opens nothing after it."""
+    pg, errors = page
+    base = console_fleet.api_url
+    sign_in(pg, base, VIEWER[1])
+    cookie = next(c for c in pg.context.cookies() if c["name"] == "goalfleet_console")
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"]) == (True, "Strict", False)
+    kept = {"goalfleet_console": cookie["value"]}
+    assert httpx.get(base + "/ui/fleet", cookies=kept).status_code == 200
+    pg.click("text=Sign out")
+    expect(pg).to_have_url(base + "/ui/login")
+    assert httpx.get(base + "/ui/fleet", cookies=kept).status_code == 303
+    assert errors == []
+
+
+def test_another_sites_form_cannot_sign_the_browser_in(
+    console_fleet: LocalFleet, page: tuple[Page, list[str]]
+) -> None:
+    """Login CSRF: a page on another site posts a token to the sign-in form; the browser
+    marks the post cross-site and carries no sign-in cookie, so it is refused (403) and the
+    browser stays signed out."""
+    pg, errors = page
+    base = console_fleet.api_url
+    evil = (
+        f'<form method="post" action="{base}/ui/login"><input name="token" value="{ALICE[1]}">'
+        '<input name="next" value="/ui/fleet"><button id="go">go</button></form>'
+    )
+    pg.route(
+        "http://evil.test/**",
+        lambda route: route.fulfill(status=200, content_type="text/html", body=evil),
+    )
+    pg.goto("http://evil.test/")
+    with pg.expect_response(f"{base}/ui/login") as answer:
+        pg.click("#go")
+    assert answer.value.status == 403
+    expect(pg.locator("#error")).to_contain_text("another site")
+    assert not any(c["name"] == "goalfleet_console" for c in pg.context.cookies())
+    logged = "Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    refusal = [f"403 {base}/ui/login", logged]
+    assert errors == refusal  # the refusal itself (the browser logs it too), nothing else

@@ -148,6 +148,8 @@ class Made:
     memory: tuple[str, str]
     csrf: str
     """The console session's form token (the client holds its cookie)."""
+    login_csrf: str
+    """The sign-in form's token (the client holds its cookie)."""
     """An entry for GOAL and one for "Check out"."""
 
 
@@ -243,7 +245,8 @@ def console_writes(m: Made) -> list[Call]:
     csrf = m.csrf
     answer = f"/ui/questions/{m.parked['target']}/answer"
     return [
-        Call(("POST", "/ui/login"), "/ui/login", full=401, form={"token": "not-a-token"}),
+        Call(("POST", "/ui/login"), "/ui/login", full=401,
+             form={"token": "not-a-token", "csrf": m.login_csrf}),
         Call(("POST", "/ui/logout"), "/ui/logout", full=403, form={"csrf": "not-this-one"}),
         Call(("POST", "/ui/memory/{key}/forget"), f"/ui/memory/{m.memory[1]}/forget",
              free=303, form={"csrf": csrf}),
@@ -320,12 +323,17 @@ def make(http: httpx.Client, db: redis.Redis, keys: Keys) -> Made:
         Remembered(key=key, done=True, source="rules", origin="rules", goal=normalise_goal(g))
         for key, g in zip(memory, (GOAL, "Check out"), strict=True)
     )
-    signed_in = http.post("/ui/login", data={"token": TOKEN})
+
+    def login_csrf() -> str:  # the sign-in form's token (the client keeps its cookie)
+        return http.get("/ui/login").text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+    signed_in = http.post("/ui/login", data={"token": TOKEN, "csrf": login_csrf()})
     assert signed_in.status_code == 303, signed_in.text
     form = http.get("/ui/fleet").text
     csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
     made = Made(
         csrf=csrf,
+        login_csrf=login_csrf(),  # a second form: signing in spent the first
         reserved=reserved,
         pending=pending,
         running=running,

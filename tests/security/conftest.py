@@ -32,11 +32,13 @@ class Api:
     db: redis.Redis
 
     def footprint(self) -> tuple[int, ...]:
-        """How many keys, and the length of every queue-like key: the device's Celery queue,
-        Celery's default queue, pending runs and wake-ups."""
+        """How many keys (but the wrong tokens' counts, `scheduler.api.throttle`: the one
+        thing a refused request writes), and the length of every queue-like key: the
+        device's Celery queue, Celery's default queue, pending runs and wake-ups."""
         p = self.settings.key_prefix
+        counts = f"{Keys(p).auth_failures_all}*"
         return (
-            int(self.db.dbsize()),
+            int(self.db.dbsize()) - sum(1 for _ in self.db.scan_iter(match=counts, count=1000)),
             int(self.db.llen(Keys(p).queue(DEVICE))),
             int(self.db.llen(Keys(p).default_queue)),
             int(self.db.zcard(f"{p}:pending")),

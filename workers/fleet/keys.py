@@ -29,6 +29,13 @@
 {p}:history:on          string set (with a TTL) while a history writer runs: ended runs join
                                the outbox and their keys wait for it (`lua/lib/run_ended.lua`)
 {p}:history:outbox      zset   ended runs not yet in the history database, by end time (ms)
+{p}:console:tokens      hash   the console's token bindings: name -> "<fingerprint>:<generation>"
+                               (a token removed, rotated or restored starts a new generation)
+{p}:console:session:{h} hash   one console session (name, generation), expiring with it; `h`
+                               is the SHA-256 of its id, which only the cookie holds
+{p}:authfail:{c}        set    keyed hashes of the wrong tokens client `c` (a keyed hash of its
+                               address) gave in the current window, expiring with it
+{p}:authfail            string wrong tokens from every client in the current window
 {p}:celery:*            -      Celery's and kombu's own keys, under the fleet's prefix too
                                (`global_keyprefix`): the device queues `{p}:celery:device.{id}`,
                                the default queue, the unacked hash and index, the queue
@@ -154,6 +161,20 @@ class Keys:
     @property
     def timings(self) -> str:
         return f"{self.prefix}:timings"
+
+    @property
+    def console_tokens(self) -> str:
+        return f"{self.prefix}:console:tokens"
+
+    def console_session(self, digest: str) -> str:
+        return f"{self.prefix}:console:session:{digest}"
+
+    def auth_failures(self, client: str) -> str:
+        return f"{self.prefix}:authfail:{client}"
+
+    @property
+    def auth_failures_all(self) -> str:
+        return f"{self.prefix}:authfail"
 
     @property
     def celery(self) -> str:
