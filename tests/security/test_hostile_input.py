@@ -12,13 +12,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from redis_values import redis_values
 from rolekit import CONSOLE_COOKIE, World, auth, sign_in, world
 from structlog.testing import capture_logs
 
+from scheduler.api.connection import refusal
+from scheduler.api.edge import ErrorBody
+from scheduler.api.errors import RETRY_AFTER_S
 from scheduler.local.redis import LocalRedis
 
 DEEP = "[" * 1000 + "]" * 1000
@@ -47,7 +52,6 @@ def hostile_ids(real: str) -> list[str]:
         "\x00",
         NON_ASCII,
         "x" * 600,
-        real.upper(),
     ]
 
 
@@ -57,9 +61,11 @@ def hw(sec_redis: LocalRedis, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield w
 
 
-def _keys(w: World) -> dict[str, bytes | None]:
-    """Every key of the fleet and its value (as DUMP gives it), to see that nothing changed."""
-    return {k: w.db.dump(k) for k in w.db.scan_iter(match=f"{w.settings.key_prefix}:*")}
+def _keys(w: World) -> dict[bytes, list[bytes]]:
+    """Every key of the fleet and what it holds (read by type, in an order that does not
+    depend on how Redis stores it), to see that nothing changed."""
+    held = redis_values(w.db, match=f"{w.settings.key_prefix}:*")
+    return {key: sorted(values) for key, values in held.items()}
 
 
 def _routes(w: World) -> list[tuple[str, str]]:
@@ -89,7 +95,8 @@ def _cases(
     routes: list[tuple[str, str]], values: dict[str, str], creds: list[dict[str, str]], csrf: str
 ) -> Iterator[Case]:
     """For each route, as each of `creds`: every path parameter hostile in turn; a write
-    route also gets deep JSON bodies and hostile forms (a CSRF field near `csrf`)."""
+    route also gets deep JSON bodies, and a console form hostile forms (a CSRF field near
+    `csrf`)."""
     forms = [
         {"csrf": NON_ASCII, "target": NON_ASCII, "token": NON_ASCII, "blocked": "1"},
         {"csrf": csrf[:-1] + "é", "next": "//evil.example/" + NON_ASCII},
@@ -108,23 +115,17 @@ def _cases(
                         _path(template, values, (param, bad)),
                         {"headers": headers},
                     )
-            if method in {"POST", "DELETE"}:
-                for body in DEEP_BODIES:
-                    yield (
-                        template,
-                        method,
-                        path,
-                        {"content": body, "headers": {**headers, **json_type}},
-                    )
-                for form in forms:
-                    yield template, method, path, {"data": form, "headers": headers}
-                for raw in raw_forms:
-                    yield (
-                        template,
-                        method,
-                        path,
-                        {"content": raw, "headers": {**headers, **form_type}},
-                    )
+            if method not in {"POST", "DELETE"}:
+                continue
+            as_json, as_form = {**headers, **json_type}, {**headers, **form_type}
+            yield from ((template, method, path, {"content": b, "headers": as_json})
+                        for b in DEEP_BODIES)  # fmt: skip
+            if template.startswith("/ui"):  # forms are the console's (to another route,
+                # a form would cancel or delete as asked: no hostile request)
+                yield from ((template, method, path, {"data": f, "headers": headers})
+                            for f in forms)  # fmt: skip
+                yield from ((template, method, path, {"content": r, "headers": as_form})
+                            for r in raw_forms)  # fmt: skip
 
 
 def _odd_cookies(good: str) -> list[bytes]:
@@ -339,3 +340,31 @@ def test_every_id_path_is_checked_before_a_key_is_built(hw: World) -> None:
         assert resp.status_code == 404, resp.text
         texts.add(json.dumps(resp.json()))
     assert len(texts) == 1, texts
+
+
+def test_every_503_says_when_to_retry(redis_binary: str, tmp_path: Path) -> None:
+    """A console page, fragment or form while Redis is down, and the connection cap's own
+    refusal: each 503 carries `Retry-After`, as the API's do."""
+    server = LocalRedis(binary=redis_binary)
+    server.__enter__()
+    try:
+        with world(server.url, "gf503", tmp_path) as w:
+            o = w.owned()
+            ops = sign_in(w.client, "ops")
+            client = TestClient(w.client.app, raise_server_exceptions=False)
+            server.__exit__(None, None, None)
+            for method, path, form in (
+                ("GET", "/ui/fleet", None),
+                ("GET", "/ui/runs/" + o.run + "/rows", None),
+                ("GET", f"/ui/runs/{o.run}/pictures/{o.picture}", None),
+                ("GET", f"/ui/questions/{o.run}", None),
+                ("POST", f"/ui/questions/{o.run}/answer", {"csrf": ops.csrf, "blocked": "1"}),
+            ):
+                resp = client.request(method, path, data=form, headers=ops.headers)
+                assert resp.status_code == 503, (path, resp.text)
+                assert resp.headers["retry-after"] == str(RETRY_AFTER_S), path
+    finally:
+        server.__exit__(None, None, None)
+    capped = refusal(503, ErrorBody(error="TOO_MANY_CONNECTIONS", message="m", fix="f"))
+    head = capped.partition(b"\r\n\r\n")[0].decode().lower().split("\r\n")
+    assert f"retry-after: {RETRY_AFTER_S}" in head, head
