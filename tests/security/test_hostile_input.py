@@ -94,7 +94,8 @@ def _path(template: str, values: dict[str, str], hostile: tuple[str, str] | None
 def _cases(
     routes: list[tuple[str, str]], values: dict[str, str], creds: list[dict[str, str]], csrf: str
 ) -> Iterator[Case]:
-    """For each route, as each of `creds`: every path parameter hostile in turn; a write
+    """For each route, as each of `creds`: every query parameter any route reads, hostile
+    at once; every path parameter hostile in turn; a write
     route also gets deep JSON bodies, and a console form hostile forms (a CSRF field near
     `csrf`)."""
     forms = [
@@ -104,9 +105,27 @@ def _cases(
     raw_forms = [b"csrf=%FF%FE%00&target=\xff\xfe&token=%C3", b"csrf&&==&target=%"]
     json_type = {"Content-Type": "application/json"}
     form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+    query = {
+        "batch": f"{values['batch_id']}:runs",
+        "device": "a:b*",
+        "schedule": "*",
+        "goal": NON_ASCII * 100,
+        "cursor": "0@1e309",
+        "since": "-1e309",
+        "until": "nan",
+        "limit": str(10**12),
+        "status": NON_ASCII,
+        "all": "maybe",
+        "after": "-1",
+        "bucket": NON_ASCII,
+        "min_runs": "-5",
+        "next": "//evil.example/",
+    }
     for method, template in routes:
         path = _path(template, values)
         for headers in creds:
+            if method == "GET" or template == "/v1/memory":  # the routes that read a query
+                yield template, method, path, {"headers": headers, "params": query}
             for param in (p for p in values if "{" + p + "}" in template):
                 for bad in hostile_ids(values[param]):
                     yield (
