@@ -9,7 +9,6 @@ probed without a word here), in process on a real Redis, with things `alice` own
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -349,16 +348,22 @@ def test_a_goal_with_invisible_characters_is_refused_naming_the_field(hw: World)
     assert _keys(w) == before
 
 
-def test_every_id_path_is_checked_before_a_key_is_built(hw: World) -> None:
-    """The 404 for a malformed run id says what an id looks like (the one id check, before any
-    Redis key is built): the same text for every role that may ask."""
+def test_a_malformed_id_is_refused_by_the_id_check_naming_its_form(hw: World) -> None:
+    """A run or batch id that is not one is refused by the one id check, before the store is
+    asked (the 404 says what an id looks like), with the same text for every role that may
+    ask and whatever the id starts with."""
     w = hw
-    texts = set()
-    for who in ("reader", "ops", "alice"):
-        resp = w.client.get("/v1/runs/not-an-id/steps", headers=auth(who))
-        assert resp.status_code == 404, resp.text
-        texts.add(json.dumps(resp.json()))
-    assert len(texts) == 1, texts
+    run = w.parked()
+    for path in ("/v1/runs/{}/steps", "/v1/batches/{}", "/v1/runs/{}/cancel"):
+        method = "POST" if path.endswith("cancel") else "GET"
+        texts = set()
+        for who, given in (("alice", "not-an-id"), ("erin", "not-an-id"), ("ops", f"{run}*")):
+            resp = w.client.request(method, path.format(given), headers=auth(who))
+            assert resp.status_code == 404, resp.text
+            body = resp.json()
+            assert "32 hex characters" in body["fix"], body
+            texts.add(body["fix"])
+        assert len(texts) == 1, texts
 
 
 def test_every_503_says_when_to_retry(redis_binary: str, tmp_path: Path) -> None:
