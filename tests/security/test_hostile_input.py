@@ -271,17 +271,18 @@ def test_json_nested_deep_is_refused_before_it_is_parsed(hw: World, body: str, r
     assert _keys(w) == before
 
 
-def test_a_body_at_the_depth_bound_is_read(hw: World) -> None:
-    """Nesting up to the bound is not refused for its depth (the model then says what it
-    thinks of it)."""
-    nested = '{"goal": "Sign in", "selector": {"labels": {"pool": "a"}}, "x": ' + "[" * 28
+@pytest.mark.parametrize(("levels", "refused"), [(32, False), (33, True)])
+def test_the_depth_bound_is_exact(hw: World, levels: int, refused: bool) -> None:  # noqa: FBT001
+    """An object holding arrays 32 levels deep in all is read (the model then refuses its
+    unknown field); 33 is refused for its depth, naming the body."""
+    arrays = levels - 1  # inside the top-level object
+    raw = '{"goal": "Sign in [{", "x": ' + "[" * arrays + "]" * arrays + "}"
     resp = hw.client.post(
-        "/v1/runs",
-        content=nested + "]" * 28 + "}",
-        headers={**auth("ops"), "Content-Type": "application/json"},
+        "/v1/runs", content=raw, headers={**auth("ops"), "Content-Type": "application/json"}
     )
     assert resp.status_code == 422, resp.text
-    assert resp.json()["problems"][0]["field"] != "body", resp.text
+    field = resp.json()["problems"][0]["field"]
+    assert field == ("body" if refused else "x"), resp.text
 
 
 def test_a_non_ascii_csrf_field_is_refused_and_nothing_answered(hw: World) -> None:
