@@ -28,6 +28,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from scheduler.api.edge import ErrorBody
+from scheduler.api.errors import RETRY_AFTER_S
 from workers.settings import Settings
 
 LINGER_S = 1.0
@@ -60,11 +61,13 @@ class ConnectionLimits:
 
 
 def refusal(status: int, body: ErrorBody) -> bytes:
-    """A whole HTTP/1.1 answer that closes the connection."""
+    """A whole HTTP/1.1 answer that closes the connection (a 503 says when to retry, as the
+    app's own 503s do)."""
     raw = body.model_dump_json().encode()
+    retry = b"retry-after: %d\r\n" % RETRY_AFTER_S if status == 503 else b""  # noqa: PLR2004
     head = (
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-        b"connection: close\r\n\r\n" % (status, _REASONS[status], len(raw))
+        b"%sconnection: close\r\n\r\n" % (status, _REASONS[status], len(raw), retry)
     )
     return head + raw
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from email.message import Message as MimeHeader
 
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
@@ -25,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from scheduler.api.bodies import MAX_DEPTH, depth, is_json
 from scheduler.service.requests import RunSubmit
 
 Submit = Callable[[RunSubmit, Headers], Awaitable[Response]]
@@ -52,7 +52,7 @@ class FastSubmit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["route"] = self.declared  # metrics and logs name the declared route
         headers = Headers(scope=scope)
-        body = await _body(receive) if _is_json(headers.get("content-type")) else None
+        body = await _body(receive) if is_json(headers.get("content-type")) else None
         sub = _validated(body) if body is not None else None
         if sub is None:
             await self._declared(scope, receive, body, send)
@@ -96,20 +96,11 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _is_json(content_type: str | None) -> bool:
-    """`application/json` or `application/*+json`, as FastAPI decides to parse JSON."""
-    if not content_type:
-        return False
-    header = MimeHeader()
-    header["content-type"] = content_type
-    subtype = header.get_content_subtype()
-    return header.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json")
-    )
-
-
 def _validated(body: bytes) -> RunSubmit | None:
-    """The model, when the body is JSON the model accepts as FastAPI would validate it."""
+    """The model, when the body is JSON the model accepts as FastAPI would validate it
+    (and nests no deeper than the declared route reads: `scheduler.api.bodies`)."""
+    if depth(body) > MAX_DEPTH:
+        return None
     try:
         return RunSubmit.model_validate(json.loads(body))
     except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError too

@@ -102,7 +102,7 @@ CASES: dict[str, tuple[list[str], int, str]] = {
     "worker-control-label": (
         ["worker", "--device", "ios-1", "--platform", "ios", "--label", "pool=a\u202eb"],
         2,
-        "--label 'pool': holds a control or bidi character (U+202E at position 6)",
+        "--label 'pool': holds a control, bidi or invisible character (U+202E at position 6)",
     ),
     "scheduler-no-redis": (["scheduler"], 3, "cannot reach Redis at redis://127.0.0.1:1/0"),
     "run-bad-decider": (
