@@ -4,7 +4,8 @@ Every test runs with HOME and the XDG state, cache, config and data homes pointe
 temporary folder, in the test process and in every process it starts (they inherit the
 environment). `REAL_HOME` and `REAL_GOALFLEET_DIRS` are read when this module is first
 imported, before the fixture changes anything: the session's end compares what goalfleet keeps
-there (`snapshot`) with what it kept at the start, and fails the run if a test wrote there.
+there (`snapshot`) with what it kept at the start: a change fails the run under CI (and is a
+warning elsewhere, where another process may share the home).
 tests/conftest.py takes the fixture and the hook from here (`-p homekit` loads them alone).
 """
 
@@ -79,16 +80,23 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Fail the run if anything under the real home's goalfleet folders was made, changed or
-    removed while it ran (xdist: the controller checks, once, after every worker)."""
+    """Say so if anything under the real home's goalfleet folders was made, changed or removed
+    while the run lasted (xdist: the controller checks, once, after every worker); under CI the
+    run fails. Elsewhere it is a warning: on a shared machine another process (a demo, an older
+    checkout's tests) may write there meanwhile, and CI runs alone."""
     if hasattr(session.config, "workerinput"):
         return
     wrote = changed(_BEFORE, snapshot())
     if not wrote:
         return
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
     shown = ", ".join(wrote[:5]) + (f" and {len(wrote) - 5} more" if len(wrote) > 5 else "")
-    line = f"the tests wrote under the real home ({REAL_HOME}): {shown}"
+    line = (
+        f"the tests (or another process meanwhile) wrote under the real home ({REAL_HOME}): {shown}"
+    )
+    if os.environ.get("CI"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        line = f"warning: {line} (under CI=true this fails the run)"
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(line, red=True, bold=True)
