@@ -62,6 +62,7 @@ from scheduler.service.requests import (
 from scheduler.service.run_ids import RunIds, checked
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
+from scheduler.store.history.db import shown_database_url
 from workers.core.access import Action, Principal
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
@@ -110,7 +111,10 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             "GOALFLEET_API_ROLES=name:read|submit|answer|admin,... (docs/fleet.md)",
         )
     limits = Limits.of(settings)
-    health_check = Health(store, beats or NoBeats())
+    history_url = settings.database_url.get_secret_value() if settings.database_url else None
+    health_check = Health(
+        store, beats or NoBeats(), history=shown_database_url(history_url) if history_url else None
+    )
     principals = settings.principals()
     sessions = Sessions(client, keys, ((who.name, token) for who, token in principals))
     failures = AuthFailures(client, keys, AuthLimits.of(settings), salt=sessions.salt)
@@ -345,8 +349,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
 
     add_list_routes(app, fleet, batch_ids)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s)
-    url = settings.database_url
-    add_history_routes(app, url.get_secret_value() if url else None)
+    add_history_routes(app, history_url)
     answer = add_question_routes(
         app, questions, fleet, registry=metrics_registry, resolve=run_ids.resolve
     )

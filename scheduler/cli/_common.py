@@ -114,10 +114,16 @@ def add_log_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
+def client_token(settings: Settings) -> str | None:
+    """The token the CLI sends the API: GOALFLEET_API_TOKEN, else the API's first own."""
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if token is None and settings.api_tokens:
         token = settings.named_tokens()[0][1]
+    return token
+
+
+def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
+    token = client_token(settings)
     api = settings.api_url
     if args.api is not None:
         try:
