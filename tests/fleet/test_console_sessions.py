@@ -24,6 +24,7 @@ import redis
 from conftest import Served, create
 from pydantic import SecretStr
 from redis_values import redis_values
+from structlog.testing import capture_logs
 
 from scheduler.local.redis import LocalRedis
 from workers.settings import Settings
@@ -176,12 +177,18 @@ def test_failed_bearer_tokens_from_one_client_are_throttled_and_others_are_not(
         def devices(token: str, client: dict[str, str]) -> httpx.Response:
             return http.get("/v1/devices", headers={"Authorization": f"Bearer {token}", **client})
 
-        codes = [devices(f"wrong-{i}", CLIENT_A).status_code for i in range(FAILURES)]
-        assert codes == [401] * FAILURES
-        refused = devices("wrong-again", CLIENT_A)
+        with capture_logs() as logs:
+            codes = [devices(f"wrong-{i}", CLIENT_A).status_code for i in range(FAILURES)]
+            assert codes == [401] * FAILURES
+            again = devices(f"wrong-{FAILURES - 1}", CLIENT_A)  # the last one again: not new
+            refused = devices("wrong-again", CLIENT_A)
+            assert devices("wrong-0", CLIENT_A).status_code == 429
+        assert again.status_code == 401
         assert refused.status_code == 429, refused.text
         assert 0 < int(refused.headers["retry-after"]) <= 60
         assert refused.json()["error"] == "TOO_MANY_FAILURES"
+        blocked = [e for e in logs if e["event"] == "auth_client_blocked"]
+        assert [e["client"] for e in blocked] == ["203.0.113.5"]  # once, naming the client
         assert devices(ALICE[1], CLIENT_B).status_code == 200
         assert devices(ALICE[1], CLIENT_A).status_code == 429
         assert sign_in(http, ALICE[1], CLIENT_A).status_code == 429
