@@ -107,10 +107,12 @@ class AuthFailures(RedisStore):
         """Until when this process learnt the fleet's count is past its limit: meanwhile a
         right token's client is looked up in Redis (it may have given one wrong token)."""
 
-    def failed(self, client: str, token: str) -> int | None:
-        """Count a wrong `token` from `client`. The seconds to wait when this one is past the
-        limit (answer 429), else None (answer 401)."""
-        hashed = hmac.new(self._salt, f"token:{token}".encode(), hashlib.sha256).hexdigest()
+    def failed(self, client: str, authorization: str) -> int | None:
+        """Count a wrong token from `client`, as its `Authorization` header (the console's
+        sign-in makes one) carries it. The seconds to wait when this one is past the limit
+        (answer 429), else None (answer 401)."""
+        mac = hmac.new(self._salt, f"token:{authorization}".encode(), hashlib.sha256)
+        hashed = mac.hexdigest()
         try:
             n, total, client_ms, fleet_ms, new = self._failed(
                 keys=self._keys(client),

@@ -274,13 +274,15 @@ def test_redis_holds_nothing_secret_and_every_key_expires(
 
 
 def test_a_wrong_token_given_again_counts_once(redis_url: str, serve: type[Served]) -> None:
-    """A client stuck on one old token is no guesser: 3 x FAILURES of the same wrong token are
-    all 401 and block nothing; FAILURES new ones then do."""
+    """A client stuck on one old token is no guesser: 3 x FAILURES of the same wrong token (as
+    a bearer token and on the sign-in form alike) are all 401 and block nothing; FAILURES new
+    ones then do."""
     srv = serve(create(settings_of(redis_url, ALICE)))
     with httpx.Client(base_url=srv.url, headers=CLIENT_A) as http:
         stale = {"Authorization": "Bearer an-old-token"}
         codes = {http.get("/v1/devices", headers=stale).status_code for _ in range(3 * FAILURES)}
         assert codes == {401}
+        assert sign_in(http, "an-old-token").status_code == 401  # the same one, signing in
         assert http.get("/v1/devices", headers={"Authorization": f"Bearer {ALICE[1]}"}).is_success
         guesses = [
             http.get("/v1/devices", headers={"Authorization": f"Bearer guess-{i}"}).status_code
