@@ -223,7 +223,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             return too_many(request, next, wait)
         who = deps.who(token)
         if who is None:
-            wait = deps.failures.failed(client, token)
+            wait = deps.failures.failed(client, f"Bearer {token}")  # counted as the API does
             if wait is not None:
                 return too_many(request, next, wait)
             return login_page(request, next, 401, "That token is not one of this API's.")
