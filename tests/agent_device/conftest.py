@@ -22,9 +22,9 @@ import pytest
 from ad_support import APP, PASSWORD, App
 
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess
-from workers.devices.agent_device_wire import SocketTransport
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.wire import SocketTransport
 from workers.testing.linux_desktop import LinuxDesktop
 
 
