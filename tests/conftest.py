@@ -14,7 +14,7 @@ from hypothesis import settings
 from scheduler.local.redis import find_redis_server, wheel_redis_server
 from workers.core.errors import ConfigError
 from workers.decide import guard
-from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
+from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
 from workers.testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 
 # structlog once for every test: plain text with a plain traceback. Its default renders a

@@ -7,7 +7,7 @@ import pytest
 from workers.core.loop import run_goal
 from workers.core.model import Candidate, DecideState, Inputs, Kind, RunStatus
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.testing.samples import FLOWS, Screen
 
 
