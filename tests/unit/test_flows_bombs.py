@@ -65,15 +65,15 @@ class Ran:
     max_rss_mb: float
 
 
-def validate(path: Path) -> Ran:
+def validate(path: Path, into: Path) -> Ran:
     """`goalfleet suite validate PATH` in a process of its own, capped at 1.5 GB of address
     space and 30 s (so the unchanged code fails this test without taking the machine down),
-    its CPU time and peak memory read with `wait4`."""
+    its CPU time and peak memory read with `wait4`; its output kept in `into`."""
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1500 * 2**20, 1500 * 2**20))
 
-    out, err = path.with_suffix(".out"), path.with_suffix(".err")
+    out, err = into / "validate.out", into / "validate.err"
     with out.open("w") as o, err.open("w") as e:
         proc = subprocess.Popen(  # this interpreter, our own command
             [sys.executable, "-m", "scheduler", "suite", "validate", str(path)],
@@ -103,7 +103,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     """What `suite validate` costs on a good file (the interpreter and its imports)."""
     path = tmp_path_factory.mktemp("good") / "good.yaml"
     path.write_text(GOOD)
-    ran = validate(path)
+    ran = validate(path, path.parent)
     assert ran.code == 0, ran.stderr
     return ran
 
@@ -115,7 +115,7 @@ def test_a_bomb_is_refused_fast_and_small(name: str, baseline: Ran, tmp_path: Pa
     text, line, says = BOMBS[name]
     path = tmp_path / "bomb.yaml"
     path.write_text(text)
-    ran = validate(path)
+    ran = validate(path, tmp_path)
     assert ran.code == 2, ran.stderr[-500:]
     assert ran.stderr.count("\n") == 1, ran.stderr[-500:]
     assert f"{path}:line {line}: " in ran.stderr
@@ -162,6 +162,14 @@ def test_every_command_that_reads_a_flows_file_refuses_a_bomb(
     assert err.count("\n") == 1, err
     assert f"{path}:line 1: " in err
     assert "anchors and aliases" in err
+
+
+def test_an_endless_file_is_read_no_further_than_the_cap(baseline: Ran, tmp_path: Path) -> None:
+    """`/dev/zero` (or a 54 MB file) is refused after the first MB, not read whole."""
+    ran = validate(Path("/dev/zero"), tmp_path)
+    assert ran.code == 2, ran.stderr[-500:]
+    assert "over the limit of 1000000 bytes" in ran.stderr
+    assert ran.max_rss_mb - baseline.max_rss_mb < 50, (ran.max_rss_mb, baseline.max_rss_mb)
 
 
 def test_a_good_file_still_reads(tmp_path: Path) -> None:
