@@ -53,6 +53,32 @@ def looks_sensitive(name: str) -> bool:
     return bool(words & SENSITIVE_WORDS)
 
 
+def no_plaintext(v: object) -> object:
+    """Secrets by reference only: a plaintext value is refused naming the fix."""
+    if isinstance(v, dict):
+        for name, ref in v.items():
+            if not isinstance(ref, dict | SecretRef):
+                var = str(name).upper()
+                raise ValueError(  # noqa: TRY004 - pydantic validators raise ValueError
+                    f"secrets.{name} is a plaintext value, which is refused; pass a "
+                    f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
+                    "the workers"
+                )
+    return v
+
+
+def no_sensitive_inputs(v: dict[str, str]) -> dict[str, str]:
+    """Plain inputs whose names look sensitive are refused: they belong in secrets."""
+    for name in v:
+        if looks_sensitive(name):
+            raise ValueError(
+                f"inputs.{name} looks sensitive and would be stored in plain text; move it "
+                f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '
+                f"GOALFLEET_SECRET_{name.upper()} on the workers"
+            )
+    return v
+
+
 MAX_PRIORITY = 9
 MAX_BATCH = 1000
 
@@ -64,27 +90,22 @@ class _Submit(GoalRunRequest):
     @field_validator("secrets", mode="before")
     @classmethod
     def _no_plaintext(cls, v: object) -> object:
-        if isinstance(v, dict):
-            for name, ref in v.items():
-                if not isinstance(ref, dict | SecretRef):
-                    var = str(name).upper()
-                    raise ValueError(  # noqa: TRY004 - pydantic validators raise ValueError
-                        f"secrets.{name} is a plaintext value, which is refused; pass a "
-                        f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
-                        "the workers"
-                    )
-        return v
+        return no_plaintext(v)
 
     @field_validator("inputs", mode="after")
     @classmethod
     def _no_sensitive_inputs(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            if looks_sensitive(name):
-                raise ValueError(
-                    f"inputs.{name} looks sensitive and would be stored in plain text; move it "
-                    f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '
-                    f"GOALFLEET_SECRET_{name.upper()} on the workers"
-                )
+        return no_sensitive_inputs(v)
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_held_alike(cls, v: object) -> object:
+        """A journey's goal steps' inputs and secrets are held to the run's rules."""
+        for step in v if isinstance(v, list) else ():
+            if isinstance(step, dict):
+                no_plaintext(step.get("secrets"))
+                inputs = step.get("inputs")
+                no_sensitive_inputs(inputs if isinstance(inputs, dict) else {})
         return v
 
     @field_validator("goal", mode="after")

@@ -28,8 +28,6 @@ from workers.core.errors import (
 from workers.core.guards import Guards
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
-    Action,
-    ActionKind,
     Candidate,
     DecideState,
     Decision,
@@ -47,7 +45,7 @@ from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.projection import kind_of
 from workers.core.repeats import Repeats
-from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
+from workers.core.rows import End, Row, Step, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
 from workers.core.words import DEFAULT_DANGEROUS, word_pattern
@@ -263,20 +261,11 @@ class _Run:
         return state.step == 1 or (bool(snap.fingerprint) and snap.fingerprint == self.arrival)
 
     def _act(self, row: Row, snap: Snapshot, d: Decision, target: Candidate) -> Step:
-        pinned = snap.pin(target.ref)
         value = self.inputs.get(d.input) if target.kind.fillable else None
-        if value is not None:
-            if value.sensitive and self.shots is not None:
-                self.shots.filled_secret(snap, target.ref)
-            row.action = Action(
-                kind=ActionKind.FILL,
-                ref=target.ref,
-                pinned=pinned,
-                input=value.name,
-                shown_value=value.shown(),
-            )
-        else:
-            row.action = Action(kind=ActionKind.PRESS, ref=target.ref, pinned=pinned)
+        if value is not None and value.sensitive and self.shots is not None:
+            self.shots.filled_secret(snap, target.ref)
+        row.action = action_on(snap, target, value)
+        pinned = row.action.pinned
         try:
             with row.timed("action", self.clock):
                 if value is not None:

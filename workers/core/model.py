@@ -131,6 +131,14 @@ class ActionResult(_Frozen):
 class ActionKind(StrEnum):
     PRESS = "press"
     FILL = "fill"
+    # a journey's device actions (`workers.core.journey`): no ref, `Action.ref` is ""
+    SCROLL = "scroll"
+    BACK = "back"
+    LAUNCH = "launch"
+    RELAUNCH = "relaunch"
+    OPEN = "open"
+    SUBMIT = "submit"
+    WAIT = "wait"
 
 
 class RunStatus(StrEnum):
@@ -171,6 +179,12 @@ class Action(_Frozen):
     input: str | None = None
     shown_value: str | None = None
     """The typed value as it may be shown: the literal for plain inputs, stars for secrets."""
+
+
+StepSource = Literal["", "memory", "model", "rules", "person", "plain"]
+"""Who decided a journey row or step: the decision memory, a model (or the scripted decider
+standing in for one), the rules (a rules decider, `done_when`, a plain-text check), a person,
+or nobody (`plain`: a step that needs no decider)."""
 
 
 MemorySource = Literal["model", "rules", "scripted", "human"]
@@ -229,6 +243,28 @@ class StepRow(_Frozen):
     """Why the step has no picture ("" when it has one or none was asked for)."""
     screenshot_ms: float = 0.0
     app: AppUnderTest | None = None  # the app the run drove (`workers.core.app`)
+    journey_step: int = 0
+    """The journey step this row belongs to (1-based; 0: a one-goal run)."""
+    journey_name: str = ""
+    """That step's title (`JourneyStep.title`)."""
+    source: StepSource = ""
+    """Who decided this row (a journey's rows; "" in a one-goal run)."""
+
+
+class JourneyStepResult(_Frozen):
+    """How one journey step went (`RunResult.journey`)."""
+
+    index: int
+    title: str
+    kind: str
+    passed: bool | None = None
+    """None: not reached (an earlier step did not pass)."""
+    why: str = ""
+    source: StepSource = ""
+    rows: int = 0
+    decider_calls: int = 0
+    """Rows decided by a model (memory, rules, a person and plain steps are not counted)."""
+    ms: float = 0.0
 
 
 class ErrorInfo(_Frozen):
@@ -263,3 +299,6 @@ class RunResult(_Frozen):
     device_id: str | None = None
     attempt: int = 1
     app: AppUnderTest | None = None  # the app it drove, command and version, and its reset
+    journey: tuple[JourneyStepResult, ...] = ()
+    """A journey's steps in order, each passed, failed or not reached; the run's status is
+    the first that did not pass (its `reason` names it)."""

@@ -8,6 +8,7 @@ without a worker. `register_tasks` binds it to an app.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
+from workers.core.journey import run_journey
 from workers.core.loop import run_goal
 from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
@@ -251,7 +253,15 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
         if rt.host is not None:
             app = rt.host.prepare(req.app, req.reset)
         device = open_fenced(rt.open_device, record.id, rt.fence)
-        result = run_goal(
+        steps = req.steps
+        run = (
+            functools.partial(
+                run_journey, steps=steps, base_inputs=frozenset({*req.inputs, *req.secrets})
+            )
+            if steps
+            else run_goal
+        )
+        result = run(
             device,
             req.goal,
             decider=decider,
