@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from journeykit import EMAIL, JOURNEY, PASSWORD
 
-from workers.core.journey import run_journey
+from workers.core.journey import in_view, run_journey
 from workers.core.memory import InMemoryMemory
-from workers.core.model import DecideState, Decision, Inputs, RunResult, RunStatus
+from workers.core.model import DecideState, Decision, Inputs, Node, RunResult, RunStatus
 from workers.core.ports import DeviceAction
+from workers.core.projection import build_snapshot
 from workers.core.request import GoalRunRequest, JourneyStep
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider
@@ -177,3 +178,20 @@ def test_the_second_round_is_decided_from_memory() -> None:
     for run in second:
         labels = [j.source for j in run.journey]
         assert labels == ["memory", *["plain"] * 4, "memory", "plain", "plain", "rules"]
+
+
+def test_scroll_until_counts_a_control_out_of_view_as_not_visible() -> None:
+    """AT-SPI reports a scrolled list's rows out of view (not hittable) with their labels:
+    `scroll until` waits for the row to be on screen, not merely in the tree."""
+    nodes = [
+        Node(ref="e1", type="Button", label="Row 1", enabled=True, hittable=True),
+        Node(ref="e2", type="Button", label="Row 30", enabled=True, hittable=False),
+        Node(ref="e3", type="StaticText", label="Rows"),
+    ]
+    snap = build_snapshot(nodes, "7")
+    assert snap.shows("Row 30")  # in the tree
+    assert not in_view(snap, "Row 30")
+    assert in_view(snap, "Row 1")
+    assert not in_view(snap, "Rows")  # a text, while a control is out of view: not trusted
+    in_sim = build_snapshot(nodes[:1] + nodes[2:], "8")
+    assert in_view(in_sim, "Rows")

@@ -46,10 +46,11 @@ from workers.core.model import (
 )
 from workers.core.params import DEFAULT_PARAMS, RunParams
 from workers.core.ports import Decider, DeviceAction, DevicePort
+from workers.core.projection import kind_of
 from workers.core.request import PLAIN_CHECK, JourneyStep
 from workers.core.rows import Row, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
-from workers.core.words import DEFAULT_DANGEROUS
+from workers.core.words import DEFAULT_DANGEROUS, shown
 
 __all__ = ["check_question", "refusal", "row_source", "run_journey"]
 
@@ -469,7 +470,7 @@ class _Journey:
         for n in range(spec.max + 1):
             row = self._row()
             snap = self._look(row)
-            if until is not None and snap.shows(until):
+            if until is not None and in_view(snap, until):
                 row.decision = Decision(done=True, reason=f"{until!r} is visible"[:200])
                 return self._finish(i, step, row, _PASS, "plain")
             if n == spec.max:
@@ -513,6 +514,17 @@ def _named(candidates: tuple[Candidate, ...], name: str, *, fillable: bool) -> C
         return exact[0]
     holding = [c for c in fits if wanted in c.name.casefold()]
     return holding[0] if len(holding) == 1 else None
+
+
+def in_view(snap: Snapshot, text: str) -> bool:
+    """Whether `text` is on the screen now, for `scroll until`: shown by one of its candidates
+    (on screen, hittable), or by its texts when the device reports no control out of view.
+    AT-SPI reports the controls of a scrolled list that are out of view (not hittable) with
+    their labels, so there the texts alone would say a row far below is "visible"."""
+    if shown(text, tuple(c.name for c in snap.candidates)):
+        return True
+    out_of_view = any(kind_of(n).interactive and n.hittable is False for n in snap.nodes)
+    return not out_of_view and snap.shows(text)
 
 
 def _evidence(decision: Decision, snap: Snapshot) -> str:
