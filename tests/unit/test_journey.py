@@ -7,6 +7,7 @@ from the rows)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from workers.core.projection import build_snapshot
 from workers.core.request import GoalRunRequest, JourneyStep
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider
-from workers.devices.sim.device import SimDevice, make_sim_device
+from workers.devices.sim.device import Faults, SimDevice, make_sim_device
 
 INPUTS = Inputs.of(plain={"email": EMAIL}, secret={"password": PASSWORD})
 
@@ -195,3 +196,44 @@ def test_scroll_until_counts_a_control_out_of_view_as_not_visible() -> None:
     assert not in_view(snap, "Rows")  # a text, while a control is out of view: not trusted
     in_sim = build_snapshot(nodes[:1] + nodes[2:], "8")
     assert in_view(in_sim, "Rows")
+
+
+def _retitled(device: SimDevice, screen: str, title: str) -> SimDevice:
+    """`device` whose `screen` has another title (a label changed in a new build)."""
+    old = device.app.screens[screen]
+    first = dataclasses.replace(old.elements[0], label=title)
+    new = dataclasses.replace(old, elements=(first, *old.elements[1:]))
+    device.app = dataclasses.replace(device.app, screens={**device.app.screens, screen: new})
+    return device
+
+
+def test_a_changed_screen_re_asks_exactly_its_step() -> None:
+    """After a round from the model, the Appearance screen's title changes: the natural-
+    language check on it asks the model again (1 call), every other step stays memory or
+    plain."""
+    memory, model = InMemoryMemory(decider="openai/stand-in"), Model()
+    first = journey(make_sim_device("sim:settings-ios"), MEMORY_JOURNEY, model, memory=memory)
+    assert first.status is RunStatus.DONE, first.reason
+    asked = model.calls
+    changed = _retitled(make_sim_device("sim:settings-ios"), "appearance", "Look and feel")
+    again = journey(changed, MEMORY_JOURNEY, model, memory=memory)
+    assert again.status is RunStatus.DONE, again.reason
+    assert model.calls == asked + 1
+    calls = {j.index: j.decider_calls for j in again.journey if j.decider_calls}
+    assert calls == {6: 1}
+    assert again.journey[0].source == "memory"
+
+
+def test_a_stale_ref_on_a_plain_press_is_looked_at_again() -> None:
+    """The press of Settings comes back stale (the screen shifted): the step takes a fresh
+    look and presses again; the stale row is kept, the journey passes."""
+    probe = journey(make_sim_device("sim:settings-ios"), JOURNEY[:2])
+    press = probe.steps[-1]
+    assert press.action is not None
+    # the sign-in's commands, then the plain press's snapshot: the press is the next command
+    commands = sum(2 if r.action else 1 for r in probe.steps)
+    dev = make_sim_device("sim:settings-ios", faults=Faults(stale_on=frozenset({commands})))
+    result = journey(dev, JOURNEY)
+    assert result.status is RunStatus.DONE, result.reason
+    rows = [r for r in result.steps if r.journey_step == 2]
+    assert [r.outcome.value for r in rows] == ["stale", "acted"]

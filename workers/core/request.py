@@ -12,6 +12,7 @@ from workers.core.app import AppRequest, ResetPolicy
 from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
 from workers.core.params import MAX_STEPS_LIMIT, RunParams
+from workers.core.text import plain
 
 
 class _Frozen(BaseModel):
@@ -106,6 +107,11 @@ class JourneyStep(_Frozen):
             others = [k for k in STEP_KINDS if k != "scroll" and v.get(k) not in (None, False)]
             return v if others else {**v, "scroll": {}}  # a dumped step has scroll: null
         return v
+
+    @field_validator("name", "goal", "check", "press", "open", "done_when")
+    @classmethod
+    def _plain_text(cls, v: str | None) -> str | None:
+        return v if v is None else plain(v)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Self:
