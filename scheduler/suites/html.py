@@ -96,8 +96,25 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
     )
     cols = ("#", "picture", "screen", "decision", "decided by", "action", "outcome", "ms")
     header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens"))
-    rows = "".join(_step(a, s, attachments) for s in a.steps)
+    rows = "".join(_grouped(a, attachments))
     return f"{head}<table><tr>{header}</tr>{rows}</table>"
+
+
+def _grouped(a: Attempt, attachments: str | None) -> list[str]:
+    """The attempt's rows; a journey's grouped by step, each group headed by the step's
+    title, how it went and who decided it."""
+    steps = {j.index: j for j in (a.run.result.journey if a.run.result else ())}
+    out, current = [], 0
+    for s in a.steps:
+        if s.journey_step and s.journey_step != current:
+            current = s.journey_step
+            j = steps.get(current)
+            went = "" if j is None else " — passed" if j.passed else f" — failed: {j.why}"
+            who = (j.source if j is not None else s.source) or "plain"
+            said = f"step {current}: {s.journey_name} ({who}){went}"
+            out.append(f'<tr class="step"><th colspan="9">{escape(said)}</th></tr>')
+        out.append(_step(a, s, attachments))
+    return out
 
 
 def to_html(report: Report, *, attachments: str | None = None) -> str:
