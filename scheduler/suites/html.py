@@ -101,18 +101,12 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
 
 
 def _grouped(a: Attempt, attachments: str | None) -> list[str]:
-    """The attempt's rows; a journey's grouped by step, each group headed by the step's
-    title, how it went and who decided it."""
-    steps = {j.index: j for j in (a.run.result.journey if a.run.result else ())}
-    out, current = [], 0
+    """The attempt's rows; a journey's grouped by step, each under its heading."""
+    headings = a.headings()
+    out = []
     for s in a.steps:
-        if s.journey_step and s.journey_step != current:
-            current = s.journey_step
-            j = steps.get(current)
-            went = "" if j is None else " — passed" if j.passed else f" — failed: {j.why}"
-            who = (j.source if j is not None else s.source) or "plain"
-            said = f"step {current}: {s.journey_name} ({who}){went}"
-            out.append(f'<tr class="step"><th colspan="9">{escape(said)}</th></tr>')
+        if s.index in headings:
+            out.append(f'<tr class="step"><th colspan="9">{escape(headings[s.index])}</th></tr>')
         out.append(_step(a, s, attachments))
     return out
 

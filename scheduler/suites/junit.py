@@ -53,7 +53,12 @@ def attempt_text(a: Attempt, attachments: str | None) -> str:
         f"run {r.id} attempt {r.retry + 1} on {r.device or r.target or '-'}: {r.status.value}"
         + (f" — {r.reason}" if r.reason else "")
     )
-    lines = [head, *(step_line(s) for s in a.steps)]
+    headings = a.headings()  # a journey's rows under their steps
+    lines = [head]
+    for s in a.steps:
+        if s.index in headings:
+            lines.append(f"  — {headings[s.index]}")
+        lines.append(step_line(s))
     if attachments is not None:
         lines += [f"[[ATTACHMENT|{attachments}/{p.name}]]" for p in a.pictures.values()]
     return "\n".join(lines)[:MAX_OUT_CHARS]

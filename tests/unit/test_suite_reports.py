@@ -173,6 +173,9 @@ def test_a_journey_reads_by_step_in_the_html_and_the_steps_table() -> None:
     assert html.count('<tr class="step">') == 4
     assert "step 1: 1. goal Sign in (rules) — passed" in html
     assert "step 4: theme is dark (rules) — failed: &#x27;Theme: Dark&#x27; is not visible" in html
+    xml = to_xml(Report(batch, cases([run], lambda _r: list(result.steps)), time.time())).decode()
+    assert "  — step 2: 2. press Settings (plain) — passed" in xml
+    assert "theme is dark (rules) — failed" in xml
     console = Console(width=200, record=True)
     console.print(steps_table(list(result.steps)))
     text = console.export_text()
