@@ -11,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from journeykit import JOURNEY_YAML
+from journeykit import JOURNEY, JOURNEY_YAML
 from junitparser.xunit2 import JUnitXml
 from suitekit import goalfleet
 
+from scheduler.client.api_client import ApiError
 from scheduler.local.fleet import LocalFleet
 
 FLOWS = (
@@ -82,3 +83,25 @@ def test_the_second_round_is_decided_from_memory(
             asked = [r for r in rows if r.seen is not None and r.source != "memory"]
             assert asked == [], [(r.index, r.source) for r in asked]
             assert {r.journey_step for r in rows} == set(range(1, 9))
+
+
+def test_the_api_takes_a_journey_and_refuses_a_bad_one(fleet: LocalFleet) -> None:
+    """`POST /v1/runs` with steps: the run is a journey on that device, its result says each
+    step; a step of two kinds is a 422 naming it, nothing stored."""
+    body = {
+        "device": "android-settings-2",
+        "steps": [*JOURNEY[:3], {"press": "Appearance"}, {"check": '"Dark mode" is visible'}],
+        "ask_person": False,
+    }
+    with fleet.client() as api:
+        run = api.wait(api.submit_run(body).id, timeout_s=120)
+        assert run.status.value == "done", run.reason
+        assert run.request.goal == "journey of 5 steps"
+        assert run.result is not None
+        assert [j.passed for j in run.result.journey] == [True] * 5
+        before = len(api.runs()[0])
+        with pytest.raises(ApiError) as refused:
+            api.submit_run({"steps": [{"press": "A", "back": True}]})
+        assert refused.value.status == 422
+        assert "a step is exactly one of" in str(refused.value)
+        assert len(api.runs()[0]) == before
