@@ -123,12 +123,16 @@ def _press(dev: SimDevice, label: str) -> ActionResult:
 
 
 def test_sim_back_stack_toggle_and_a_text_that_changes() -> None:
-    """Welcome → Settings → Appearance; the Dark mode switch turns the theme text; back twice
-    is Welcome again, which now reads "Theme: Dark"; back with nothing behind changes nothing."""
+    """Welcome → Settings (slow: "Please wait…", the list at the next snapshot) → Appearance;
+    the Dark mode switch turns the theme text; back twice is Welcome again, which now reads
+    "Theme: Dark"; back with nothing behind changes nothing; back during a slow load abandons
+    it."""
     dev = make_sim_device("sim:settings-android")
     dev.screen = "welcome"
     assert "Theme: Light" in _labels(dev)
     _press(dev, "Settings")
+    assert _labels(dev) == ["Please wait…"]  # the list is slow to load
+    assert "Account" in [c.name for c in dev.snapshot().candidates]
     for _ in range(2):
         dev.scroll("down")
     _press(dev, "Appearance")
@@ -140,6 +144,9 @@ def test_sim_back_stack_toggle_and_a_text_that_changes() -> None:
     assert dev.screen == "welcome"
     assert "Theme: Dark" in _labels(dev)
     assert not dev.back().changed
+    _press(dev, "Settings")
+    assert dev.back().changed
+    assert dev.snapshot().screen == "Welcome"
 
 
 def test_sim_relaunch_open_and_submit() -> None:

@@ -364,13 +364,14 @@ def _settings() -> App:
     """A settings app for journeys: sign-in → a home screen ("Welcome", "Theme: Light") →
     Settings, a list of 20 rows of which 7 show at a time → Appearance (far below the
     fold) with a "Dark mode" switch → back, back → home, which now reads "Theme: Dark".
-    A back stack, a toggle, a text that changes; `acme://settings` opens the list."""
+    A back stack, a toggle, a text that changes; `acme://settings` opens the list. The list
+    is slow to load: "Please wait…" first, the rows at the next snapshot."""
     theme = Element("text", "Theme: Light", "theme", when_on=("dark_mode", "Theme: Dark"))
     home = titled(
         "welcome",
         "Welcome",
         theme,
-        Element("button", "Settings", "open_settings", goto="settings"),
+        Element("button", "Settings", "open_settings", goto="settings", slow=True),
         Element("button", "Sign out", "sign_out", goto="email"),
         title_id="welcome_title",
     )

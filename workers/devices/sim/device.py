@@ -236,7 +236,7 @@ class SimDevice(Device):
 
     def _back(self) -> None:
         if self._stack:
-            self.screen = self._stack.pop()
+            self.screen, self._pending = self._stack.pop(), None  # a slow load is abandoned
             self._errors.pop(self.screen, None)
 
     def _relaunch(self) -> None:
