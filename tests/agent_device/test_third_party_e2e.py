@@ -4,13 +4,15 @@ children in an order that pairs them wrongly by reading order (`zenity --forms` 
 --form` last added first; `zenity --password` both labels before both entries). Each is
 driven end to end through `goalfleet run --device agent-device:linux --decider rules`, as a
 user would; the ground truth is what the tool printed on its stdout (what it received), not
-what we pressed.
+what we pressed. And a GTK 4 app whose every node AT-SPI reports disabled: refused honestly,
+with the reason.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -127,3 +129,24 @@ def test_without_the_password_nothing_is_submitted(desktop: LinuxDesktop, dialog
     assert _acts(result, "press") == []
     assert dialog.proc.alive()
     assert dialog.printed() == ""
+
+
+def test_a_gtk4_app_with_no_enabled_control_says_so(
+    desktop: LinuxDesktop, daemon: DaemonProcess
+) -> None:
+    """Debian's `gtk4-demo-application` (GTK 4.8): over AT-SPI every node it reports is
+    disabled. The run ends `blocked` — nothing pressed — and the reason gives the counts and
+    what to check, instead of only "no control matches"."""
+    proc = desktop.start_app(["gtk4-demo-application"])
+    try:
+        wait_until_visible(daemon, label="Application Class")
+        result, _ = _run(desktop, "--input", f"email={EMAIL}")
+    finally:
+        proc.stop(grace_s=5)
+    assert result["status"] == "blocked"
+    assert re.search(
+        r"; the accessibility tree has \d+ nodes, [1-9]\d* of them controls, none enabled and "
+        r"hittable: the app's toolkit may not report its controls' state",
+        result["reason"],
+    ), result["reason"]
+    assert [s["action"] for s in result["steps"]] == [None]
