@@ -68,15 +68,19 @@ def make_device_host(
     return AgentDeviceHost(spec, app=app)
 
 
-def open_probe_device(spec: str, *, sim: SimOptions = DEFAULT_SIM) -> DevicePort:
+def open_probe_device(
+    spec: str, *, sim: SimOptions = DEFAULT_SIM, app: AppConfig | None = None
+) -> DevicePort:
     """A device for the quarantine probe, beside the run's: its own daemon (a state dir of its
-    own, `+probe`), started for the probe and stopped on close; a sim device with the worker's
-    own sim options (its faults too: a broken sim stays broken to its probe)."""
+    own, `+probe`), started for the probe and stopped on close, the device's reset policy
+    applied first (on the Linux target, `app`'s command relaunched: `open_probe`); a sim device
+    with the worker's own sim options (its faults too: a broken sim stays broken to its
+    probe)."""
     if spec.startswith("sim:"):
         return make_device(spec, sim=sim)
-    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
+    from workers.devices.agent_device_host import open_probe  # noqa: PLC0415 - Node tooling is optional
 
-    return open_device(spec, role="probe")
+    return open_probe(spec, app=app)
 
 
 def release_device(spec: str) -> bool:
