@@ -155,8 +155,7 @@ class RulesDecider:
         with the least given away (a consent: reject or necessary-only before accept; a
         rating or update: not now; a permission prompt: `_permission`). Never "Manage
         choices" or a settings link."""
-        texts = _texts(state)
-        kind = interstitial(texts)
+        kind = interstitial(state.context)
         if kind is None:
             return None
         pressable = [
@@ -165,7 +164,7 @@ class RulesDecider:
             if c.kind.pressable and c.enabled and not has_any(norm(c.name), NEVER_ON_DIALOGS)
         ]
         if kind == "permission":
-            return _permission(pressable, permission_subject(texts) or "access")
+            return _permission(pressable, permission_subject(state.context) or "access")
         order = (MINIMAL_CONSENT, FULL_CONSENT) if kind == "consent" else (DISMISS,)
         for score, words in zip((0.9, 0.8), order, strict=False):
             if (c := _first(pressable, words)) is not None:
@@ -196,7 +195,8 @@ class RulesDecider:
     def _done(
         self, state: DecideState, *, can_fill: bool, presses: list[_Scored]
     ) -> Decision | None:
-        if state.done_when and shown(state.done_when, _texts(state)):
+        texts = [*state.context, *(c.name for c in state.candidates)]  # as `Snapshot.shows`
+        if state.done_when and shown(state.done_when, texts):
             return Decision(done=True, confidence=1.0, reason=f"{state.done_when!r} is visible")
         if can_fill or presses:
             return None  # "Welcome back" above a form, "Welcome to Acme" above a chooser
@@ -299,12 +299,6 @@ class RulesDecider:
                 if (name == w) if exact else has(name, w):
                     return score, why.format(repr(w))
         return None
-
-
-def _texts(state: DecideState) -> list[str]:
-    """The screen's content as a decider is told it: its static texts and its controls'
-    names (the chrome is not in a `DecideState`: `workers.core.projection.content_texts`)."""
-    return [*state.context, *(c.name for c in state.candidates)]
 
 
 def _first(candidates: list[Candidate], words: tuple[str, ...]) -> Candidate | None:
