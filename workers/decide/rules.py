@@ -164,6 +164,9 @@ class RulesDecider:
             if c.kind.pressable and c.enabled and not has_any(norm(c.name), NEVER_ON_DIALOGS)
         ]
         if kind == "permission":
+            # a form saying "Sign in to allow access to your files" asks no question
+            if any(c.kind.fillable for c in state.candidates):
+                return None
             return _permission(pressable, permission_subject(state.context) or "access")
         order = (MINIMAL_CONSENT, FULL_CONSENT) if kind == "consent" else (DISMISS,)
         for score, words in zip((0.9, 0.8), order, strict=False):
@@ -310,12 +313,13 @@ def _first(candidates: list[Candidate], words: tuple[str, ...]) -> Candidate | N
     return None
 
 
-def _permission(pressable: list[Candidate], subject: str) -> Decision:
+def _permission(pressable: list[Candidate], subject: str) -> Decision | None:
     """The narrowest answer to a permission prompt asking for `subject`
     (`workers.core.words.permission_subject`) that keeps a sign-in going: what no sign-in
     needs (notifications, tracking) is declined; access (location, camera, …) gets a grant
     that ends by itself ("Allow once", then "While using the app"), else it is declined.
-    With neither on offer, the full grant is a person's call: pressed at `AMBIGUOUS`."""
+    With neither on offer, the full grant is a person's call: pressed at `AMBIGUOUS`. None
+    when no control answers it (the other rules read the screen)."""
     order = (DECLINES,) if subject not in ACCESS_SUBJECTS else (LIMITED_GRANTS, DECLINES)
     for words in order:
         if (c := _first(pressable, words)) is not None:
@@ -330,9 +334,7 @@ def _permission(pressable: list[Candidate], subject: str) -> Decision:
             confidence=AMBIGUOUS,
             reason=f"a permission dialog ({subject}) offers nothing narrower than {c.name!r}",
         )
-    return Decision(
-        blocked=True, confidence=0.9, reason=f"a permission dialog ({subject}) offers no answer"
-    )
+    return None
 
 
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
