@@ -189,6 +189,7 @@ PROMPTS = [
         "Don\u2019t Allow",
     ),
     ("Turn on notifications?", ("Turn on", "Not now"), "Not now"),
+    ("We\u2019d like to send you notifications", ("Sure", "Not now"), "Not now"),
     ("Acme wants to send you alerts and notifications", ("OK", "Deny"), "Deny"),
     (
         "Allow “Acme” to track your activity across other companies\u2019 apps and websites?",

@@ -94,8 +94,6 @@ FORWARD = (
 """Names of controls that move a flow on."""
 ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
 """Names of controls that say yes to a dialog (a flow goes on through them too)."""
-REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
-"""Names of controls that refuse: never pressed off a dialog unless the goal names them."""
 DISTRACTORS = (
     "forgot",
     "reset",
@@ -248,7 +246,7 @@ permission prompt is told by meaning instead (`permission_subject`)."""
 PERMISSION_ASKS = (
     "allow",
     "would like to",
-    "'d like to",
+    "we'd like to",
     "wants to",
     "want to",
     "permission",
@@ -305,7 +303,8 @@ DECLINES = (
     "later",
     "skip",
 )
-"""A permission prompt's refusals, plainest first."""
+"""Names of controls that refuse, plainest first: a permission prompt's answer
+(`workers.decide.rules`), and never pressed off a dialog unless the goal names them."""
 GRANTS = ("allow", "ok", "okay", "yes", "accept", "continue", "turn on", "enable", "grant")
 """A permission prompt's full grants: pressed only when nothing narrower is offered, and then
 at a confidence that escalates (a person decides)."""

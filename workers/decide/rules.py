@@ -61,7 +61,6 @@ from workers.core.words import (
     MINIMAL_CONSENT,
     NEVER_ON_DIALOGS,
     PASSWORD_LIKE,
-    REJECTING,
     SIGN_IN_GOALS,
     SUCCESS_WORDS,
     has,
@@ -340,7 +339,7 @@ def _permission(pressable: list[Candidate], subject: str) -> Decision | None:
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
-    if has_any(name, REJECTING) and not has_any(goal, REJECTING):
+    if has_any(name, DECLINES) and not has_any(goal, DECLINES):
         return True
     alternate = ALTERNATE.search(name)
     method = alternate.group(0).split()[-1] if alternate else ""
