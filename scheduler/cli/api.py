@@ -7,7 +7,14 @@ import errno
 import socket
 from typing import Any
 
-from scheduler.cli._common import EXIT_OK, add_log_args, shown_store, start_line, with_settings
+from scheduler.cli._common import (
+    EXIT_OK,
+    add_log_args,
+    check_stores,
+    shown_store,
+    start_line,
+    with_settings,
+)
 from scheduler.cli.api_processes import supervise
 from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
@@ -74,6 +81,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     if not 1 <= processes <= API_PROCESSES_MAX:
         raise ConfigError(f"--processes {processes}: give 1 to {API_PROCESSES_MAX} API processes")
     sock = bind(host, args.port if args.port is not None else settings.api_port)
+    check_stores(settings)  # cannot connect at start: one line, exit 3
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
     from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - only for this command
