@@ -26,6 +26,7 @@ gets the same app and the same limits with
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -86,8 +87,11 @@ def serve(build: Build, sock: socket.socket, processes: int) -> None:
     )
     if processes == 1:
         uvicorn.Server(config).run(sockets=[sock])
-    else:
-        Multiprocess(config, sockets=[sock]).run()
+        return
+    # the supervisor's own lines (a process that died and its replacement) at INFO, in this
+    # process only: each server process sets its own level from `log_level` again
+    logging.getLogger("uvicorn.error").setLevel(logging.INFO)
+    Multiprocess(config, sockets=[sock]).run()
 
 
 def app() -> FastAPI:
