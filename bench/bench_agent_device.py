@@ -27,9 +27,9 @@ import structlog
 from pydantic import SecretStr
 
 from workers.core.model import InputValue, Platform
-from workers.devices.agent_device import AgentDeviceDevice, check_daemon
-from workers.devices.agent_device_daemon import DaemonProcess
-from workers.devices.agent_device_wire import (
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice, check_daemon
+from workers.devices.agent_device.wire import (
     DaemonTransport,
     HttpTransport,
     JsonObject,

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog
 
 from workers.core.ports import DevicePort
-from workers.devices.agent_device_host import AgentDeviceHost, open_device
+from workers.devices.agent_device.host import AgentDeviceHost, open_device
 from workers.stats import median
 from workers.testing.linux_desktop import start_linux_desktop
 

@@ -22,7 +22,7 @@ from workers.core.model import ActionResult, DecideState, Decision, InputValue, 
 from workers.core.params import RunParams
 from workers.core.ports import Device
 from workers.core.projection import build_snapshot
-from workers.devices.sim import SimDevice, make_sim_device
+from workers.devices.sim.device import SimDevice, make_sim_device
 from workers.stats import median, tail
 
 STEPS = 50

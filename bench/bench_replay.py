@@ -40,8 +40,8 @@ from workers.core.memory import InMemoryMemory
 from workers.core.model import Inputs, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, start_daemon
-from workers.devices.agent_device_host import AgentDeviceHost
+from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR, start_daemon
+from workers.devices.agent_device.host import AgentDeviceHost
 from workers.stats import median
 from workers.testing.linux_desktop import start_linux_desktop
 

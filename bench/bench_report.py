@@ -24,7 +24,7 @@ from scheduler.suites.outcome import THUMB_BUDGET, Report, attach_pictures, case
 from workers.core.model import Action, ActionKind, Decision, Outcome, RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 from workers.core.request import GoalRunRequest
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 
 
 def rows(n: int) -> list[StepRow]:

@@ -29,7 +29,7 @@ from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
-from workers.devices.sim import SimOptions
+from workers.devices.sim.device import SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.presence import Presence

@@ -29,8 +29,8 @@ from workers.core.model import Inputs, RunStatus
 from workers.core.shots import Camera, Rect, Screenshot
 from workers.decide.rules import RulesDecider
 from workers.devices.pictures import PillowPictures
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import OTP_CODE
+from workers.devices.sim.apps import OTP_CODE
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.artifacts import FileArtifacts
 from workers.stats import median, percentile
 

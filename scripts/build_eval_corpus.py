@@ -31,9 +31,9 @@ from workers.core.model import NONE, Candidate, DecideState, Decision, Inputs, K
 from workers.core.params import RunParams
 from workers.core.projection import build_snapshot
 from workers.decide.evaluate import DEFAULT_CASES, CandidateKey, EvalCase, Expect, dump_case
-from workers.devices.agent_device_replies import read_node
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import APPS, OTP_CODE
+from workers.devices.agent_device.replies import read_node
+from workers.devices.sim.apps import APPS, OTP_CODE
+from workers.devices.sim.device import make_sim_device
 
 ROOT = Path(__file__).resolve().parent.parent
 GTK_FIXTURES = ROOT / "tests" / "fixtures" / "agent_device"

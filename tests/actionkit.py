@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.devices.sim import action_log
+from workers.devices.sim.device import action_log
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 import pytest
 import structlog
 from fakes.model_server import FakeModelServer
+from homekit import private_user_dirs, pytest_sessionfinish
 from hypothesis import settings
 
 from scheduler.local.redis import find_redis_server, wheel_redis_server
 from workers.core.errors import ConfigError
 from workers.decide import guard
-from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
+from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
 from workers.testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 
 # structlog once for every test: plain text with a plain traceback. Its default renders a
@@ -33,6 +34,11 @@ structlog.configure(
 
 # CI explores the same examples every run (a failure there reproduces); locally hypothesis
 # keeps exploring new ones and remembers failures in .hypothesis/.
+# No test touches the user's own files: HOME and the XDG user directories are temporary ones for
+# the whole session, and the session fails if anything under the real home's goalfleet folders
+# changed (homekit.py).
+__all__ = ["private_user_dirs", "pytest_sessionfinish"]
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")

@@ -16,8 +16,8 @@ from typing import Literal
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import Device
 from workers.core.projection import build_snapshot
-from workers.devices.sim import SimDevice
-from workers.devices.sim_screens import WAIT_SCREEN
+from workers.devices.sim.device import SimDevice
+from workers.devices.sim.screens import WAIT_SCREEN
 
 Shown = tuple[tuple[str, str, str, str, bool | None], ...]
 

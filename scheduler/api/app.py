@@ -17,14 +17,13 @@ import redis
 import structlog
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.datastructures import Headers
 
 from scheduler.api import errors as api_errors
+from scheduler.api.bodies import BoundedRoute
 from scheduler.api.docs import add_offline_docs
 from scheduler.api.edge import CONSOLE_PREFIX, Edge, Tokens, open_paths
-from scheduler.api.fast_submit import FastSubmit
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
 from scheduler.api.history import add_history_routes
 from scheduler.api.limits import Limits
@@ -58,9 +57,10 @@ from scheduler.service.requests import (
     SuiteScheduleSubmit,
     SuiteSubmit,
 )
-from scheduler.service.run_ids import RunIds
+from scheduler.service.run_ids import RunIds, checked
 from scheduler.service.schedules import Schedule
 from scheduler.store.enqueue import Enqueuer
+from scheduler.store.history.db import shown_database_url
 from workers.core.access import Action, Principal
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, DeviceState, RunRecord
@@ -109,7 +109,10 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             "GOALFLEET_API_ROLES=name:read|submit|answer|admin,... (docs/fleet.md)",
         )
     limits = Limits.of(settings)
-    health_check = Health(store, beats or NoBeats())
+    history_url = settings.database_url.get_secret_value() if settings.database_url else None
+    health_check = Health(
+        store, beats or NoBeats(), history=shown_database_url(history_url) if history_url else None
+    )
     principals = settings.principals()
     sessions = Sessions(client, keys, ((who.name, token) for who, token in principals))
     failures = AuthFailures(client, keys, AuthLimits.of(settings), salt=sessions.salt)
@@ -128,6 +131,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         redirect_slashes=False,
         docs_url=None,  # served offline by `add_offline_docs`
     )
+    app.router.route_class = BoundedRoute  # every route: a JSON body's depth bounded
     add_offline_docs(app)
     app.state.fleet = fleet
     app.state.tokens = tokens  # `scheduler.api.views.principal` reads it
@@ -187,8 +191,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         "/v1/runs", status_code=201, response_model=RunRecord, openapi_extra=GUARDED_IDEMPOTENT
     )
     async def submit_run(sub: RunSubmit, request: Request) -> Response:
-        # The hot path. Served by `FastSubmit` when the request is an ordinary one; here
-        # otherwise (this route answers every request that route does not take).
         return await one_run(sub, request.headers)
 
     async def one_run(sub: RunSubmit, headers: Headers) -> Response:
@@ -235,18 +237,12 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         run = own_run(who, run_id)
         return shown_steps(who, run, fleet.steps(run.id, after=after))
 
-    @app.get(
-        "/v1/runs/{run_id}/steps/{index}/screenshot",
-        response_class=Response,
-        responses={200: {"content": {"image/png": {}}, "description": "the step's picture"}},
-    )
-    def get_screenshot(
-        run_id: str, index: Annotated[int, Path(ge=1, le=10_000)], who: Who
-    ) -> Response:
-        """The picture of step `index`: the screen its decider saw, secrets masked, the acted
-        element outlined (PNG). 404 with the row's note when the step has none. For the run's
-        owner and `admin` (a picture shows the plain inputs the run typed), and, while the
-        run waits for an answer, for whoever may answer it (`Principal.may_see_pictures`)."""
+    def pictured_run(who: Principal, run_id: str) -> RunRecord:
+        """The run `run_id` names, when `who` may see its step pictures (the screenshot route's
+        question, and the console's): for the run's owner and `admin` (a picture shows the
+        plain inputs the run typed), and, while the run waits for an answer, for whoever may
+        answer it (`Principal.may_see_pictures`). 404 where `who` may not read the run (as
+        an unknown one); 403 where it may, but not its pictures."""
         if who.may(Action.READ_OWN) or who.may(Action.READ_ANY):
             run = own_run(who, run_id)
         else:  # an answerer, who reads no runs: the run its question is about
@@ -259,6 +255,20 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
                 "that waits for no answer",
                 "admin",
             )
+        return run
+
+    @app.get(
+        "/v1/runs/{run_id}/steps/{index}/screenshot",
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}}, "description": "the step's picture"}},
+    )
+    def get_screenshot(
+        run_id: str, index: Annotated[int, Path(ge=1, le=10_000)], who: Who
+    ) -> Response:
+        """The picture of step `index`: the screen its decider saw, secrets masked, the acted
+        element outlined (PNG). 404 with the row's note when the step has none. Whose they
+        are to see: `pictured_run`."""
+        run = pictured_run(who, run_id)
         run_id = run.id
         row = next((r for r in fleet.steps(run_id, after=index - 1) if r.index == index), None)
         if row is None:
@@ -320,7 +330,7 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
     @app.delete("/v1/schedules/{schedule_id}", status_code=204)
     def remove_schedule(schedule_id: str, who: Who) -> Response:
         need(who, Action.CANCEL_OWN, Action.CANCEL_ANY)
-        found = schedules.get(schedule_id)
+        found = schedules.get(checked(schedule_id, "schedule"))
         if found is None or not (who.may_read(found.owner) or who.may_cancel(found.owner)):
             raise NotFoundError(f"no schedule {schedule_id!r}")
         if not who.may_cancel(found.owner):
@@ -328,15 +338,9 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         schedules.remove(schedule_id)
         return Response(status_code=204)
 
-    declared = next(
-        r for r in app.router.routes if isinstance(r, APIRoute) and r.endpoint is submit_run
-    )
-    app.router.routes.insert(0, FastSubmit(declared, one_run).route())
-
     add_list_routes(app, fleet, batch_ids)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s)
-    url = settings.database_url
-    add_history_routes(app, url.get_secret_value() if url else None)
+    add_history_routes(app, history_url)
     answer = add_question_routes(
         app, questions, fleet, registry=metrics_registry, resolve=run_ids.resolve
     )
@@ -356,6 +360,8 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             who=lambda token: tokens.who(f"Bearer {token}"),
             principals={who.name: who for who, _ in principals},
             resolve=run_ids.resolve,
+            run=own_run,
+            pictured=pictured_run,
             answer=answer,
         ),
     )

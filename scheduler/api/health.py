@@ -72,12 +72,16 @@ class Detail(BaseModel):
     pending: int = 0
     devices: int = 0
     problems: list[str] = []
+    history: str | None = None
+    """Where the fleet records its run history (`GOALFLEET_DATABASE_URL`, its password
+    hidden), or null: it keeps none (`goalfleet history` says so)."""
 
 
 class Health:
-    def __init__(self, store: FleetStore, beats: Beats) -> None:
+    def __init__(self, store: FleetStore, beats: Beats, *, history: str | None = None) -> None:
         self.store = store
         self.beats = beats
+        self.history = history
         self._marker: str | None = None
         self._lost_at: float | None = None
 
@@ -103,7 +107,7 @@ class Health:
             pending = self.store.pending_count()
         except redis.RedisError as exc:
             if is_outage(exc):
-                return Detail(status="unavailable", redis="unreachable")
+                return Detail(status="unavailable", redis="unreachable", history=self.history)
             raise
         state = self._refusing_writes()
         problems = [] if state == "ok" else [f"Redis {state}: submits get 503 meanwhile"]
@@ -119,6 +123,7 @@ class Health:
             pending=pending,
             devices=len(devices),
             problems=problems,
+            history=self.history,
         )
 
     def _refusing_writes(self) -> str:

@@ -107,12 +107,14 @@ class AuthFailures(RedisStore):
         """Until when this process learnt the fleet's count is past its limit: meanwhile a
         right token's client is looked up in Redis (it may have given one wrong token)."""
 
-    def failed(self, client: str, token: str) -> int | None:
-        """Count a wrong `token` from `client`. The seconds to wait when this one is past the
-        limit (answer 429), else None (answer 401)."""
-        hashed = hmac.new(self._salt, f"token:{token}".encode(), hashlib.sha256).hexdigest()
+    def failed(self, client: str, authorization: str) -> int | None:
+        """Count a wrong token from `client`, as its `Authorization` header (the console's
+        sign-in makes one) carries it. The seconds to wait when this one is past the limit
+        (answer 429), else None (answer 401)."""
+        mac = hmac.new(self._salt, f"token:{authorization}".encode(), hashlib.sha256)
+        hashed = mac.hexdigest()
         try:
-            n, total, client_ms, fleet_ms = self._failed(
+            n, total, client_ms, fleet_ms, new = self._failed(
                 keys=self._keys(client),
                 args=[self.limits.window_s * 1000, hashed[:32], self.limits.per_client + 1],
             )
@@ -122,7 +124,11 @@ class AuthFailures(RedisStore):
             log.warning("auth_failure_not_counted", reason=str(exc)[:200])
             return None
         counts = (int(n), int(total), int(client_ms), int(fleet_ms))
+        if new and counts[0] == self.limits.per_client:  # once a window: this one reached it
+            log.warning("auth_client_blocked", client=client, wait_s=math.ceil(client_ms / 1000))
         if self.limits.fleet and counts[1] >= self.limits.fleet:
+            if new and counts[1] == self.limits.fleet:
+                log.warning("auth_fleet_past_limit", failures=counts[1], client=client)
             self._fleet_until = self._clock() + counts[3] / 1000
         blocked = self._wait(*counts, past=0)  # from now on
         if blocked is not None:

@@ -114,10 +114,16 @@ def add_log_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
+def client_token(settings: Settings) -> str | None:
+    """The token the CLI sends the API: GOALFLEET_API_TOKEN, else the API's first own."""
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if token is None and settings.api_tokens:
         token = settings.named_tokens()[0][1]
+    return token
+
+
+def make_client(settings: Settings, args: argparse.Namespace) -> FleetClient:
+    token = client_token(settings)
     api = settings.api_url
     if args.api is not None:
         try:
@@ -221,6 +227,27 @@ def check_redis(settings: Settings, *, timeout_s: float = 2.0) -> None:
         raise ConfigError(f"GOALFLEET_REDIS_URL: {exc}") from None
     finally:
         client.close()
+
+
+def check_stores(settings: Settings, *, timeout_s: float = 2.0) -> None:
+    """`check_redis`, then the history database when one is set (`GOALFLEET_DATABASE_URL`):
+    `UnavailableError` (one line, exit 3) unless it accepts a connection. What a server needs
+    is checked here, before its start line, never inside its start-up (a traceback)."""
+    check_redis(settings, timeout_s=timeout_s)
+    if settings.database_url is None:
+        return
+    from scheduler.store.history.db import (  # noqa: PLC0415 - psycopg: only with a database
+        Database,
+        HistoryUnavailableError,
+    )
+
+    db = Database(settings.database_url.get_secret_value(), connect_timeout_s=timeout_s)
+    try:
+        db.query("SELECT 1")
+    except HistoryUnavailableError as exc:
+        raise UnavailableError(str(exc)) from None
+    finally:
+        db.close()
 
 
 NO_SECRETS = frozenset({"api", "scheduler"})

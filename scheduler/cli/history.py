@@ -2,6 +2,11 @@
 (`GOALFLEET_DATABASE_URL`, else the embedded one `goalfleet run` and the demo write), and
 `goalfleet db upgrade`: make or bring its tables up to date.
 
+Its first line (and `--json`'s `where` and `store`) names the history read. With a token for
+the fleet's API (GOALFLEET_API_URL), it asks the API where the fleet records its history
+(`/health`'s `history`) and says when that is another database, or none: a fleet records
+history only with GOALFLEET_DATABASE_URL set where its scheduler and API run.
+
 goalfleet history [--since 7d] [--until DATE] [--bucket 1d] [--min-runs 10] [--json]
 goalfleet db upgrade
 """
@@ -16,9 +21,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.cli._common import EXIT_OK, print_json, with_settings
+from scheduler.cli._common import EXIT_OK, client_token, print_json, with_settings
 from scheduler.cli._render import plain_console
 from scheduler.cli.commands import summary
+from scheduler.client.api_client import FleetClient
 from scheduler.store.history.report import (
     HistoryReport,
     history_report,
@@ -26,8 +32,13 @@ from scheduler.store.history.report import (
     parse_span,
 )
 from scheduler.store.history.store import SqlHistory
+from workers.core.errors import GoalfleetError
 from workers.core.text import visible
 from workers.settings import Settings
+
+EMBEDDED = "this machine's own: goalfleet run and goalfleet demo write it"
+FLEET_WAIT_S = 2.0
+"""How long the fleet's API may take to say where its history is (the report does not wait)."""
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -71,22 +82,65 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         )
     finally:
         store.close()
+    fleet = fleet_history(settings)
     if args.json:
-        print_json(report.as_dict())
+        kind = "GOALFLEET_DATABASE_URL" if settings.database_url else "embedded"
+        print_json(report.as_dict() | {"store": kind, "fleet": fleet})
     else:
-        print_report(report, plain_console())
+        kind = "GOALFLEET_DATABASE_URL" if settings.database_url else EMBEDDED
+        print_report(report, plain_console(), kind=kind, note=elsewhere(fleet, report.where))
     return EXIT_OK
+
+
+def fleet_history(settings: Settings) -> dict[str, str | None] | None:
+    """`{"api": url, "history": where}`: what the fleet's API (GOALFLEET_API_URL) says of its
+    history; None without a token for it, or when it does not answer (the report stands
+    alone)."""
+    token = client_token(settings)
+    if token is None:
+        return None
+    client = FleetClient(settings.api_url, token=token, timeout_s=FLEET_WAIT_S)
+    try:
+        health = client.health()
+    except GoalfleetError:
+        return None
+    finally:
+        client.close()
+    if "history" not in health:  # not a token of this fleet, or an API before the field
+        return None
+    return {"api": settings.api_url, "history": health["history"]}
+
+
+def elsewhere(fleet: dict[str, str | None] | None, read: str) -> str | None:
+    """The line saying the fleet records its history somewhere else than `read`, or nowhere."""
+    if fleet is None or fleet["history"] == read:
+        return None
+    if fleet["history"] is None:
+        return (
+            f"the fleet at {fleet['api']} records no history (its API has no "
+            "GOALFLEET_DATABASE_URL): its runs are in none"
+        )
+    return (
+        f"the fleet at {fleet['api']} records its history in {fleet['history']}, not here: "
+        "set GOALFLEET_DATABASE_URL to it to read that one"
+    )
 
 
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def print_report(report: HistoryReport, console: Console) -> None:
+def print_report(
+    report: HistoryReport, console: Console, *, kind: str, note: str | None = None
+) -> None:
+    """The history read (`kind`: where it comes from) and its window on the first line, `note`
+    (the fleet's history is elsewhere) on the second, then the tables."""
     console.print(
-        f"history {report.where}: {_when(report.since)} to {_when(report.until)} UTC",
+        f"history {report.where} ({kind}): {_when(report.since)} to {_when(report.until)} UTC",
         markup=False,
     )
+    if note:
+        console.print(visible(note), markup=False)  # the API's answer, shown inert
     rates = Table("flow", "device class", "runs", "passed", "flaky", title="pass rates")
     for r in report.pass_rates:
         rates.add_row(

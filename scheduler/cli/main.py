@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from scheduler.cli._parser import Parser
 from scheduler.cli.commands import COMMANDS
 
 EXIT_INTERRUPTED = 130
@@ -43,7 +44,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     typed after `goalfleet`), only that command's module is imported and registered; every
     other command is its name and help alone (all `goalfleet --help` lists), so a command
     starts without importing what the others use."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="goalfleet",
         description="Goal-driven step loops on mobile devices, across a fleet.",
         epilog="exit codes: 0 ok, 1 the run ended but not done, 2 bad input, "

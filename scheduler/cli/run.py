@@ -34,7 +34,7 @@ from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.probe import probe_device
-from workers.devices.sim import SimOptions
+from workers.devices.sim.options import SimOptions
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory

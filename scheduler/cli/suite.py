@@ -49,16 +49,17 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 
 
 def read(path: Path, only: list[str] | None = None) -> Flows:
-    """The flows file, or every problem on stderr and a `ConfigError` (exit 2)."""
+    """The flows file, or a `ConfigError` (exit 2): the problem itself when there is one,
+    else every problem on stderr, each on its line, and their count."""
     try:
         flows = load(path)
     except FlowsFileError as exc:
+        if len(exc.problems) == 1:  # one line: the problem is the error
+            raise ConfigError(f"{exc.source}:{exc.problems[0]}") from None
         for problem in exc.problems:
             sys.stderr.write(f"{exc.source}:{problem}\n")
         n = len(exc.problems)
-        raise ConfigError(
-            f"{path}: {n} problem{'s' if n > 1 else ''}", hint="see docs/suites.md"
-        ) from None
+        raise ConfigError(f"{path}: {n} problems", hint="see docs/suites.md") from None
     if only:
         try:
             flows = flows.only(only)

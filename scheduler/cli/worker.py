@@ -32,7 +32,8 @@ from workers.core.errors import ConfigError
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.core.text import plain, visible
-from workers.devices.sim import NO_FAULTS, Faults, SimOptions
+from workers.devices.factory import backend_names, check_device_spec, worker_device_spec
+from workers.devices.sim.options import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
 from workers.fleet.setup_check import check_worker_setup
 from workers.fleet.timings import publish_at_start
@@ -45,7 +46,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     p.add_argument("--device", required=True, help="the device id, e.g. ios-1 or emulator-5554")
     p.add_argument(
         "--backend",
-        choices=["sim", "agent-device"],
+        choices=backend_names(),
         default="sim",
         help="sim: a simulated device in the worker; agent-device: a real one (default: sim)",
     )
@@ -157,18 +158,9 @@ def spec_from(args: argparse.Namespace) -> WorkerSpec:
         raise ConfigError(
             f"--device {args.device!r}: use letters, digits, '.', '_' or '-' (at most 64)"
         ) from exc
-    if args.backend == "sim":
-        if info.platform is Platform.LINUX:
-            raise ConfigError("--backend sim has iOS and Android apps only; use --platform ios")
-        device_spec = f"sim:{args.app}-{info.platform.value}"
-    elif args.target:
-        device_spec = args.target
-    elif info.platform is Platform.LINUX:
-        device_spec = "agent-device:linux"
-    else:
-        device_spec = f"{info.platform.value}:{info.id}"
-    from workers.devices.factory import check_device_spec  # noqa: PLC0415 - cheap, but lazy
-
+    device_spec = worker_device_spec(
+        args.backend, info.platform, info.id, app=args.app, target=args.target or ""
+    )
     check_device_spec(device_spec)
     if args.latency_scale < 0:
         raise ConfigError("--latency-scale must be 0 or more")

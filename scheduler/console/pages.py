@@ -18,6 +18,9 @@ forms carry the session's CSRF token, and the cookie is SameSite=Strict (`Secure
 Sessions live in Redis (`scheduler.console.session`): signing out ends one. The sign-in form
 refuses another site's POST (403) and a client that gave too many wrong tokens (429,
 `scheduler.api.throttle`, the count the API's bearer check keeps too).
+
+Runs, their pictures and what an answer returns are the API's own answers (`ConsoleDeps.run`,
+`.pictured`, `.answer`): a role is told no more here than the API tells it.
 """
 
 from __future__ import annotations
@@ -37,15 +40,13 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from scheduler.api.throttle import AuthFailures, client_of
 from scheduler.api.views import (
     need,
-    readable_run,
     shown_devices,
     shown_questions,
-    shown_run,
     shown_steps,
 )
 from scheduler.console.session import COOKIE, LOGIN_COOKIE, LOGIN_TTL_S, TTL_S, Session, Sessions
 from scheduler.console.views import ago, device_row, step_view
-from scheduler.errors import FleetError
+from scheduler.errors import FleetError, NotFoundError
 from scheduler.service.fleet import Fleet
 from scheduler.store.listing import RunQuery
 from workers.core.access import Action, Principal
@@ -98,6 +99,12 @@ class ConsoleDeps:
     """Who a session's token name is now (a name whose token is gone signs in no more)."""
     resolve: Callable[[str], str]
     """A run id or unique prefix → the run id (404 otherwise)."""
+    run: Callable[[Principal, str], RunRecord]
+    """`GET /v1/runs/{id}`'s own question: (who, run id or prefix) → the run as `who` may
+    see it (inputs hidden); 404 for a run `who` may not read, 403 without a read role."""
+    pictured: Callable[[Principal, str], RunRecord]
+    """The screenshot route's own question: (who, run id) → the run, when `who` may see its
+    step pictures; 404 for a run `who` may not read, 403 for one whose pictures it may not."""
     answer: Callable[[str, Answer, Principal], RunRecord]
     """`POST /v1/runs/{id}/answer`'s own code: (run id, answer, who) → the run; refuses
     (403) a principal whose roles do not grant answering."""
@@ -128,7 +135,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def signed_in(request: Request) -> Session:
-        session = deps.sessions.read(request.cookies.get(COOKIE))
+        session = deps.sessions.read(_ascii(request.cookies.get(COOKIE)))
         if session is None or session.name not in deps.principals:
             raise SignIn
         return session
@@ -140,7 +147,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         """The form's principal, once its CSRF token is its session's and its roles grant
         one of `actions` (403 otherwise, as the API answers)."""
         session = signed_in(request)
-        if not hmac.compare_digest(csrf, session.csrf):
+        if not _same(csrf, session.csrf):
             raise CsrfError("the form's token does not match your session", hint="reload the page")
         who = principal(session)
         need(who, *actions)
@@ -216,7 +223,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             return too_many(request, next, wait)
         who = deps.who(token)
         if who is None:
-            wait = deps.failures.failed(client, token)
+            wait = deps.failures.failed(client, f"Bearer {token}")  # counted as the API does
             if wait is not None:
                 return too_many(request, next, wait)
             return login_page(request, next, 401, "That token is not one of this API's.")
@@ -231,7 +238,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         """Sign out: the session ends for every API process (a copy of the cookie opens
         nothing after it)."""
         session = signed_in(request)
-        if not hmac.compare_digest(csrf, session.csrf):
+        if not _same(csrf, session.csrf):
             return Response(status_code=403)
         deps.sessions.end(session)
         resp = RedirectResponse("/ui/login", status_code=303)
@@ -318,7 +325,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         )
 
     def run_parts(who: Principal, run_id: str) -> dict[str, Any]:
-        run = readable_run(who, deps.fleet.run(deps.resolve(run_id)))
+        run = deps.run(who, run_id)
         rows = shown_steps(who, run, deps.fleet.steps(run.id))
         keys = {r.memory.entry for r in rows if r.memory is not None}
         taught: dict[str, Remembered] = {}
@@ -354,14 +361,16 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
     def picture(
         request: Request, run_id: str, artifact: Annotated[str, Path(pattern=ARTIFACT)]
     ) -> Response:
-        """A step's picture by its artifact id, as the run's rows name it: it outlives a row a
-        re-attempt replaces (a run page may still show the earlier rows)."""
+        """A step's picture by its artifact id, as the run's rows name it, through the run:
+        served when `who` may see that run's pictures (the API's screenshot route's question)
+        and a step of the run shows it; another run's picture, or none, is not found."""
         who = principal(signed_in(request))
-        if not may_see_pictures(who, deps.fleet.run(deps.resolve(run_id))):
-            return Response(status_code=403)
+        run = deps.pictured(who, run_id)
+        if all(r.screenshot != artifact for r in deps.fleet.steps(run.id)):
+            raise NotFoundError(f"run {run.id!r} has no step picture {artifact!r}")
         data = deps.pictures.get(artifact)
         if data is None:
-            return Response(status_code=404)
+            raise NotFoundError(f"the picture {artifact!r} is no longer kept")
         cache = {"Cache-Control": "private, max-age=86400, immutable"}
         return Response(data, media_type="image/png", headers=cache)
 
@@ -375,16 +384,22 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     @app.get("/ui/questions/{run_id}", include_in_schema=False)
     def question_page(request: Request, run_id: str) -> HTMLResponse:
+        """An open question, for whoever `GET /v1/questions` lists it to; else the run as
+        `GET /v1/runs/{id}` answers (an answerer, who reads no runs, learns nothing of a run
+        that waits for no answer)."""
         session = signed_in(request)
         who = principal(session)
-        rid = deps.resolve(run_id)
-        run = deps.fleet.run(rid)
-        if not who.may(Action.QUESTIONS_ANY):
-            readable_run(who, run)
-        question = deps.questions.get(rid)
+        question = (
+            deps.questions.get(deps.resolve(run_id)) if who.may(Action.QUESTIONS_ANY) else None
+        )
         if question is None:
-            return page("answered.html", session, run=shown_run(who, run))
-        rows = deps.fleet.steps(rid)
+            run = deps.run(who, run_id)
+            question = deps.questions.get(run.id)
+        else:
+            run = deps.fleet.run(question.run_id)
+        if question is None:
+            return page("answered.html", session, run=run)
+        rows = deps.fleet.steps(run.id)
         shot = next((r.screenshot for r in reversed(rows) if r.screenshot), None)
         return page(
             "question.html",
@@ -405,10 +420,11 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         blocked: Annotated[str | None, Form(max_length=10)] = None,
     ) -> Response:
         who = acting(request, csrf, Action.ANSWER)
-        rid = deps.resolve(run_id)
         body = Answer(target=target or None, done=bool(done), blocked=bool(blocked))
-        deps.answer(rid, body, who)
-        return RedirectResponse(f"/ui/runs/{rid}", status_code=303)
+        run = deps.answer(run_id, body, who)
+        # the run's page, for whoever may read it; an answerer goes back to the questions
+        after = f"/ui/runs/{run.id}" if who.may_read(run.owner) else "/ui/questions"
+        return RedirectResponse(after, status_code=303)
 
     # -- memory ------------------------------------------------------------------------------
 
@@ -441,3 +457,15 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 def _local(path: str) -> str:
     """A redirect target inside the console, never another site's."""
     return path if path.startswith("/ui/") and not path.startswith("//") else "/ui/fleet"
+
+
+def _ascii(value: str | None) -> str | None:
+    """A cookie's value as sent, or None when it is not ASCII (no cookie we issue is: a
+    forged one is no session, not a 500 from comparing it)."""
+    return value if value is None or value.isascii() else None
+
+
+def _same(given: str, expected: str) -> bool:
+    """A form's CSRF field is `expected`, compared in constant time as UTF-8 bytes (a field
+    of any characters is a mismatch, never a TypeError)."""
+    return hmac.compare_digest(given.encode(), expected.encode())

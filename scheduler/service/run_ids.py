@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # the CLI reads MIN_PREFIX from here without loading redis
 MIN_PREFIX = 6
 RUN_ID_LENGTH = 32
 _PREFIX = re.compile(r"[0-9a-f]{%d,%d}" % (MIN_PREFIX, RUN_ID_LENGTH - 1))  # noqa: UP031 - a regex's braces
+_ID = re.compile(r"[0-9a-f]{%d}" % RUN_ID_LENGTH)  # noqa: UP031 - a regex's braces
+_SHOWN_CHARS = 80
+"""A malformed id is named in its error up to this many characters."""
 _SHOWN = 10
 """At most this many matches are named in an ambiguous prefix's error."""
 
@@ -36,13 +39,14 @@ class RunIds:
         self.kind = kind
 
     def resolve(self, given: str, *, owner: str | None = None) -> str:
-        """The whole id of the one run whose id starts with `given`. Anything that is not a
-        prefix of a run id (a whole id, or not hex) comes back as given, for the caller to
-        look up (and answer 404 if it is unknown). With `owner`, only that owner's runs (or
-        batches) are matched: a prefix never names, nor lists, another's."""
-        prefix = given.lower()
+        """The whole id of the one run whose id starts with `given`; a whole id comes back
+        (lower-cased) for the caller to look up, and answer 404 if it is unknown. Anything
+        that is neither is not found here, before any key is built from it (`checked`).
+        With `owner`, only that owner's runs (or batches) are matched: a prefix never names,
+        nor lists, another's."""
+        prefix = checked(given, self.kind)
         if not _PREFIX.fullmatch(prefix):
-            return given
+            return prefix
         head = self.k.run("") if self.kind == "run" else self.k.batch("")
         found: list[str] = sorted(
             {
@@ -70,3 +74,19 @@ class RunIds:
                 hint="give more characters",
             )
         return found[0]
+
+
+def checked(given: str, kind: str) -> str:
+    """`given`, lower-cased, when it may be an id (32 hex digits) or a prefix of one (6 or
+    more); else a 404 saying what an id looks like. The one check an id from outside passes
+    before a Redis key is built from it: `<id>:steps` names another key, a glob or a
+    separator other keys, and an answer must not depend on which exist (a malformed id is
+    unknown alike, whoever owns the id it starts with)."""
+    ident = given.lower()
+    if _PREFIX.fullmatch(ident) or _ID.fullmatch(ident):
+        return ident
+    shown = given[:_SHOWN_CHARS] + ("…" if len(given) > _SHOWN_CHARS else "")
+    raise NotFoundError(
+        f"no {kind} {shown!r} (not a {kind} id)",
+        hint=f"give the {kind}'s id (32 hex characters) or a unique prefix of {MIN_PREFIX}+",
+    )

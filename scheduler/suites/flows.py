@@ -27,6 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from scheduler.service.requests import SuiteSubmit
+from scheduler.suites import bounded_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("flows.schema.json")
 MAX_FILE_BYTES = 1_000_000
@@ -109,19 +110,22 @@ def load(path: Path) -> Flows:
     """Read, validate and convert a flows file; `FlowsFileError` lists every problem."""
     source = str(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # no more: it may be /dev/zero
     except OSError as exc:
         raise FlowsFileError(source, [Problem(0, "", f"cannot read it: {exc.strerror}")]) from None
     if len(raw) > MAX_FILE_BYTES:
-        why = f"is {len(raw)} bytes, over the limit of {MAX_FILE_BYTES}; split the suite"
+        why = f"is over the limit of {MAX_FILE_BYTES} bytes; split the suite"
         raise FlowsFileError(source, [Problem(0, "", why)])
     return parse(raw.decode("utf-8", errors="replace"), source=source)
 
 
 def parse(text: str, *, source: str = "<flows>") -> Flows:
+    """Validate and convert a flows file's text (read within `bounded_yaml`'s bounds)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = bounded_yaml.read(text)
+    except bounded_yaml.YamlRefused as exc:
+        raise FlowsFileError(source, [Problem(exc.line, "", exc.message)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -174,7 +178,7 @@ def _say(error: jsonschema.ValidationError) -> str:
             f"{error.instance!r} is not a secret reference; write env:NAME and set "
             "GOALFLEET_SECRET_NAME on the workers (a flows file never holds a secret's value)"
         )
-    message: str = error.message
+    message = _message(error)
     if error.validator == "oneOf" and error.context:
         deepest = max(error.context, key=lambda e: len(e.path))
         return f"{'.'.join(map(str, deepest.path)) or 'it'}: {deepest.message}"
@@ -194,6 +198,20 @@ def _say(error: jsonschema.ValidationError) -> str:
         return f"{message}; see docs/suites.md for the fields this takes"
     return message
 
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """The schema's own message, cut short: it starts with the whole value, which may be
+    most of the file (a size limit is said without it)."""
+    if too_many := _TOO_MANY.get(str(error.validator)):
+        n = len(cast("str | list[Any] | dict[str, Any]", error.instance))
+        return f"{n} {too_many}, over the limit of {error.validator_value}"
+    message: str = error.message
+    return message if len(message) <= MAX_MESSAGE_CHARS else f"{message[:60]} … {message[-60:]}"
+
+
+_TOO_MANY = {"maxItems": "items", "maxLength": "characters", "maxProperties": "fields"}
+"""The schema's size limits, said without the value (it may be the whole file)."""
+MAX_MESSAGE_CHARS = 200
 
 _PARAMS = ("max_steps", "min_confidence", "max_unproductive", "decider", "escalate_to")
 _FLAGS = ("memory", "ask_person")

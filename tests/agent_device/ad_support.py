@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from workers.devices.agent_device_daemon import DaemonProcess
-from workers.devices.agent_device_wire import SocketTransport
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.wire import SocketTransport
 from workers.processes import Child, spawn
 from workers.testing.linux_desktop import LinuxDesktop
 

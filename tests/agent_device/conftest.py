@@ -18,8 +18,8 @@ import pytest
 from ad_support import App, start_signin_app, wait_until_visible
 
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.testing.linux_desktop import LinuxDesktop
 
 

@@ -15,10 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import read_daemon_info
-from workers.devices.agent_device_host import open_device
-from workers.devices.agent_device_launch import state_dir_for
+from workers.devices.agent_device.daemon import read_daemon_info
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.host import open_device
+from workers.devices.agent_device.launch import state_dir_for
 
 
 def main() -> None:

@@ -18,12 +18,12 @@ from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_le
 
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess, read_daemon_info
-from workers.devices.agent_device_host import open_device
-from workers.devices.agent_device_launch import state_dir_for
-from workers.devices.agent_device_owner import DaemonOwnedError, read_owner
-from workers.devices.agent_device_wire import SocketTransport
+from workers.devices.agent_device.daemon import DaemonProcess, read_daemon_info
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.host import open_device
+from workers.devices.agent_device.launch import state_dir_for
+from workers.devices.agent_device.owner import DaemonOwnedError, read_owner
+from workers.devices.agent_device.wire import SocketTransport
 from workers.processes import spawn, stop_group
 from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 

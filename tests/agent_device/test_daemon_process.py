@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from workers.core.model import Platform
-from workers.devices.agent_device_daemon import DAEMON_ENTRY, start_daemon
-from workers.devices.agent_device_launch import DeviceTarget, ensure_daemon, release_daemon
-from workers.devices.agent_device_owner import DaemonOwnedError, read_owner, write_owner
+from workers.devices.agent_device.daemon import DAEMON_ENTRY, start_daemon
+from workers.devices.agent_device.launch import DeviceTarget, ensure_daemon, release_daemon
+from workers.devices.agent_device.owner import DaemonOwnedError, read_owner, write_owner
 from workers.processes import Child, pid_alive, spawn
 
 FAKE_DAEMON = """
@@ -98,7 +98,7 @@ def test_ensure_daemon_reuses_a_live_daemon_and_replaces_a_dead_one(
 OWNER_SCRIPT = """
 import sys, threading, time
 from pathlib import Path
-from workers.devices.agent_device_daemon import start_daemon
+from workers.devices.agent_device.daemon import start_daemon
 out = []
 def start():
     out.append(start_daemon(Path(sys.argv[1]), env={"PATH": "/usr/bin:/bin"},

@@ -16,9 +16,9 @@ from workers.core.errors import (
     UnauthorizedError,
 )
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
-from workers.devices.agent_device_wire import SocketTransport
+from workers.devices.agent_device.daemon import DaemonProcess, start_daemon
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.wire import SocketTransport
 from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 

@@ -17,7 +17,7 @@ from workers.core.memory import InMemoryMemory, Remembered, Target
 from workers.core.model import Inputs, Kind, RunResult, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device_host import AgentDeviceHost
+from workers.devices.agent_device.host import AgentDeviceHost
 from workers.testing.linux_desktop import start_linux_desktop
 
 WELCOME = RunParams(done_when="Welcome")

@@ -21,8 +21,8 @@ from ad_support import APP, EMAIL, PASSWORD, App, start_signin_app
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunResult, RunStatus, Snapshot
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.processes import Child
 from workers.testing.linux_desktop import LinuxDesktop
 

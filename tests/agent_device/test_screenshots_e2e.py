@@ -22,7 +22,7 @@ from workers.core.model import Inputs, RunStatus, StepRow
 from workers.core.params import RunParams
 from workers.core.shots import Camera, MemoryArtifacts
 from workers.decide.scripted import ScriptedDecider, fill, press
-from workers.devices.agent_device import AgentDeviceDevice
+from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.pictures import MARK, PillowPictures
 
 pytestmark = pytest.mark.skipif(

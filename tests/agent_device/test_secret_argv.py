@@ -21,10 +21,10 @@ from pydantic import SecretStr
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, InputValue, Platform, RunStatus
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess
-from workers.devices.agent_device_host import open_device
-from workers.devices.agent_device_secrets import PLACEHOLDER_PREFIX
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.host import open_device
+from workers.devices.agent_device.secrets import PLACEHOLDER_PREFIX
 from workers.testing.linux_desktop import LinuxDesktop
 from workers.testing.proc_watch import ProcWatcher
 

@@ -15,8 +15,8 @@ from workers.core.model import ActionKind, Inputs, Outcome, RunResult, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, fill, press
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_daemon import DaemonProcess
+from workers.devices.agent_device.daemon import DaemonProcess
+from workers.devices.agent_device.device import AgentDeviceDevice
 
 PINNED = re.compile(r"^@e[0-9]+~s([0-9]+)$")
 
@@ -101,14 +101,14 @@ def test_every_mutation_gets_a_fresh_generation(device: AgentDeviceDevice, app: 
 def test_open_device_spec_starts_and_stops_its_own_daemon(desktop, app: App, tmp_path):
     """`agent-device:linux` (what `goalfleet run --device` uses) starts a daemon, drives the
     app, and stops the daemon again on close."""
-    from workers.devices.agent_device_host import open_device  # noqa: PLC0415
+    from workers.devices.agent_device.host import open_device  # noqa: PLC0415
 
     dev = open_device("agent-device:linux", env=desktop.env, state_root=tmp_path)
     try:
         assert dev.snapshot().shows("Sign in")
     finally:
         dev.close()
-    from workers.devices.agent_device_launch import state_dir_for  # noqa: PLC0415
+    from workers.devices.agent_device.launch import state_dir_for  # noqa: PLC0415
 
     state_dir = state_dir_for("agent-device:linux", env=desktop.env, state_root=tmp_path)
     assert not (state_dir / "daemon.json").exists()

@@ -23,7 +23,7 @@ import pytest
 from ad_support import EMAIL, PASSWORD, wait_until_visible
 from clikit import goalfleet
 
-from workers.devices.agent_device_daemon import DaemonProcess
+from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
 from workers.testing.linux_desktop import LinuxDesktop
 

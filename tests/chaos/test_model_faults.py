@@ -28,7 +28,7 @@ from workers.core.records import DeviceInfo, RunRecord
 from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.instructor import InstructorDecider
-from workers.devices.sim import SimDevice, make_sim_device
+from workers.devices.sim.device import SimDevice, make_sim_device
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec, build_runtime
 from workers.fleet.tasks import execute_run
 

@@ -20,7 +20,7 @@ from scheduler.api.app import create_app
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis, free_port
-from workers.devices.sim_apps import OTP_CODE
+from workers.devices.sim.apps import OTP_CODE
 from workers.fleet.connections import redis_client
 from workers.settings import Settings
 

@@ -64,6 +64,7 @@ def test_health_without_a_token_says_only_up_or_down(
         "pending": 0,
         "devices": 1,
         "problems": [],
+        "history": None,  # no GOALFLEET_DATABASE_URL: the fleet keeps none
     }
     server.stop()
     for headers in ({}, AUTH):

@@ -10,23 +10,18 @@ step by step, with a real Redis and the real app (in process).
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from clikit import goalfleet
 from conftest import create
-from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from starlette.routing import Route
-from storekit import park
+from rolekit import EMAIL, TOKENS, World, app_routes, auth, sign_in
+from rolekit import world as roles_world
 from structlog.testing import capture_logs
 
 from scheduler.errors import AmbiguousIdError
@@ -36,39 +31,20 @@ from scheduler.service.schedules import Schedules
 from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.memory import Remembered
 from workers.core.model import (
-    Action,
-    ActionKind,
-    Outcome,
-    Platform,
     RunStatus,
-    StepRow,
 )
-from workers.core.records import DeviceInfo, RunRecord
+from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
-from workers.fleet.artifacts import artifacts
+from workers.fleet.artifacts import artifact_id
 from workers.fleet.connections import redis_client
-from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.memory_store import RedisMemory
-from workers.fleet.state.devices import DeviceRegistry
-from workers.fleet.state.questions import QuestionStore
-from workers.fleet.state.runs import RunStore
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet
 
 PREFIX = "gfroles"
-TOKENS = {
-    "reader": "t-reader-1",
-    "alice": "t-alice-22",
-    "bob": "t-bob-333",
-    "answerer": "t-answer-4",
-    "ops": "t-ops-55555",
-}
-ROLES = "reader:read,alice:submit,bob:submit,answerer:answer,ops:admin"
 WHO = ("none", "reader", "alice", "bob", "answerer", "ops")
 """The table's columns: no token, then one token per role (alice owns what is asked about)."""
-EMAIL = "alice@example.com"
-PNG = b"\x89PNG\r\n\x1a\n" + b"picture"
 
 _ = None  # a cell's padding, to keep the table aligned
 TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
@@ -125,143 +101,10 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
 }  # fmt: skip
 
 
-def auth(who: str) -> dict[str, str]:
-    return {} if who == "none" else {"Authorization": f"Bearer {TOKENS[who]}"}
-
-
-@dataclass
-class Owned:
-    """What alice owns for one cell."""
-
-    run: str
-    batch: str
-    schedule: str
-    memory: str
-    device: str
-
-
-class World:
-    """The app on a real Redis, and a maker of alice's things."""
-
-    def __init__(self, client: TestClient, settings: Settings, db: Any) -> None:
-        self.client = client
-        self.settings = settings
-        self.db = db
-        self.keys = Keys(PREFIX)
-        self.runs = RunStore(db, self.keys)
-        self.questions = QuestionStore(db, self.keys, retention_s=3600, memory_ttl_s=3600)
-        self.registry = DeviceRegistry(db, self.keys)
-        self.n = itertools.count()
-
-    def device(self) -> str:
-        did = f"rd-{next(self.n)}"
-        info = DeviceInfo(id=did, platform=Platform.IOS, os_version="17.5")
-        self.registry.register(info, lease_holder(worker_name(did)), lease_s=3600)
-        return did
-
-    def post(self, who: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.client.post(path, json=body, headers=auth(who))
-        assert resp.status_code == 201, resp.text
-        return resp.json()  # type: ignore[no-any-return]
-
-    def parked(self, who: str = "alice", *, inputs: dict[str, str] | None = None) -> str:
-        """A run of `who`'s, on a device of its own: claimed, one step with a picture (its
-        typed input shown), parked for a person."""
-        did = self.device()
-        body = {"goal": "Sign in", "device": did, "inputs": inputs or {"email": EMAIL}}
-        run_id = str(self.post(who, "/v1/runs", body)["id"])
-        claim = self.runs.claim(run_id, did, worker_name(did), cap=3)
-        picture = artifacts(self.settings).put(PNG)
-        typed = Action(kind=ActionKind.FILL, ref="e2", pinned="@e2~s1", input="email",
-                       shown_value=next(iter((inputs or {"email": EMAIL}).values())))  # fmt: skip
-        row = StepRow(
-            index=1,
-            screen="Sign in",
-            refs_generation="s1",
-            candidates=2,
-            action=typed,
-            outcome=Outcome.ACTED,
-            screenshot=picture,
-        )
-        self.runs.write_step(run_id, claim.token, row)
-        record = self.runs.load(run_id)
-        assert record is not None
-        park(self.questions, record, claim.token)
-        return run_id
-
-    def busy(self, who: str) -> str:
-        """A run of `who`'s, reserved for a device of its own (the device is busy with it)."""
-        did = self.device()
-        run = self.post(who, "/v1/runs", {"goal": "Sign in", "device": did})
-        assert run["device"] == did, run
-        return str(run["id"])
-
-    def owned(self) -> Owned:
-        run = self.parked()
-        batch = self.post("alice", "/v1/batches", {"goal": "Sign in", "count": 1})["id"]
-        sched = self.post(
-            "alice", "/v1/schedules", {"name": "nightly", "every_s": 3600, "goal": "Sign in"}
-        )["id"]
-        key = uuid.uuid4().hex
-        RedisMemory(self.db, self.keys, decider="rules", ttl_s=3600).overwrite(
-            Remembered(key=key, done=True, source="human", origin="ops", goal="sign in")
-        )
-        return Owned(run, batch, sched, key, self.device())
-
-    def call(self, route: str, who: str, o: Owned) -> int:
-        method, template = route.split(" ")
-        name = "swagger-ui.css" if template.startswith("/docs-assets/") else "console.js"
-        path = template.format(
-            run_id=o.run,
-            batch_id=o.batch,
-            schedule_id=o.schedule,
-            key=o.memory,
-            index=1,
-            name=name,
-            artifact="0" * 64,
-        )
-        bodies: dict[str, dict[str, Any]] = {
-            "POST /v1/runs": {"goal": "Sign in", "device": o.device},
-            "POST /v1/batches": {"goal": "Sign in", "count": 1},
-            "POST /v1/schedules": {"name": "n", "every_s": 60, "goal": "Sign in"},
-            "POST /v1/runs/{run_id}/answer": {"blocked": True},
-        }
-        body = bodies.get(route)
-        params = {"all": "true"} if route == "DELETE /v1/memory" else None
-        resp = self.client.request(
-            method, path, json=body, params=params, headers=auth(who), follow_redirects=False
-        )
-        return resp.status_code
-
-
 @pytest.fixture(scope="module")
 def world(redis_server: LocalRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    db = redis_client(redis_server.url)
-    settings = Settings(
-        redis_url=redis_server.url,
-        key_prefix=PREFIX,
-        api_tokens=[f"{name}:{token}" for name, token in TOKENS.items()],
-        api_roles=ROLES,
-        artifact_dir=Path(tmp_path_factory.mktemp("pictures")),
-        database_url=f"sqlite:///{tmp_path_factory.mktemp('history') / 'history.db'}",
-    )
-    app: FastAPI = create(settings, enqueuer=RecordingEnqueuer.of(settings))  # type: ignore[assignment]
-    try:
-        with TestClient(app) as client:
-            yield World(client, settings, db)
-    finally:
-        for key in db.scan_iter(match=f"{PREFIX}:*"):
-            db.delete(key)
-        db.close()
-
-
-def app_routes(app: FastAPI) -> set[str]:
-    """Every `METHOD path` the app serves (HEAD aside: Starlette adds it to each GET)."""
-    out = set()
-    for route in app.router.routes:
-        if isinstance(route, APIRoute | Route):
-            out |= {f"{m} {route.path}" for m in route.methods or () if m != "HEAD"}
-    return out
+    with roles_world(redis_server.url, PREFIX, tmp_path_factory.mktemp("roles")) as w:
+        yield w
 
 
 def test_every_route_has_a_row(world: World) -> None:
@@ -280,6 +123,91 @@ def test_route_by_role(world: World, who: str) -> None:
     got = {route: world.call(route, who, world.owned()) for route in TABLE}
     want = {route: row[column] for route, row in TABLE.items()}
     assert got == want
+
+
+SIGNED = ("reader", "alice", "bob", "answerer", "ops", "erin")
+"""The console table's columns: a console session of each role (`erin` reads all and submits
+her own; alice owns what is asked about)."""
+
+CONSOLE: dict[str, tuple[int, int, int, int, int, int]] = {
+    #                                              read alice bob answer admin erin
+    "GET /ui":                                     (303, 303, 303, 303, 303, 303),
+    "GET /ui/login":                               (200, 200, 200, 200, 200, 200),
+    "POST /ui/login":                              (303, 303, 303, 303, 303, 303),
+    "GET /ui/static/{name}":                       (200, 200, 200, 200, 200, 200),
+    "GET /ui/fleet":                               (200, 200, 200, 200, 200, 200),
+    "GET /ui/fleet/rows":                          (200, 200, 200, 200, 200, 200),
+    "GET /ui/runs":                                (200, 200, 200, 403, 200, 200),
+    "GET /ui/runs/{run_id}":                       (200, 200, 404, 403, 200, 200),
+    "GET /ui/runs/{run_id}/rows":                  (200, 200, 404, 403, 200, 200),
+    # as GET /v1/runs/{run_id}/steps/{index}/screenshot answers (alice's run waits)
+    "GET /ui/runs/{run_id}/pictures/{artifact}":   (403, 200, 404, 200, 200, 403),
+    "GET /ui/questions":                           (200, 200, 200, 200, 200, 200),
+    "GET /ui/questions/{run_id}":                  (200, 200, 404, 200, 200, 200),
+    "POST /ui/questions/{run_id}/answer":          (403, 403, 403, 303, 303, 403),
+    "GET /ui/memory":                              (200, 403, 403, 403, 200, 200),
+    "POST /ui/memory/{key}/forget":                (403, 403, 403, 403, 303, 403),
+    "POST /ui/logout":                             (303, 303, 303, 303, 303, 303),  # last
+}  # fmt: skip
+"""The console's routes as each role's signed-in session meets them: the API's answers (404
+for another's run, 403 for what the roles never grant), as pages, redirects and forms."""
+
+
+def test_every_console_route_has_a_row(world: World) -> None:
+    """The console table names exactly the app's `/ui` routes: a new page needs its row."""
+    served = {r for r in app_routes(world.client.app) if r.split(" ")[1].startswith("/ui")}  # type: ignore[arg-type]
+    assert served == set(CONSOLE), (
+        f"routes without a row: {sorted(served - set(CONSOLE))}; "
+        f"rows without a route: {sorted(set(CONSOLE) - served)}"
+    )
+
+
+@pytest.mark.parametrize("who", SIGNED)
+def test_console_route_by_role(world: World, who: str) -> None:
+    """Each console route answers `who`'s session as its row says (things made per cell)."""
+    column = SIGNED.index(who)
+    session = sign_in(world.client, who)
+    got = {route: world.call(route, who, world.owned(), session) for route in CONSOLE}
+    want = {route: row[column] for route, row in CONSOLE.items()}
+    assert got == want
+
+
+def test_a_picture_is_served_only_through_its_own_run(world: World) -> None:
+    """A picture id alone grants nothing: through a run one may see (one's own, or one that
+    waits for an answer), another run's picture is not found, as an unknown one is; in the
+    console and in the API alike."""
+    w, c = world, world.client
+    alice = w.parked("alice")
+    picture = artifact_id(World.picture(alice))
+    assert picture in c.get(f"/ui/runs/{alice}", headers=sign_in(c, "ops").headers).text
+    for who in ("erin", "bob", "answerer"):
+        own = w.parked("bob" if who == "answerer" else who)  # answerer: any waiting run
+        session = sign_in(c, who)
+        mine = c.get(f"/ui/runs/{own}/pictures/{artifact_id(World.picture(own))}",
+                     headers=session.headers)  # fmt: skip
+        assert mine.status_code == 200, (who, mine.text)
+        theirs = c.get(f"/ui/runs/{own}/pictures/{picture}", headers=session.headers)
+        assert theirs.status_code == 404, (who, theirs.status_code)
+        assert theirs.content != World.picture(alice)
+    unknown = c.get(f"/ui/runs/{'0' * 32}/pictures/{picture}", headers=sign_in(c, "bob").headers)
+    hidden = c.get(f"/ui/runs/{alice}/pictures/{picture}", headers=sign_in(c, "bob").headers)
+    assert (unknown.status_code, hidden.status_code) == (404, 404)
+
+
+def test_the_console_tells_an_answerer_no_more_than_the_api(world: World) -> None:
+    """An answerer reads no runs: once a run waits for no answer, its question page shows
+    nothing of it (403, as GET /v1/runs/{id} answers), nor does an unknown run's."""
+    w, c = world, world.client
+    run = w.parked("alice")
+    session = sign_in(c, "answerer")
+    assert c.get(f"/ui/questions/{run}", headers=session.headers).status_code == 200
+    answered = c.post(f"/v1/runs/{run}/answer", json={"blocked": True}, headers=auth("answerer"))
+    assert answered.status_code == 200, answered.text
+    api = c.get(f"/v1/runs/{run}", headers=auth("answerer"))
+    page = c.get(f"/ui/questions/{run}", headers=session.headers)
+    unknown = c.get(f"/ui/questions/{'0' * 32}", headers=session.headers)
+    assert (api.status_code, page.status_code, unknown.status_code) == (403, 403, 403)
+    assert c.get(f"/ui/questions/{run}", headers=sign_in(c, "reader").headers).status_code == 200
 
 
 def test_alice_and_bob(world: World) -> None:
@@ -366,7 +294,7 @@ def test_an_answerer_sees_the_pictures_of_a_waiting_run_only(world: World) -> No
     shot = f"/v1/runs/{run}/steps/1/screenshot"
     got = c.get(shot, headers=auth("answerer"))
     assert got.status_code == 200, got.text
-    assert got.content == PNG
+    assert got.content == World.picture(run)
     assert c.get(shot, headers=auth("reader")).status_code == 403
     answered = c.post(f"/v1/runs/{run}/answer", json={"blocked": True}, headers=auth("answerer"))
     assert answered.status_code == 200, answered.text

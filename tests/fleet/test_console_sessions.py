@@ -24,6 +24,7 @@ import redis
 from conftest import Served, create
 from pydantic import SecretStr
 from redis_values import redis_values
+from structlog.testing import capture_logs
 
 from scheduler.local.redis import LocalRedis
 from workers.settings import Settings
@@ -176,12 +177,18 @@ def test_failed_bearer_tokens_from_one_client_are_throttled_and_others_are_not(
         def devices(token: str, client: dict[str, str]) -> httpx.Response:
             return http.get("/v1/devices", headers={"Authorization": f"Bearer {token}", **client})
 
-        codes = [devices(f"wrong-{i}", CLIENT_A).status_code for i in range(FAILURES)]
-        assert codes == [401] * FAILURES
-        refused = devices("wrong-again", CLIENT_A)
+        with capture_logs() as logs:
+            codes = [devices(f"wrong-{i}", CLIENT_A).status_code for i in range(FAILURES)]
+            assert codes == [401] * FAILURES
+            again = devices(f"wrong-{FAILURES - 1}", CLIENT_A)  # the last one again: not new
+            refused = devices("wrong-again", CLIENT_A)
+            assert devices("wrong-0", CLIENT_A).status_code == 429
+        assert again.status_code == 401
         assert refused.status_code == 429, refused.text
         assert 0 < int(refused.headers["retry-after"]) <= 60
         assert refused.json()["error"] == "TOO_MANY_FAILURES"
+        blocked = [e for e in logs if e["event"] == "auth_client_blocked"]
+        assert [e["client"] for e in blocked] == ["203.0.113.5"]  # once, naming the client
         assert devices(ALICE[1], CLIENT_B).status_code == 200
         assert devices(ALICE[1], CLIENT_A).status_code == 429
         assert sign_in(http, ALICE[1], CLIENT_A).status_code == 429
@@ -267,13 +274,15 @@ def test_redis_holds_nothing_secret_and_every_key_expires(
 
 
 def test_a_wrong_token_given_again_counts_once(redis_url: str, serve: type[Served]) -> None:
-    """A client stuck on one old token is no guesser: 3 x FAILURES of the same wrong token are
-    all 401 and block nothing; FAILURES new ones then do."""
+    """A client stuck on one old token is no guesser: 3 x FAILURES of the same wrong token (as
+    a bearer token and on the sign-in form alike) are all 401 and block nothing; FAILURES new
+    ones then do."""
     srv = serve(create(settings_of(redis_url, ALICE)))
     with httpx.Client(base_url=srv.url, headers=CLIENT_A) as http:
         stale = {"Authorization": "Bearer an-old-token"}
         codes = {http.get("/v1/devices", headers=stale).status_code for _ in range(3 * FAILURES)}
         assert codes == {401}
+        assert sign_in(http, "an-old-token").status_code == 401  # the same one, signing in
         assert http.get("/v1/devices", headers={"Authorization": f"Bearer {ALICE[1]}"}).is_success
         guesses = [
             http.get("/v1/devices", headers={"Authorization": f"Bearer guess-{i}"}).status_code

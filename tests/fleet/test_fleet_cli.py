@@ -177,7 +177,7 @@ def test_markup_and_escapes_a_submitter_typed_print_inert(
     its input's name)."""
     goal, email = f"Sign in {HOSTILE.replace(chr(27), '')}", f"ada@example.com{HOSTILE}"
     body = {**SIGN_IN_BODY, "device": "ios-1", "goal": goal, "inputs": {"email": email}}
-    with pytest.raises(ApiError, match="goal: holds a control or bidi character"):
+    with pytest.raises(ApiError, match="goal: holds a control, bidi or invisible character"):
         api.submit_run({**body, "goal": f"Sign in {HOSTILE}"})
     run = api.submit_run(body)
     ended = api.wait(run.id, timeout_s=120)

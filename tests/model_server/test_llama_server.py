@@ -32,7 +32,7 @@ from workers.decide.factory import make_decider
 from workers.decide.instructor import InstructorDecider
 from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings
 from workers.decide.prompt import actions_for
-from workers.devices.sim import SimDevice, make_sim_device
+from workers.devices.sim.device import SimDevice, make_sim_device
 from workers.testing.samples import signin_flow
 
 pytestmark = pytest.mark.model_server

@@ -20,7 +20,7 @@ from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import Faults, make_sim_device
+from workers.devices.sim.device import Faults, make_sim_device
 from workers.telemetry import logs
 from workers.telemetry.log_observer import (
     DEVICE_EVENT,

@@ -25,7 +25,7 @@ from workers.core.device_hooks import with_hooks
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunStatus
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import Faults, make_sim_device
+from workers.devices.sim.device import Faults, make_sim_device
 from workers.processes import spawn
 from workers.telemetry import metrics
 from workers.telemetry.metrics import WorkerMetrics

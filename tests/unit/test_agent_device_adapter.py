@@ -34,15 +34,15 @@ from workers.core.errors import (
     UnauthorizedError,
 )
 from workers.core.model import InputValue, Kind, Platform
-from workers.devices.agent_device import (
+from workers.devices.agent_device.daemon import DaemonInfo
+from workers.devices.agent_device.device import (
     AgentDeviceDevice,
     check_daemon,
     map_daemon_error,
     record_name,
 )
-from workers.devices.agent_device_daemon import DaemonInfo
-from workers.devices.agent_device_secrets import PLACEHOLDER_PREFIX, SecretChannel
-from workers.devices.agent_device_wire import HttpTransport, SocketTransport
+from workers.devices.agent_device.secrets import PLACEHOLDER_PREFIX, SecretChannel
+from workers.devices.agent_device.wire import HttpTransport, SocketTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 OK_OPEN = {"ok": True, "data": {"session": "goalfleet", "message": "Opened: goalfleet"}}

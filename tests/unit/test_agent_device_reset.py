@@ -14,8 +14,8 @@ from test_agent_device_adapter import OK_OPEN, ScriptedDaemon
 from workers.core.app import AppConfig, AppRequest, AppUnderTest, ResetPolicy, app_for_run
 from workers.core.errors import ConfigError
 from workers.core.model import Platform
-from workers.devices.agent_device import AgentDeviceDevice
-from workers.devices.agent_device_reset import reset_plan
+from workers.devices.agent_device.device import AgentDeviceDevice
+from workers.devices.agent_device.reset import reset_plan
 
 OK = {"ok": True, "data": {}}
 IOS = (Platform.IOS, {"udid": "AAAA-1111"})

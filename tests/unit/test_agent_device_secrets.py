@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from workers.core.errors import ConfigError
 from workers.core.model import InputValue, Platform
-from workers.devices.agent_device_secrets import (
+from workers.devices.agent_device.secrets import (
     PLACEHOLDER_PREFIX,
     SecretChannel,
     channel_dir,

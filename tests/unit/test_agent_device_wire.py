@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from workers.core.errors import FatalDeviceError, ProtocolError, TransientDeviceError
-from workers.devices.agent_device_wire import HttpTransport, SocketTransport
+from workers.devices.agent_device.wire import HttpTransport, SocketTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 BODY = {"session": "s", "command": "snapshot", "positionals": [], "flags": {}, "meta": {}}

@@ -11,7 +11,7 @@ from workers.core.errors import DecisionInvalidError
 from workers.core.loop import run_goal
 from workers.core.model import DecideState, Decision, Inputs, Outcome, RunStatus
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 
 INPUTS = Inputs.of({"email": "ada@example.com"}, {"password": "pw-1234"})
 

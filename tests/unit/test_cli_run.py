@@ -173,7 +173,7 @@ def test_privacy_dialog_then_phone_code_runs_to_done_with_a_plain_field_secret(
     """The outside report's app: a cookie dialog first, then phone and a one-time code given
     as a secret the caller lets into a plain field. Done on evidence; the code is printed
     nowhere."""
-    from workers.devices.sim_apps import OTP_CODE  # noqa: PLC0415 - the sim app's truth
+    from workers.devices.sim.apps import OTP_CODE  # noqa: PLC0415 - the sim app's truth
 
     monkeypatch.setenv("PRIVACY_OTP", OTP_CODE)
     flags = ["--device", "sim:privacy-android", "--goal", "Sign in", "--input", "phone=5551234567"]

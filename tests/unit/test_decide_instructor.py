@@ -21,7 +21,7 @@ from workers.decide.instructor import (
 )
 from workers.decide.prompt import INSTRUCTION, actions_for, render_user
 from workers.decide.tokens import count_request
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.testing.samples import FLOWS, Screen, signin_flow
 
 SECRET = "hunter2-very-secret"

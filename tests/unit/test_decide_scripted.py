@@ -7,7 +7,7 @@ import pytest
 from workers.core.loop import run_goal
 from workers.core.model import Decision, Inputs, RunStatus
 from workers.decide.scripted import ScriptedDecider, ScriptError, blocked, done, fill, press
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.testing.samples import signin_flow
 
 SECRET = "hunter2-very-secret"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workers.devices.agent_device_launch import resolve_spec, state_dir_for
+from workers.devices.agent_device.launch import resolve_spec, state_dir_for
 
 LINUX = "agent-device:linux"
 

@@ -12,7 +12,7 @@ from workers.core.errors import StaleRefError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import Device, DevicePort
 from workers.core.shots import NoScreenshotsError, Screenshot
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 
 PICTURE = Screenshot(png=b"\x89PNG-fake", width=1, height=1)
 

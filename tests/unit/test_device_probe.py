@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from workers.core.errors import SetupError
-from workers.devices.agent_device_daemon import DAEMON_ENTRY
+from workers.devices.agent_device.daemon import DAEMON_ENTRY
 from workers.devices.probe import probe_device
 
 IOS = "ios:00000000-0000-0000-0000-000000000000"

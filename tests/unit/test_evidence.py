@@ -22,8 +22,8 @@ from workers.core.model import (
 )
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import OTP_CODE, WRONG_CODE
+from workers.devices.sim.apps import OTP_CODE, WRONG_CODE
+from workers.devices.sim.device import make_sim_device
 
 PHONE = "5551234567"
 OTP = Inputs.of({"phone": PHONE}, {"code": OTP_CODE}, plain_fields=frozenset({"code"}))

@@ -28,7 +28,7 @@ from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.connections import redis_client
 from workers.fleet.fence import Fence, LeaseLostError, open_fenced
 from workers.fleet.keys import Keys, lease_holder, worker_name

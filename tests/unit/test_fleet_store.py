@@ -22,7 +22,7 @@ from workers.core.records import DeviceInfo, RunRecord
 from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.presence import Presence
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec

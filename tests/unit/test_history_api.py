@@ -67,3 +67,16 @@ def test_with_a_database_the_routes_answer(with_db: TestClient) -> None:
         assert r.status_code == 200, (route, r.text)
     report = with_db.get("/v1/history").json()
     assert set(report) >= {"pass_rates", "step_times", "outliers", "since", "until"}
+
+
+def test_health_says_where_the_fleet_records_its_history(
+    redis_server: LocalRedis, tmp_path: Path
+) -> None:
+    """With a token, `/health` names the fleet's history database (its password hidden), or
+    null when the fleet keeps none; without one it says nothing of it."""
+    with _client(redis_server) as c:
+        assert c.get("/health").json()["history"] is None
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    with _client(redis_server, database_url=url) as c:
+        assert c.get("/health").json()["history"] == url
+        assert "history" not in c.get("/health", headers={"Authorization": ""}).json()

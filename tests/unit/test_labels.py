@@ -13,8 +13,8 @@ import pytest
 from workers.core.model import DecideState, Node
 from workers.core.projection import build_snapshot
 from workers.decide.prompt import render_user
-from workers.devices.agent_device_replies import read_node
-from workers.devices.sim import make_sim_device
+from workers.devices.agent_device.replies import read_node
+from workers.devices.sim.device import make_sim_device
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_device"
 

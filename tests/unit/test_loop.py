@@ -22,7 +22,7 @@ from workers.core.model import (
     StepRow,
 )
 from workers.core.params import RunParams
-from workers.devices.sim import Faults, make_sim_device
+from workers.devices.sim.device import Faults, make_sim_device
 
 SECRET = "correct-horse-battery-staple"
 INPUTS = Inputs.of({"email": "ada@example.com"}, {"password": SECRET})
@@ -289,8 +289,8 @@ def test_result_round_trips_as_json() -> None:
 
 def test_every_sim_button_leads_to_a_screen_of_its_app() -> None:
     """Found by the property test: a Sign out button led to a screen its app did not have."""
-    from workers.devices.sim_apps import APPS, make_app  # noqa: PLC0415
-    from workers.devices.sim_screens import WAIT_SCREEN  # noqa: PLC0415
+    from workers.devices.sim.apps import APPS, make_app  # noqa: PLC0415
+    from workers.devices.sim.screens import WAIT_SCREEN  # noqa: PLC0415
 
     for name in APPS:
         app = make_app(name)

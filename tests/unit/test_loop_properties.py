@@ -21,8 +21,8 @@ from workers.core.model import (
 )
 from workers.core.params import RunParams
 from workers.core.ports import Device
-from workers.devices.sim import Faults, SimDevice, make_sim_device
-from workers.devices.sim_apps import APPS, LOGIN_PASSWORD
+from workers.devices.sim.apps import APPS, LOGIN_PASSWORD
+from workers.devices.sim.device import Faults, SimDevice, make_sim_device
 
 SUPPLIED = {"email": "ada@example.com", "password": "s3cret-pw", "code": "123456"}
 

@@ -32,7 +32,7 @@ from workers.core.params import RunParams
 from workers.core.ports import Device
 from workers.core.rows import totals
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 
 
 @dataclass

@@ -21,7 +21,7 @@ from workers.core.model import (
 )
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import Faults, make_sim_device
+from workers.devices.sim.device import Faults, make_sim_device
 
 INPUTS = Inputs.of({"email": "ada@example.com", "code": "123456"}, {"password": "hunter2!"})
 

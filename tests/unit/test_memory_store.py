@@ -14,7 +14,7 @@ from workers.core.loop import run_goal
 from workers.core.memory import Remembered, Target
 from workers.core.model import Inputs, Kind, RunStatus
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory

@@ -17,7 +17,7 @@ from workers.core.errors import FatalDeviceError
 from workers.core.model import Platform, RunResult, RunStatus
 from workers.core.ports import DevicePort
 from workers.core.records import DeviceInfo
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.keys import Keys
 from workers.fleet.presence import Presence
 from workers.fleet.runtime import WorkerSpec

@@ -17,7 +17,7 @@ from workers.core.records import Answer, DeviceInfo, Question
 from workers.core.request import SecretRef
 from workers.core.secrets import DictSecrets
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.fence import Fence, LeaseLostError
 from workers.fleet.keys import Keys
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec

@@ -1,5 +1,5 @@
 """A remembered action's effect, checked by re-snapshots instead of a settle window
-(`agent_device_quick`), and the loop's hint that an action is a remembered one."""
+(`agent_device.quick`), and the loop's hint that an action is a remembered one."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from workers.core.model import ActionResult, Inputs, InputValue, Node, Platform,
 from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.decide.rules import RulesDecider
-from workers.devices.agent_device_quick import quick_effect, screen_look
-from workers.devices.sim import make_sim_device
+from workers.devices.agent_device.quick import quick_effect, screen_look
+from workers.devices.sim.device import make_sim_device
 
 
 def screen(*labels: str, gen: int) -> Snapshot:

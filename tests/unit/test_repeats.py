@@ -18,8 +18,8 @@ from workers.core.model import Decision, Inputs, Outcome, RunResult, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, fill, press
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import LOGIN_PASSWORD, REFUSED_LOG_IN
+from workers.devices.sim.apps import LOGIN_PASSWORD, REFUSED_LOG_IN
+from workers.devices.sim.device import make_sim_device
 
 EMAIL = "ada@example.com"
 WRONG = "not-the-password-9"

@@ -25,7 +25,7 @@ from workers.core.params import RunParams
 from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 
 EMAIL = "ada.lovelace@example.com"
 

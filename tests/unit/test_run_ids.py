@@ -49,10 +49,23 @@ def test_no_match_is_not_found_and_other_fleets_do_not_count(ids: RunIds) -> Non
         ids.resolve("ffffff")
 
 
-def test_whole_ids_and_non_prefixes_pass_through(ids: RunIds) -> None:
-    """A whole id (known or not), a short or non-hex string: looked up as given, so the
-    caller answers 404 for it the usual way."""
+def test_whole_ids_pass_through(ids: RunIds) -> None:
+    """A whole id (known or not): looked up as given, so the caller answers 404 for it the
+    usual way."""
     assert ids.resolve(A) == A
     assert ids.resolve("f" * 32) == "f" * 32
-    assert ids.resolve("630da") == "630da"
-    assert ids.resolve("630daa*") == "630daa*"
+    assert ids.resolve(A.upper()) == A
+
+
+@pytest.mark.parametrize(
+    "given", ["630da", "630daa*", A + ":steps", A + "0", "*", ":", "é" * 8, "x" * 500, ""]
+)
+def test_anything_but_an_id_or_a_prefix_is_not_found_naming_the_form(
+    ids: RunIds, given: str
+) -> None:
+    """Too short, a glob, another key's suffix, too long, not hex: 404 saying what an id
+    looks like, on one line, the value cut short."""
+    with pytest.raises(NotFoundError) as err:
+        ids.resolve(given)
+    assert "32 hex characters" in err.value.hint
+    assert len(str(err.value)) < 200

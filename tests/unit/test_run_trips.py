@@ -18,7 +18,7 @@ from scheduler.service.requests import BatchSubmit
 from workers.core.model import ActionResult, InputValue, Platform, RunStatus, Snapshot
 from workers.core.ports import Device, DevicePort
 from workers.core.request import SecretRef
-from workers.devices.sim import make_sim_device
+from workers.devices.sim.device import make_sim_device
 from workers.fleet.keys import Keys
 from workers.fleet.tasks import execute_run
 

@@ -19,8 +19,8 @@ from workers.core.model import Inputs, RunStatus
 from workers.core.shots import FRAGMENT_CHARS, Camera, MemoryArtifacts
 from workers.decide.rules import RulesDecider
 from workers.devices.pictures import PillowPictures
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_apps import OTP_CODE
+from workers.devices.sim.apps import OTP_CODE
+from workers.devices.sim.device import make_sim_device
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="needs tesseract (apt-get install tesseract-ocr)"

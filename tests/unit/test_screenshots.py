@@ -17,7 +17,7 @@ from workers.core.ports import Device
 from workers.core.shots import Camera, MemoryArtifacts, Rect, Screenshot, secret_refs
 from workers.decide.rules import RulesDecider
 from workers.devices.pictures import MARK, PillowPictures
-from workers.devices.sim import SimDevice, make_sim_device
+from workers.devices.sim.device import SimDevice, make_sim_device
 from workers.fleet.artifacts import FileArtifacts, make_camera
 from workers.settings import Settings
 

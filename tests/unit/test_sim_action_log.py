@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from workers.core.errors import StaleRefError
 from workers.core.model import InputValue
-from workers.devices.sim import action_log, make_sim_device
+from workers.devices.sim.device import action_log, make_sim_device
 
 
 def test_every_command_is_logged_with_its_interval_pid_and_seed(tmp_path: Path):

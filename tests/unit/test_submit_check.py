@@ -21,8 +21,8 @@ from workers.core.memory import InMemoryMemory
 from workers.core.model import DecideState, Decision, Inputs, Node, Outcome, RunStatus
 from workers.core.projection import build_snapshot
 from workers.decide.rules import RulesDecider
-from workers.devices.sim import SimDevice, make_sim_device
-from workers.devices.sim_screens import App, Element, titled
+from workers.devices.sim.device import SimDevice, make_sim_device
+from workers.devices.sim.screens import App, Element, titled
 
 EMAIL = "ada@example.com"
 PASSWORD = "pw-5417-opal"

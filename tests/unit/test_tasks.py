@@ -18,8 +18,8 @@ from workers.core.request import SecretRef
 from workers.core.rows import totals
 from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
-from workers.devices.sim import make_sim_device
-from workers.devices.sim_host import SimHost
+from workers.devices.sim.device import make_sim_device
+from workers.devices.sim.host import SimHost
 from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.tasks import execute_run
 from workers.settings import Settings

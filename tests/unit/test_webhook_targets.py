@@ -7,14 +7,14 @@ loopback, through the real transport."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from ipaddress import ip_address, ip_network
+from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 
 import pytest
 import redis
 import structlog
 from httpkit import HookReceiver
 
-from scheduler.service.outbound import reachable, refusal
+from scheduler.service.outbound import reachable, refusal, resolve, spelled
 from scheduler.service.webhooks import Webhooks
 from scheduler.store.runs import FleetStore
 from workers.core.backoff import Backoff
@@ -81,6 +81,86 @@ def test_a_name_or_a_public_or_allowed_address_passes_submit() -> None:
     assert refusal("http://93.184.216.34/hook") is None
     assert refusal("http://127.0.0.1:9000/hook", LOOPBACK) is None
     assert refusal("http://localhost:9000/hook", LOOPBACK) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "carries"),
+    [
+        ("::ffff:10.0.0.7", "10.0.0.7"),  # IPv4-mapped
+        ("::10.0.0.7", "10.0.0.7"),  # IPv4-compatible
+        ("64:ff9b::10.0.0.7", "10.0.0.7"),  # NAT64: the gateway calls 10.0.0.7
+        ("64:ff9b:1::a00:7", "10.0.0.7"),  # NAT64, local use
+        ("2002:a00:7::1", "10.0.0.7"),  # 6to4
+        ("64:ff9b::8.8.8.8", "8.8.8.8"),
+    ],
+)
+def test_an_ipv6_address_with_an_ipv4_inside_is_judged_as_that(address: str, carries: str) -> None:
+    """Python calls `::10.0.0.7`, `64:ff9b::10.0.0.7` and `2002:a00:7::1` global; where they
+    are delivered they reach 10.0.0.7 (issue 44, finding 7). Submit and delivery share it."""
+    inside = ip_address(carries)
+    assert reachable(ip_address(address)) is reachable(inside)
+    assert reachable(ip_address(address), (ip_network(f"{carries}/32"),))
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("017700000001", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("10.7", "10.0.0.7"),
+        ("0", "0.0.0.0"),  # noqa: S104 - an address to refuse, not to bind
+        ("127.0.0.1.", "127.0.0.1"),
+        ("[::1]", "::1"),
+        ("::ffff:127.0.0.1", "::ffff:7f00:1"),
+    ],
+)
+def test_every_spelling_the_resolver_reads_is_that_address(host: str, address: str) -> None:
+    """`spelled` reads a host as `inet_aton` and `getaddrinfo` do; the submit check refuses
+    it exactly when the delivery's check would refuse the address it connects to."""
+    assert spelled(host) == ip_address(address)
+    in_url = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    taken = refusal(f"http://{in_url}/x", resolver=never) is None
+    assert taken is reachable(ip_address(address))
+
+
+def test_not_addresses() -> None:
+    """Names stay names (and `inet_aton`'s trailing junk after a space is not read)."""
+    for host in ("ci.example.com", "1.2.3.4 x", "08", "0x", "deadbeef", "127.0.0.1.5.6"):
+        assert spelled(host) is None, host
+
+
+def never(host: str) -> tuple[IPv4Address | IPv6Address, ...]:
+    raise AssertionError(f"{host} is an address, not a name to resolve")
+
+
+def test_a_name_is_judged_by_every_address_it_resolves_to() -> None:
+    """One private address among public ones refuses it; no answer passes it to the
+    delivery's check; a `localhost` name is never asked of the resolver."""
+    answers = {
+        "public.test": (ip_address("8.8.8.8"),),
+        "mixed.test": (ip_address("8.8.8.8"), ip_address("10.0.0.7")),
+        "gone.test": (),
+    }
+    assert refusal("https://public.test/x", resolver=answers.__getitem__) is None
+    why = refusal("https://mixed.test/x", resolver=answers.__getitem__)
+    assert why == (
+        "mixed.test (10.0.0.7) is not a public address, and the fleet calls none but those "
+        "it allows"
+    )
+    assert refusal("https://gone.test/x", resolver=answers.__getitem__) is None
+    assert refusal("http://localhost./x", resolver=never) is not None
+    assert refusal("http://a.localhost/x", resolver=never) is not None
+
+
+def test_the_resolver_reads_the_hosts_file() -> None:
+    """The real resolver: `localhost` through the hosts file, as the delivery will connect."""
+    assert ip_address("127.0.0.1") in resolve("localhost") or ip_address("::1") in resolve(
+        "localhost"
+    )
+    assert resolve("name.invalid") == ()  # RFC 6761: never resolves
 
 
 @pytest.fixture

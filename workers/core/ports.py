@@ -94,8 +94,8 @@ class DeviceHost(Protocol):
     """A worker's device across its runs: what it keeps between them (an agent-device daemon,
     the app it started), the app each run drives, reset as the run asks, and a device per run.
 
-    Implemented by `workers.devices.sim_host.SimHost` and
-    `workers.devices.agent_device_host.AgentDeviceHost`."""
+    Implemented by `workers.devices.sim.host.SimHost` and
+    `workers.devices.agent_device.host.AgentDeviceHost`."""
 
     def prepare(self, asked: AppRequest | None, reset: ResetPolicy | None) -> AppUnderTest | None:
         """The app the next `open` drives and the reset it gets (`ConfigError` when this device

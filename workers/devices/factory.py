@@ -1,56 +1,42 @@
-"""Device specs → device ports. The one place a spec string becomes a device.
+"""Device specs → device ports. The one place a spec string becomes a device: each function asks
+the backend of the spec's scheme (`workers.devices.backend`).
 
-- `sim:<app>-<ios|android>`: an in-process `SimDevice` (apps: see `sim_apps.APPS`)
+- `sim:<app>-<ios|android>`: an in-process `SimDevice` (apps: see `sim.apps.APPS`)
 - `agent-device:linux`, `ios:<udid>`, `android:<serial>`: the agent-device daemon
 """
 
 from __future__ import annotations
 
-import re
-
 from workers.core.app import AppConfig
-from workers.core.errors import ConfigError
+from workers.core.model import Platform
 from workers.core.ports import DeviceHost, DevicePort
-from workers.devices.sim import DEFAULT_SIM, SimOptions, make_sim_device
-from workers.devices.sim import SPEC as SIM_SPEC
-from workers.devices.sim_apps import APPS
+from workers.devices.backend import BACKENDS, backend_for, backend_named
+from workers.devices.sim.options import DEFAULT_SIM, SimOptions
 
-AGENT_DEVICE_SPEC = re.compile(
-    r"^(?:agent-device:linux|ios:[A-Za-z0-9-]+|android:[A-Za-z0-9.:_-]+)$"
-)
+
+def backend_names() -> list[str]:
+    """What `goalfleet worker --backend` may name."""
+    return [b.name for b in BACKENDS]
+
+
+def worker_device_spec(
+    backend: str, platform: Platform, device_id: str, *, app: str, target: str
+) -> str:
+    """The device spec of a worker started with `--backend backend` (its `--platform`,
+    `--device`, the sim's `--app`, agent-device's `--target`)."""
+    return backend_named(backend).worker_spec(platform, device_id, app=app, target=target)
 
 
 def check_device_spec(spec: str) -> str:
     """Validate a device spec without touching a device; raise ConfigError naming the fix."""
-    m = SIM_SPEC.fullmatch(spec)
-    if m is not None:
-        if m.group("app") not in APPS:
-            known = ", ".join(f"sim:{a}-ios" for a in sorted(APPS))
-            raise ConfigError(f"unknown sim app in --device {spec!r}; known: {known} (or -android)")
-        return spec
-    if AGENT_DEVICE_SPEC.fullmatch(spec):
-        return spec
-    raise ConfigError(
-        f"--device {spec!r} is not a device spec; use sim:<app>-<ios|android> "
-        "(e.g. sim:signin-ios), agent-device:linux, ios:<udid> or android:<serial>"
-    )
+    backend_for(spec)
+    return spec
 
 
 def make_device(spec: str, *, seed: int = 0, sim: SimOptions = DEFAULT_SIM) -> DevicePort:
     """Open the device `spec` names. `sim` applies to `sim:` specs only; `seed` makes a sim
     device's random faults and jitter repeatable."""
-    check_device_spec(spec)
-    if spec.startswith("sim:"):
-        return make_sim_device(
-            spec,
-            latency_scale=sim.latency_scale,
-            seed=seed,
-            faults=sim.faults,
-            session_log=sim.session_log,
-        )
-    from workers.devices.agent_device_host import open_device  # noqa: PLC0415 - Node tooling is optional
-
-    return open_device(spec)
+    return backend_for(spec).open_device(spec, seed=seed, sim=sim, role="")
 
 
 def make_device_host(
@@ -58,29 +44,17 @@ def make_device_host(
 ) -> DeviceHost:
     """The `DeviceHost` a worker keeps for `spec` across its runs: a `SimHost`, or an
     `AgentDeviceHost` (its daemon kept, its app reset per run). Opens nothing yet."""
-    check_device_spec(spec)
-    if spec.startswith("sim:"):
-        from workers.devices.sim_host import SimHost  # noqa: PLC0415 - one per backend
-
-        return SimHost(spec, sim=sim, app=app)
-    from workers.devices.agent_device_host import AgentDeviceHost  # noqa: PLC0415 - Node tooling
-
-    return AgentDeviceHost(spec, app=app)
+    return backend_for(spec).make_host(spec, sim=sim, app=app)
 
 
 def open_probe_device(
     spec: str, *, sim: SimOptions = DEFAULT_SIM, app: AppConfig | None = None
 ) -> DevicePort:
     """A device for the quarantine probe, beside the run's: its own daemon (a state dir of its
-    own, `+probe`), started for the probe and stopped on close, the device's reset policy
-    applied first (on the Linux target, `app`'s command relaunched: `open_probe`); a sim device
-    with the worker's own sim options (its faults too: a broken sim stays broken to its
-    probe)."""
-    if spec.startswith("sim:"):
-        return make_device(spec, sim=sim)
-    from workers.devices.agent_device_host import open_probe  # noqa: PLC0415 - Node tooling is optional
-
-    return open_probe(spec, app=app)
+    own, `+probe`), started for the probe and stopped on close, the device's reset applied
+    first (on the Linux target, `app`'s command relaunched); a sim device with the worker's
+    own sim options (its faults too: a broken sim stays broken to its probe)."""
+    return backend_for(spec).open_probe(spec, sim=sim, app=app)
 
 
 def release_device(spec: str) -> bool:
@@ -88,14 +62,4 @@ def release_device(spec: str) -> bool:
     is this process: the agent-device daemon of its state dir (a worker calls this before its
     first run and at stop, for the daemons of its pool children). True if one was stopped;
     sim devices hold nothing."""
-    check_device_spec(spec)
-    if spec.startswith("sim:"):
-        return False
-    from workers.devices.agent_device_launch import (  # noqa: PLC0415 - Node tooling is optional
-        release_daemon,
-        state_dir_for,
-    )
-
-    run = release_daemon(state_dir_for(spec))
-    probe = release_daemon(state_dir_for(spec, role="probe"))
-    return run or probe
+    return backend_for(spec).release(spec)

@@ -8,11 +8,11 @@ and the fix in goalfleet's terms (agent-device's own advice names agent-device's
 - `android:<serial>`: adb where the daemon will look for it (its PATH, then `platform-tools`
   under `$ANDROID_HOME` and `~/Android/Sdk`), and `adb -s <serial> get-state` saying `device`.
 - `agent-device:linux`: DISPLAY and DBUS_SESSION_BUS_ADDRESS set, an X server and a session bus
-  answering there, xdotool (input, and the secret channel: `agent_device_secrets`) and a python3
+  answering there, xdotool (input, and the secret channel: `agent_device.secrets`) and a python3
   that loads PyGObject's Atspi (agent-device's accessibility dump).
 - every agent-device spec: Node.js on the daemon's PATH and the pinned agent-device package.
 
-The daemon's environment is the one `agent_device_launch.resolve_spec` builds from `environ`,
+The daemon's environment is the one `agent_device.launch.resolve_spec` builds from `environ`,
 so the probe looks where the daemon will.
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from workers.core.errors import SetupError
-from workers.devices.agent_device_daemon import DAEMON_ENTRY, DEFAULT_PACKAGE_DIR
-from workers.devices.agent_device_launch import resolve_spec
+from workers.devices.agent_device.daemon import DAEMON_ENTRY, DEFAULT_PACKAGE_DIR
+from workers.devices.agent_device.launch import resolve_spec
 
 __all__ = ["probe_device"]
 

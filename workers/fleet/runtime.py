@@ -16,7 +16,7 @@ from workers.core.ports import Decider, DeviceHost, DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SecretResolver
 from workers.core.shots import Camera
-from workers.devices.sim import DEFAULT_SIM, SimOptions
+from workers.devices.sim.device import DEFAULT_SIM, SimOptions
 from workers.fleet.artifacts import make_camera
 from workers.fleet.connections import store_client
 from workers.fleet.fence import Fence

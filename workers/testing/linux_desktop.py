@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.core.errors import FatalDeviceError, ToolMissingError
-from workers.devices.agent_device_daemon import DaemonProcess, start_daemon
+from workers.devices.agent_device.daemon import DaemonProcess, start_daemon
 from workers.processes import Child, Stoppable, spawn
 
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"

@@ -13,6 +13,7 @@ the next call connects again.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -69,6 +70,8 @@ class Database:
             if self.dialect == "sqlite":
                 path = Path(urllib.parse.urlsplit(self.url).path)
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # Made private (SQLite gives its -wal and -shm files the database's mode).
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
                 conn: Any = sqlite3.connect(path, timeout=self.timeout_s, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
             else:

@@ -19,7 +19,7 @@ from typing import Any
 from workers.core.errors import DeviceError, FatalDeviceError, ToolMissingError
 from workers.core.model import Platform
 from workers.core.shots import Rect, Screenshot, ScreenshotUnavailableError
-from workers.devices.agent_device_replies import read_rect
+from workers.devices.agent_device.replies import read_rect
 
 WINDOW_TYPES = frozenset({"Window", "Frame", "Dialog"})
 """Node types whose bounds are the app's window: the picture is cropped to the first."""

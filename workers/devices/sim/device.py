@@ -33,8 +33,8 @@ from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.core.shots import Screenshot
 from workers.devices.pictures import Widget, draw_screen
-from workers.devices.sim_apps import make_app
-from workers.devices.sim_options import (
+from workers.devices.sim.apps import make_app
+from workers.devices.sim.options import (
     DEFAULT_SIM,
     NO_FAULTS,
     ZERO_LATENCY,
@@ -42,7 +42,7 @@ from workers.devices.sim_options import (
     Latencies,
     SimOptions,
 )
-from workers.devices.sim_screens import TEXT_KINDS, WAIT_SCREEN, App, Element, Screen, valid
+from workers.devices.sim.screens import TEXT_KINDS, WAIT_SCREEN, App, Element, Screen, valid
 
 __all__ = [
     "DEFAULT_SIM",

@@ -29,15 +29,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from workers.core.errors import ConfigError, FatalDeviceError, ToolMissingError
-from workers.devices.agent_device_owner import Owner, clear_owner, write_owner
-from workers.devices.agent_device_secrets import install_shim, mark_daemon
+from workers.devices.agent_device.owner import Owner, clear_owner, write_owner
+from workers.devices.agent_device.secrets import install_shim, mark_daemon
 from workers.processes import Child, Stoppable, pid_alive, spawn
 
 SUPPORTED_DAEMON_VERSIONS = frozenset({"0.21.5"})
 """agent-device versions whose wire this adapter was checked against (the pinned lockfile)."""
 ServerMode = Literal["socket", "http", "dual"]
 DEFAULT_PACKAGE_DIR = (
-    Path(__file__).resolve().parents[2]
+    Path(__file__).resolve().parents[3]
     / "deploy"
     / "agent-device"
     / "node_modules"
@@ -106,7 +106,7 @@ def linux_desktop_env(
 @dataclass
 class DaemonProcess(Stoppable):
     """A daemon this process started, in its own process group, and owns (`owner.json`, see
-    `agent_device_owner`). `stop()` ends the group: SIGTERM, a grace period, then SIGKILL (its
+    `agent_device.owner`). `stop()` ends the group: SIGTERM, a grace period, then SIGKILL (its
     helpers, e.g. the AT-SPI snapshot helper, go with it), and removes the owner file."""
 
     child: Child
@@ -149,7 +149,7 @@ def start_daemon(
     for real simulators/emulators shared by several daemons on one host.
 
     A Linux-desktop daemon (`DISPLAY` in `env`) gets goalfleet's xdotool shim first on its PATH,
-    so a secret is typed from a FIFO, never from a command line (`agent_device_secrets`).
+    so a secret is typed from a FIFO, never from a command line (`agent_device.secrets`).
     """
     entry = package_dir / DAEMON_ENTRY
     if not entry.is_file():

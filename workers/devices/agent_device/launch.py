@@ -1,11 +1,11 @@
 """Which agent-device daemon a device uses, and making sure it runs: a device spec becomes a
 `DeviceTarget` (platform, selector, state dir, the daemon's environment), `ensure_daemon` reuses
 this process's own daemon of that state dir, stops one a dead owner left behind and starts a
-fresh one (`agent_device_owner`), and `find_daemon` reads its `daemon.json` and refuses a daemon
+fresh one (`agent_device.owner`), and `find_daemon` reads its `daemon.json` and refuses a daemon
 whose wire this adapter has not been checked against.
 
 The adapter (`agent_device.AgentDeviceDevice`) talks to a daemon; this module finds and starts
-one; `agent_device_daemon` owns the daemon process.
+one; `agent_device.daemon` owns the daemon process.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from workers.core.errors import ConfigError, FatalDeviceError, ProtocolError
 from workers.core.model import Platform
-from workers.devices.agent_device_daemon import (
+from workers.devices.agent_device.daemon import (
     DEFAULT_PACKAGE_DIR,
     SUPPORTED_DAEMON_VERSIONS,
     DaemonInfo,
@@ -29,8 +29,8 @@ from workers.devices.agent_device_daemon import (
     read_daemon_info,
     start_daemon,
 )
-from workers.devices.agent_device_owner import Found, claim_state_dir, release_state_dir
-from workers.devices.agent_device_wire import SUPPORTED_RPC_PROTOCOL, HttpTransport, JsonObject
+from workers.devices.agent_device.owner import Found, claim_state_dir, release_state_dir
+from workers.devices.agent_device.wire import SUPPORTED_RPC_PROTOCOL, HttpTransport, JsonObject
 
 __all__ = [
     "DeviceTarget",
@@ -72,7 +72,7 @@ def find_daemon(state_dir: Path) -> DaemonInfo:
         raise FatalDeviceError(
             f"no agent-device daemon.json in {state_dir}",
             code="DAEMON_UNREACHABLE",
-            hint="start the daemon (workers.devices.agent_device_daemon.start_daemon)",
+            hint="start the daemon (workers.devices.agent_device.daemon.start_daemon)",
         )
     health: JsonObject | None = None
     if info.http_port is not None:
@@ -96,7 +96,7 @@ class DeviceTarget:
     device: dict[str, str] = field(default_factory=dict)
     """`{"udid": ...}` (iOS) or `{"serial": ...}` (Android); empty for the Linux desktop."""
     claims_dir: Path | None = None
-    """A Linux-desktop daemon's own device-claims dir (see `agent_device_daemon`)."""
+    """A Linux-desktop daemon's own device-claims dir (see `agent_device.daemon`)."""
 
 
 def state_dir_for(

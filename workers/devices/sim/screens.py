@@ -1,5 +1,5 @@
 """What a scripted app for `SimDevice` is made of: elements, screens, an app, and the screens
-many of the apps share (`workers.devices.sim_apps` builds the apps from them).
+many of the apps share (`workers.devices.sim.apps` builds the apps from them).
 
 An app is platform-neutral here; `SimDevice` renders it with iOS (XCUI types) or Android
 (widget classes, resource ids, `password=true`) accessibility shapes.

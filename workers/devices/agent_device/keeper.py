@@ -4,7 +4,7 @@ teardown (~0.25 s).
 
 Started on the first `ready()`, health-checked on every later one (the process alive, its
 `daemon.json` still its own, `/health` answered within `health_timeout_s`), and replaced when it
-died or is wedged. The ownership rules stay those of `agent_device_owner`: the state dir is
+died or is wedged. The ownership rules stay those of `agent_device.owner`: the state dir is
 claimed before each start (a dead owner's daemon is stopped, a live owner's refused), and this
 process owns what it started. Started with idle reap off (agent-device would otherwise exit
 after 5 idle minutes), since its owner decides when it ends: `stop()`, or the owner's death
@@ -19,15 +19,15 @@ from pathlib import Path
 import structlog
 
 from workers.core.errors import DeviceError
-from workers.devices.agent_device_daemon import (
+from workers.devices.agent_device.daemon import (
     DEFAULT_PACKAGE_DIR,
     DaemonProcess,
     read_daemon_info,
     start_daemon,
 )
-from workers.devices.agent_device_launch import DeviceTarget, find_daemon
-from workers.devices.agent_device_owner import Found, claim_state_dir, release_state_dir
-from workers.devices.agent_device_wire import HttpTransport
+from workers.devices.agent_device.launch import DeviceTarget, find_daemon
+from workers.devices.agent_device.owner import Found, claim_state_dir, release_state_dir
+from workers.devices.agent_device.wire import HttpTransport
 
 __all__ = ["HEALTH_TIMEOUT_S", "KeptDaemon"]
 

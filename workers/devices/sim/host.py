@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 
 from workers.core.app import AppConfig, AppRequest, AppUnderTest, ResetPolicy, app_for_run
-from workers.devices.sim import DEFAULT_SIM, SimDevice, SimOptions, make_sim_device
+from workers.devices.sim.device import DEFAULT_SIM, SimDevice, SimOptions, make_sim_device
 
 __all__ = ["SimHost"]
 

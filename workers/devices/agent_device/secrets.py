@@ -58,7 +58,7 @@ DAEMON_MARK = "daemon.pid"
 _WRITER_JOIN_S = 5.0
 
 _SHIM = """#!/bin/sh
-# goalfleet's xdotool shim (workers/devices/agent_device_secrets.py). agent-device types a
+# goalfleet's xdotool shim (workers/devices/agent_device/secrets.py). agent-device types a
 # Linux fill as `xdotool type ... -- TEXT`; for a secret goalfleet sends
 # {prefix}<nonce> as TEXT and hands the value over the FIFO {channel}/<nonce>,
 # which xdotool reads with --file: the value is never on a command line.

@@ -5,7 +5,7 @@ health-checked before every run, replaced when dead or wedged) and, on the Linux
 app under test (`LinuxApp`, started from the worker's `--app-command` on its display) and the
 session (the app is reset under it; a fatal device error in a run drops it). Per run: the app
 reset as the run asks (`prepare`), then the device (`open`), whose `close` ends the run. On iOS
-and Android the reset is agent-device's own (`agent_device_reset`), done by the `open` of a
+and Android the reset is agent-device's own (`agent_device.reset`), done by the `open` of a
 session per run.
 """
 
@@ -21,12 +21,12 @@ from workers.core.device_hooks import DeviceCommand, DeviceHook, with_hooks
 from workers.core.errors import ConfigError, DeviceError, EmptySnapshotError, FatalDeviceError
 from workers.core.model import Platform
 from workers.core.ports import DevicePort
-from workers.devices.agent_device import DEFAULT_SETTLE_QUIET_MS, AgentDeviceDevice
-from workers.devices.agent_device_daemon import DEFAULT_PACKAGE_DIR
-from workers.devices.agent_device_keeper import KeptDaemon
-from workers.devices.agent_device_launch import ensure_daemon, resolve_spec
-from workers.devices.agent_device_reset import NO_RESET, reset_plan
-from workers.devices.linux_app import LinuxApp
+from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR
+from workers.devices.agent_device.device import DEFAULT_SETTLE_QUIET_MS, AgentDeviceDevice
+from workers.devices.agent_device.keeper import KeptDaemon
+from workers.devices.agent_device.launch import ensure_daemon, resolve_spec
+from workers.devices.agent_device.linux_app import LinuxApp
+from workers.devices.agent_device.reset import NO_RESET, reset_plan
 
 __all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost", "open_device", "open_probe"]
 
@@ -201,7 +201,7 @@ def open_device(
     role: str = "",
 ) -> AgentDeviceDevice:
     """`agent-device:linux`, `ios:<udid>`, `android:<serial>` → a connected device, its daemon
-    its own (a worker keeps one across runs instead: `agent_device_host`).
+    its own (a worker keeps one across runs instead: `agent_device.host`).
 
     Reuses this process's live daemon of its state dir (`state_dir_for`), or starts one (stopped
     on `close()`), stopping one a dead owner left; refuses a live owner's. `env`: `resolve_spec`."""

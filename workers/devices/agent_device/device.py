@@ -11,15 +11,15 @@ What it does at this edge:
 - presses/fills only pinned refs (`@e5~s652468`) with `settle`, and reads the settle diff;
 - fills a secret with `recordAs` (recording armed at open: no literal in agent-device's replies,
   state, scripts); on Linux as a placeholder, its value over a FIFO to xdotool, never on a command
-  line (`agent_device_secrets.typed_value`); elsewhere the literal goes once, over loopback;
+  line (`agent_device.secrets.typed_value`); elsewhere the literal goes once, over loopback;
 - never logs or raises a typed value: the echoed `text` is dropped, errors from a fill are
   scrubbed, and values of secrets it has typed are masked in later snapshots;
 - maps every agent-device error code to `workers.core.errors` (see `map_daemon_error`);
 - logs each command at debug level: command, pinned ref, duration, outcome;
-- checks a remembered action's effect by re-snapshots, not a settle window (`agent_device_quick`).
+- checks a remembered action's effect by re-snapshots, not a settle window (`agent_device.quick`).
 
-Beside it: `agent_device_launch` finds and starts a spec's daemon, `agent_device_daemon` owns
-it, `agent_device_host` keeps it for a worker, `agent_device_replies` reads replies.
+Beside it: `agent_device.launch` finds and starts a spec's daemon, `agent_device.daemon` owns
+it, `agent_device.host` keeps it for a worker, `agent_device.replies` reads replies.
 """
 
 from __future__ import annotations
@@ -44,23 +44,23 @@ from workers.core.ports import Device
 from workers.core.projection import build_snapshot
 from workers.core.screen import require_pinned
 from workers.core.shots import Screenshot
-from workers.devices.agent_device_daemon import DaemonInfo
-from workers.devices.agent_device_launch import (
+from workers.devices.agent_device.daemon import DaemonInfo
+from workers.devices.agent_device.launch import (
     check_daemon,
     find_daemon,
 )
-from workers.devices.agent_device_quick import Look, quick_effect, screen_look
-from workers.devices.agent_device_replies import (
+from workers.devices.agent_device.quick import Look, quick_effect, screen_look
+from workers.devices.agent_device.replies import (
     daemon_ms,
     map_daemon_error,
     read_node,
     refs_generation,
     settle_result,
 )
-from workers.devices.agent_device_reset import NO_RESET, ResetPlan
-from workers.devices.agent_device_secrets import SecretChannel, record_name, typed_value
-from workers.devices.agent_device_shots import Bounds, capture
-from workers.devices.agent_device_wire import (
+from workers.devices.agent_device.reset import NO_RESET, ResetPlan
+from workers.devices.agent_device.secrets import SecretChannel, record_name, typed_value
+from workers.devices.agent_device.shots import Bounds, capture
+from workers.devices.agent_device.wire import (
     DaemonTransport,
     HttpTransport,
     JsonObject,
@@ -112,7 +112,7 @@ class AgentDeviceDevice(Device):
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
         the armed recording is published on close; needed for sensitive fills. `reset`: the
         commands sent before the session's `open`, and the flags added to it
-        (`agent_device_reset`)."""
+        (`agent_device.reset`)."""
         self._transport = transport
         self._token = token
         self._platform = platform
@@ -220,7 +220,7 @@ class AgentDeviceDevice(Device):
 
     def expect_known_screen(self) -> bool:
         """The next press/fill repeats a remembered one: check its effect by re-snapshots
-        instead of a settle window (`agent_device_quick`)."""
+        instead of a settle window (`agent_device.quick`)."""
         self._quick = self.quick_effects
         return self._quick
 
@@ -271,7 +271,7 @@ class AgentDeviceDevice(Device):
             return self._settled("fill", pinned_ref, [pinned_ref, sent], flags, literal=literal)
 
     def screenshot(self) -> Screenshot:
-        """The screen the last snapshot described (`agent_device_shots`)."""
+        """The screen the last snapshot described (`agent_device.shots`)."""
         return capture(self._call, self._bounds, self._platform)
 
     def close(self) -> None:
@@ -289,7 +289,7 @@ class AgentDeviceDevice(Device):
 
     def end_run(self) -> None:
         """Forget what one run left (typed secrets' masks, a pending effect check), the session
-        staying open for the next run (`agent_device_host`, on Linux)."""
+        staying open for the next run (`agent_device.host`, on Linux)."""
         self._secrets.clear()
         self._quick, self._next, self._last, self._looks = False, None, None, {}
 

@@ -1,5 +1,5 @@
 """Scripted apps for `SimDevice`: screens, their elements, and where each button leads (made
-of `workers.devices.sim_screens`)."""
+of `workers.devices.sim.screens`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import os
 from collections import Counter
 
-from workers.devices.sim_screens import (
+from workers.devices.sim.screens import (
     CREATE,
     DEAD_ENDS,
     FORGOT,
