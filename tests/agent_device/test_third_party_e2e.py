@@ -19,9 +19,9 @@ import pytest
 from ad_support import EMAIL, PASSWORD, wait_until_visible
 from clikit import goalfleet
 
+from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
-from workers.testing.linux_desktop import LinuxDesktop
 
 FORM = (
     *("zenity", "--forms", "--title", "Acme", "--text", "Sign in to Acme"),
