@@ -23,9 +23,9 @@ import pytest
 from ad_support import EMAIL, PASSWORD, wait_until_visible
 from clikit import goalfleet
 
+from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
-from workers.testing.linux_desktop import LinuxDesktop
 
 
 @dataclass(frozen=True)
