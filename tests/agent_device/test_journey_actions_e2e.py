@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ad_support import wait_until_visible
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.journey import run_journey
 from workers.core.model import Platform, RunStatus
 from workers.core.ports import UnsupportedActionError
@@ -22,7 +23,6 @@ from workers.core.request import GoalRunRequest
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
-from workers.testing.linux_desktop import LinuxDesktop
 
 APP = Path(__file__).resolve().parents[2] / "tests" / "apps" / "gtk_list.py"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from journeykit import EMAIL, JOURNEY, PASSWORD
 
-from workers.core.journey import in_view, run_journey
+from workers.core.journey import in_view, on_screen, run_journey
 from workers.core.memory import InMemoryMemory
 from workers.core.model import DecideState, Decision, Inputs, Node, RunResult, RunStatus
 from workers.core.ports import DeviceAction
@@ -190,12 +190,15 @@ def test_scroll_until_counts_a_control_out_of_view_as_not_visible() -> None:
         Node(ref="e3", type="StaticText", label="Rows"),
     ]
     snap = build_snapshot(nodes, "7")
-    assert snap.shows("Row 30")  # in the tree
+    assert "Row 30" in [n.label for n in snap.nodes]  # in the tree
     assert not in_view(snap, "Row 30")
+    assert not on_screen(snap, "Row 30")
     assert in_view(snap, "Row 1")
     assert not in_view(snap, "Rows")  # a text, while a control is out of view: not trusted
     in_sim = build_snapshot(nodes[:1] + nodes[2:], "8")
     assert in_view(in_sim, "Rows")
+    assert on_screen(snap, "Row 1")  # a check may name a control on screen
+    assert on_screen(snap, "Rows")
 
 
 def _retitled(device: SimDevice, screen: str, title: str) -> SimDevice:

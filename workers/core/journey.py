@@ -327,7 +327,7 @@ class _Journey:
         plain = PLAIN_CHECK.fullmatch(text)
         if plain is not None:
             wanted, negated = plain.group("text"), bool(plain.group("not"))
-            shows = snap.shows(wanted)
+            shows = on_screen(snap, wanted)
             said = f"{wanted!r} is {'' if shows else 'not '}visible"
             row.decision = Decision(done=shows != negated, reason=said[:200], decided_by="rules")
             verdict = _PASS if shows != negated else _fail(said)
@@ -516,12 +516,26 @@ def _named(candidates: tuple[Candidate, ...], name: str, *, fillable: bool) -> C
     return holding[0] if len(holding) == 1 else None
 
 
+def _controls_in_view(snap: Snapshot) -> tuple[str, ...]:
+    """The names of the screen's controls that are on it (hittable, or not reported), enabled
+    or not."""
+    names = [c.name for c in snap.candidates]
+    names += [n.label for n in snap.nodes if kind_of(n).interactive and n.hittable is not False]
+    return tuple(n for n in names if n)
+
+
+def on_screen(snap: Snapshot, text: str) -> bool:
+    """Whether `text` is on the screen, for a check: its static texts (`Snapshot.shows`, the
+    one predicate) or the name of a control on it (a check may name a button)."""
+    return snap.shows(text) or shown(text, _controls_in_view(snap))
+
+
 def in_view(snap: Snapshot, text: str) -> bool:
-    """Whether `text` is on the screen now, for `scroll until`: shown by one of its candidates
-    (on screen, hittable), or by its texts when the device reports no control out of view.
-    AT-SPI reports the controls of a scrolled list that are out of view (not hittable) with
-    their labels, so there the texts alone would say a row far below is "visible"."""
-    if shown(text, tuple(c.name for c in snap.candidates)):
+    """Whether `text` is on the screen now, for `scroll until`: the name of a control on
+    screen, or a static text while the device reports no control out of view. AT-SPI reports
+    the rows of a scrolled list that are out of view (not hittable), and static texts carry
+    no such flag: with a row out of view, a text may be too."""
+    if shown(text, _controls_in_view(snap)):
         return True
     out_of_view = any(kind_of(n).interactive and n.hittable is False for n in snap.nodes)
     return not out_of_view and snap.shows(text)
@@ -535,7 +549,7 @@ def _evidence(decision: Decision, snap: Snapshot) -> str:
         if c is not None:
             return c.name or c.ref
     for match in _QUOTED.finditer(decision.reason):
-        if snap.shows(match.group(1)):
+        if on_screen(snap, match.group(1)):
             return match.group(1)
     return ""
 

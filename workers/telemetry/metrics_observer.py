@@ -13,6 +13,7 @@ from collections.abc import Callable
 from workers.core.device_hooks import DeviceCommand, DeviceHook
 from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
+from workers.core.ports import DEVICE_ACTIONS
 from workers.core.records import Question, RunRecord
 from workers.telemetry.metrics import WorkerMetrics, labelled, worker_metrics
 
@@ -81,7 +82,7 @@ class MetricsObserver:
             labelled(m.decide_tokens, self.platform, direction)
         labelled(m.stale_ref_resnapshots, self.platform)
         labelled(m.run_redeliveries, self.platform)
-        for command in ("snapshot", "press", "fill"):
+        for command in ("snapshot", "press", "fill", *DEVICE_ACTIONS):
             labelled(m.device_transient_errors, self.platform, command)
             labelled(m.device_command_seconds, self.platform, command)
         labelled(m.worker_busy, self.platform).set(0)
