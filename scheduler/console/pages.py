@@ -50,6 +50,7 @@ from scheduler.errors import FleetError, NotFoundError
 from scheduler.service.fleet import Fleet
 from scheduler.store.listing import RunQuery
 from workers.core.access import Action, Principal
+from workers.core.journey import step_headings
 from workers.core.memory import Remembered
 from workers.core.model import RunStatus
 from workers.core.records import Answer, RunRecord
@@ -327,6 +328,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
     def run_parts(who: Principal, run_id: str) -> dict[str, Any]:
         run = deps.run(who, run_id)
         rows = shown_steps(who, run, deps.fleet.steps(run.id))
+        headings = step_headings(run.result, rows)  # a journey's rows under their steps
         keys = {r.memory.entry for r in rows if r.memory is not None}
         taught: dict[str, Remembered] = {}
         for key in keys:
@@ -335,7 +337,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
                 taught[key] = entry
         return {
             "run": run,
-            "steps": [step_view(r, taught) for r in rows],
+            "steps": [step_view(r, taught, headings.get(r.index, "")) for r in rows],
             "pictures": may_see_pictures(who, run),
         }
 

@@ -18,6 +18,7 @@ from typing import Literal
 from PIL import Image
 
 from scheduler.client.api_client import ApiError, FleetClient
+from workers.core.journey import step_headings
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 
@@ -69,18 +70,9 @@ class Attempt:
         return 0.0
 
     def headings(self) -> dict[int, str]:
-        """A journey's step headings, by the index of each step's first row: the step's
-        title, who decided it, and whether it passed (or why not). {} for a one-goal run."""
-        results = {j.index: j for j in (self.run.result.journey if self.run.result else ())}
-        out, current = {}, 0
-        for s in self.steps:
-            if s.journey_step and s.journey_step != current:
-                current = s.journey_step
-                j = results.get(current)
-                went = "" if j is None else " — passed" if j.passed else f" — failed: {j.why}"
-                who = (j.source if j is not None else s.source) or "plain"
-                out[s.index] = f"step {current}: {s.journey_name} ({who}){went}"
-        return out
+        """A journey's step headings by the index of each step's first row
+        (`workers.core.journey.step_headings`); {} for a one-goal run."""
+        return step_headings(self.run.result, self.steps)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,15 @@ from workers.core.rows import Row, action_on, device_end, retry_transient, total
 from workers.core.shots import Camera, ShotSession
 from workers.core.words import DEFAULT_DANGEROUS, shown
 
-__all__ = ["check_question", "refusal", "row_source", "run_journey"]
+__all__ = [
+    "check_question",
+    "in_view",
+    "on_screen",
+    "refusal",
+    "row_source",
+    "run_journey",
+    "step_headings",
+]
 
 MAX_STALE = 3
 """Stale refs in a row a plain press or fill tries again after (a fresh snapshot each)."""
@@ -83,6 +91,22 @@ def row_source(row: StepRow) -> StepSource:
     if row.seen is None:
         return "rules"  # done_when: the screen said so, no decider was asked
     return _BY.get(row.decision.decided_by, "model")
+
+
+def step_headings(result: RunResult | None, rows: Sequence[StepRow]) -> dict[int, str]:
+    """A journey's step headings for reports and the console, by the index of each step's
+    first row: the step's title, who decided it, and (once the run ended) whether it passed
+    or why not. {} for a one-goal run."""
+    steps = {j.index: j for j in (result.journey if result is not None else ())}
+    out, current = {}, 0
+    for row in rows:
+        if row.journey_step and row.journey_step != current:
+            current = row.journey_step
+            j = steps.get(current)
+            went = "" if j is None else " — passed" if j.passed else f" — failed: {j.why}"
+            who = (j.source if j is not None else row.source) or "plain"
+            out[row.index] = f"step {current}: {row.journey_name} ({who}){went}"
+    return out
 
 
 def refusal(device: DevicePort, steps: Sequence[JourneyStep]) -> str:
