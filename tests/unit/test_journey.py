@@ -57,7 +57,7 @@ def test_the_done_when_journey_passes_and_each_row_carries_its_step(platform: st
     assert by_step[5].title == "dark mode on"
     assert [j.source for j in result.journey][1:7] == ["plain"] * 6
     assert by_step[8].source == "rules"
-    assert all(PASSWORD not in r.model_dump_json() for r in result.steps)
+    assert PASSWORD not in result.model_dump_json()
 
 
 def test_a_false_check_fails_the_journey_naming_the_step() -> None:
@@ -240,3 +240,14 @@ def test_a_stale_ref_on_a_plain_press_is_looked_at_again() -> None:
     assert result.status is RunStatus.DONE, result.reason
     rows = [r for r in result.steps if r.journey_step == 2]
     assert [r.outcome.value for r in rows] == ["stale", "acted"]
+
+
+def test_a_plain_fill_types_a_secret_into_secure_fields_only() -> None:
+    """`fill: {field: Email, input: password}` would show the secret on screen: the step is
+    refused before anything is typed, as the loop refuses it."""
+    dev = make_sim_device("sim:settings-ios")
+    result = journey(dev, [{"fill": {"field": "Email", "input": "password"}}])
+    assert result.status is RunStatus.BLOCKED
+    assert "secret input 'password' for 'Email', which is not a secure field" in result.reason
+    assert dev.values == {}
+    assert PASSWORD not in result.model_dump_json()

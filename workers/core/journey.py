@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from workers.core.chain import Tier
 from workers.core.errors import DecideError, DeviceError, GoalfleetError, StaleRefError
+from workers.core.guards import Guards
 from workers.core.loop import CancelCheck, StepHook, run_goal
 from workers.core.memory import DecisionMemory, Remembered, Target, memory_key, normalise_goal
 from workers.core.model import (
@@ -445,6 +446,10 @@ class _Journey:
                 why = f"no {what} named {name!r} on this screen (its controls: {names})"
                 return self._finish(i, step, row, _fail(why[:400]), "plain")
             value = self.inputs.get(fill) if fill is not None else None
+            asked = Decision(target=target.ref, input=fill or NONE)
+            if refused := Guards(self.inputs, None).unsafe(asked, snap, by_caller=True):
+                why = refused.replace("the decider chose", "the step names")
+                return self._finish(i, step, row, _fail(why), "plain")
             if value is not None and value.sensitive and self.shots is not None:
                 self.shots.filled_secret(snap, target.ref)
             row.action = action_on(snap, target, value)
