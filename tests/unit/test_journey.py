@@ -131,7 +131,11 @@ def test_a_device_that_cannot_scroll_refuses_the_journey_before_it_starts() -> N
     assert result.reason.startswith("step 3 (3. scroll down until Appearance) needs scroll")
     assert "this device cannot scroll" in result.reason
     assert result.error is not None
-    assert (result.error.code, result.error.device_fault) == ("UNSUPPORTED_ACTION", False)
+    assert (result.error.type, result.error.code) == (
+        "UnsupportedActionError",
+        "UNSUPPORTED_ACTION",
+    )
+    assert result.error.device_fault is False  # the flow asks too much, the device is fine
     assert (result.steps, dev.commands) == ((), 0)
     assert [j.passed for j in result.journey] == [None] * 8
 
@@ -251,3 +255,16 @@ def test_a_plain_fill_types_a_secret_into_secure_fields_only() -> None:
     assert "secret input 'password' for 'Email', which is not a secure field" in result.reason
     assert dev.values == {}
     assert PASSWORD not in result.model_dump_json()
+
+
+def test_a_device_that_goes_away_mid_journey_errs_against_the_device() -> None:
+    """The device disconnects during a plain step: the run ends errored naming the step, the
+    error typed and counted against the device."""
+    probe = journey(make_sim_device("sim:settings-ios"), JOURNEY[:1])
+    commands = sum(2 if r.action else 1 for r in probe.steps)
+    dev = make_sim_device("sim:settings-ios", faults=Faults(disconnect_after=commands + 1))
+    result = journey(dev, JOURNEY)
+    assert result.status is RunStatus.ERRORED
+    assert result.reason.startswith("step 2 (2. press Settings) did not pass: device failed")
+    assert result.error is not None
+    assert (result.error.type, result.error.device_fault) == ("DeviceNotFoundError", True)

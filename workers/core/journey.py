@@ -136,7 +136,8 @@ class _Verdict:
     passed: bool
     why: str = ""
     status: RunStatus = RunStatus.DONE
-    error: GoalfleetError | None = None
+    error: ErrorInfo | None = None
+    """What failed, as the run's result says it (an infrastructure failure only)."""
 
 
 _PASS = _Verdict(passed=True)
@@ -193,7 +194,8 @@ class _Journey:
                 verdict = self._step(i, step)
             except DeviceError as exc:
                 end = device_end(exc)
-                verdict = _Verdict(passed=False, why=end.reason, status=end.status, error=exc)
+                info = self._info(exc)
+                verdict = _Verdict(passed=False, why=end.reason, status=end.status, error=info)
             mine = self.rows[before:]
             sources = [r.source for r in mine] or ["plain"]
             done.append(
@@ -218,21 +220,14 @@ class _Journey:
             if i > len(done)
         ]
         error = failed.error if failed is not None else None
-        if failed is not None and failed.status is RunStatus.ERRORED and error is None:
-            error = GoalfleetError(failed.why, code="UNSUPPORTED_ACTION" if refused else None)
+        if refused:
+            error = ErrorInfo(type="UnsupportedActionError", code="UNSUPPORTED_ACTION", message=why)
         return RunResult(
             status=RunStatus.DONE if failed is None else failed.status,
             reason=self.inputs.scrub(why or f"all {len(self.steps)} steps passed"),
             goal=self.goal,
             steps=tuple(self.rows),
-            error=None
-            if error is None
-            else ErrorInfo(
-                type=type(error).__name__,
-                code=error.code,
-                message=self.inputs.scrub(str(error)),
-                device_fault=error.device_fault,
-            ),
+            error=error,
             totals=totals(self.rows),
             duration_ms=(self.clock() - started) * 1000,
             memory_writes=self.writes,
@@ -337,12 +332,8 @@ class _Journey:
         self.writes += result.memory_writes
         if result.status is RunStatus.DONE:
             return _PASS
-        error = None
-        if result.error is not None:
-            error = GoalfleetError(result.error.message, code=result.error.code)
-            error.device_fault = result.error.device_fault
         why = f"{result.status.value}: {result.reason}"
-        return _Verdict(passed=False, why=why, status=result.status, error=error)
+        return _Verdict(passed=False, why=why, status=result.status, error=result.error)
 
     # -- checks -----------------------------------------------------------------------------
 
@@ -388,7 +379,8 @@ class _Journey:
                 decision = self.decider.decide(state)
         except DecideError as exc:
             why = f"the decider failed: {exc}"
-            verdict = _Verdict(passed=False, why=why, status=RunStatus.ERRORED, error=exc)
+            info = self._info(exc)
+            verdict = _Verdict(passed=False, why=why, status=RunStatus.ERRORED, error=info)
             return self._finish(i, step, row, verdict, "model")
         row.decision = decision
         source = _BY.get(decision.decided_by, "model")
@@ -529,6 +521,15 @@ class _Journey:
             )
         row.decision = Decision(done=True, reason=f"{text!r} is visible"[:200])
         return self._finish(i, step, row, _PASS, "plain")
+
+    def _info(self, exc: GoalfleetError) -> ErrorInfo:
+        """A failure as the result says it (scrubbed: a device's message may echo a value)."""
+        return ErrorInfo(
+            type=type(exc).__name__,
+            code=exc.code,
+            message=self.inputs.scrub(str(exc)),
+            device_fault=exc.device_fault,
+        )
 
     def _retrying(self, call: Callable[[], ActionResult]) -> ActionResult:
         return retry_transient(call, self.sleep)
