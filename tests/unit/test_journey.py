@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from journeykit import EMAIL, JOURNEY, PASSWORD
 
+from workers.core.chain import Tier
 from workers.core.journey import in_view, on_screen, run_journey
 from workers.core.memory import InMemoryMemory
 from workers.core.model import DecideState, Decision, Inputs, Node, RunResult, RunStatus
@@ -268,3 +269,30 @@ def test_a_device_that_goes_away_mid_journey_errs_against_the_device() -> None:
     assert result.reason.startswith("step 2 (2. press Settings) did not pass: device failed")
     assert result.error is not None
     assert (result.error.type, result.error.device_fault) == ("DeviceNotFoundError", True)
+
+
+def test_a_check_the_first_decider_cannot_support_goes_up_the_chain() -> None:
+    """The run's decider says yes but cites nothing: the check asks the next decider of the
+    chain, which cites the screen; it holds, both attempts in the row, the first marked why it
+    went up."""
+    first = _answer("yes, it does")
+    second = _answer("this field", cite="Email")
+    result = journey(
+        make_sim_device("sim:settings-ios"),
+        [{"check": "the sign-in form asks for an email"}],
+        first,
+        escalate_to=(Tier("openai/bigger", second),),
+    )
+    assert result.status is RunStatus.DONE, result.reason
+    (row,) = result.steps
+    assert [a.decider for a in row.attempts] == ["decider", "openai/bigger"]
+    assert row.attempts[0].escalated == "the decider said it holds but cited nothing on the screen"
+    assert row.attempts[1].escalated == ""
+    sure_no = journey(
+        make_sim_device("sim:settings-ios"),
+        [{"check": "the sign-in form asks for an email"}],
+        _answer("no", done=False),
+        escalate_to=(Tier("openai/bigger", second),),
+    )
+    assert sure_no.status is RunStatus.BLOCKED  # a sure no is an answer: not asked again
+    assert len(second.seen) == 1

@@ -31,6 +31,7 @@ from workers.core.model import (
     Action,
     ActionKind,
     ActionResult,
+    Attempt,
     Candidate,
     DecideState,
     Decision,
@@ -38,6 +39,7 @@ from workers.core.model import (
     Inputs,
     JourneyStepResult,
     MemoryNote,
+    MemorySource,
     Outcome,
     RunResult,
     RunStatus,
@@ -76,6 +78,8 @@ _RANK: dict[StepSource, int] = {
 """A step's label is its costliest row's: a goal step decided from memory whose last row is
 its `done_when` (rules) is a `memory` step; one model call makes it a `model` step."""
 _BY: dict[str, StepSource] = {"rules": "rules", "human": "person", "memory": "memory"}
+_REMEMBERED: dict[StepSource, MemorySource] = {"person": "human", "model": "model"}
+"""A check that held, remembered as who answered it (anything else: the rules)."""
 _QUOTED = re.compile("[\"'\u201c\u2018]([^\"'\u201d\u2019]{2,200})[\"'\u201d\u2019]")
 _ACTIONS: dict[str, DeviceAction] = {
     k: k for k in ("scroll", "back", "launch", "relaunch", "open", "submit", "wait")
@@ -374,42 +378,68 @@ class _Journey:
             return self._finish(i, step, row, _PASS, "memory")
         if self.memory is not None:
             row.memory = MemoryNote(entry=key, outcome="miss")
-        try:
-            with row.timed("decide", self.clock):
-                decision = self.decider.decide(state)
-        except DecideError as exc:
-            why = f"the decider failed: {exc}"
-            info = self._info(exc)
-            verdict = _Verdict(passed=False, why=why, status=RunStatus.ERRORED, error=info)
+        decision, why, failed = self._asked(row, state, snap)
+        if decision is None:
+            verdict = _Verdict(passed=False, why=why, status=RunStatus.ERRORED, error=failed)
             return self._finish(i, step, row, verdict, "model")
         row.decision = decision
         source = _BY.get(decision.decided_by, "model")
-        if not decision.done:
-            return self._finish(i, step, row, _fail(f"not so: {decision.reason}"[:300]), source)
-        cited = _evidence(decision, snap)
-        if not cited:
-            why = "the decider said it holds but cited nothing on the screen"
-            return self._finish(i, step, row, _fail(why), source)
+        if why:
+            return self._finish(i, step, row, _fail(why[:300]), source)
         if self.memory is not None:
-            target = Target.of(snap.candidates, decision.target)
             self.writes += self.memory.remember(
                 [
                     Remembered(
                         key=key,
-                        target=target,
+                        target=Target.of(snap.candidates, decision.target),
                         done=True,
-                        source="human"
-                        if source == "person"
-                        else "model"
-                        if source == "model"
-                        else "rules",
-                        origin=self.decider_name,
+                        source=_REMEMBERED.get(source, "rules"),
+                        origin=row.attempts[-1].decider if row.attempts else self.decider_name,
                         goal=normalise_goal(state.goal),
                         screen=state.screen,
                     )
                 ]
             )
         return self._finish(i, step, row, _PASS, source)
+
+    def _asked(
+        self, row: Row, state: DecideState, snap: Snapshot
+    ) -> tuple[Decision | None, str, ErrorInfo | None]:
+        """The check's answer: each decider of the chain in turn (the run's, then its
+        `escalate_to`) until one answers with confidence and, for a yes, cites evidence on
+        the screen. (the answer, why it does not hold ("" when it holds), the failure when no
+        decider answered)."""
+        chain = ((self.decider_name, self.decider), *((t.name, t.decider) for t in self.tiers))
+        attempts: list[Attempt] = []
+        answer: tuple[Decision | None, str, ErrorInfo | None] = (None, "", None)
+        for name, decider in chain:
+            t0 = self.clock()
+            try:
+                with row.timed("decide", self.clock):
+                    decision = decider.decide(state)
+            except DecideError as exc:
+                ms = (self.clock() - t0) * 1000
+                attempts.append(Attempt(decider=name, ms=ms, escalated=str(exc)[:200]))
+                answer = (None, f"the decider failed: {exc}", self._info(exc))
+                continue
+            ms = (self.clock() - t0) * 1000
+            if decision.confidence < self.params.min_confidence:
+                why = f"not sure ({decision.confidence:.2f})"
+            elif not decision.done:
+                why = f"not so: {decision.reason}"
+            elif not _evidence(decision, snap):
+                why = "the decider said it holds but cited nothing on the screen"
+            else:
+                why = ""
+            answer = (decision, why, None)
+            settled = not why or why.startswith("not so")  # a sure no is an answer
+            attempts.append(
+                Attempt(decider=name, decision=decision, ms=ms, escalated="" if settled else why)
+            )
+            if settled:
+                break
+        row.attempts = tuple(attempts) if len(attempts) > 1 else ()
+        return answer
 
     # -- plain steps ------------------------------------------------------------------------
 
