@@ -7,6 +7,7 @@ target cannot do (launch, open, submit) is refused before anything is sent."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,16 +65,33 @@ def _until(check: Any, timeout_s: float = 5.0) -> bool:
     return True
 
 
+def _pointer_away(desktop: LinuxDesktop) -> None:
+    """The pointer to the screen's far corner, away from the app's window."""
+    geometry = subprocess.run(
+        ["xdotool", "getdisplaygeometry"],
+        env=desktop.env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout.split()
+    width, height = (int(v) - 1 for v in geometry)
+    subprocess.run(
+        ["xdotool", "mousemove", str(width), str(height)], env=desktop.env, check=True, timeout=10
+    )
+
+
 def test_back_leaves_the_detail_page_and_scroll_moves_the_list_under_the_pointer(
-    linux: AgentDeviceDevice, rows_app: ListState
+    linux: AgentDeviceDevice, rows_app: ListState, desktop: LinuxDesktop
 ) -> None:
     """Pressing a row opens its detail page; `back` (alt+Left) brings the list back; `scroll
     down` then scrolls the list (its adjustment moves): agent-device's Linux scroll is xdotool
     wheel clicks where the pointer is, and the press left it over the list. On a window the
     pointer has not been over, the same scroll moves nothing (the last part): the step then
     fails "changed nothing", honestly."""
+    _pointer_away(desktop)  # where an earlier test may have left it is not over the list
     snap = linux.snapshot()
-    linux.scroll("down")  # the pointer is not over the window yet
+    linux.scroll("down")  # the pointer is not over the list
     time.sleep(0.5)
     assert rows_app.read()["scrolled"] == 0
     row = next(c for c in linux.snapshot().candidates if c.name == "Row 2")
