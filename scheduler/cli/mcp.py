@@ -56,10 +56,10 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
             start_line("mcp", f"serving MCP on stdio for the API at {fleet.base_url}")
             anyio.run(server.serve_stdio, fleet, version())
             return EXIT_OK
-        return _serve_http(fleet.base_url, args)
+        return _serve_http(fleet.base_url, settings.api_wait_s, args)
 
 
-def _serve_http(api_url: str, args: argparse.Namespace) -> int:
+def _serve_http(api_url: str, connect_wait_s: float, args: argparse.Namespace) -> int:
     import uvicorn  # noqa: PLC0415 - only --http serves HTTP
 
     from scheduler.cli.api import bind  # noqa: PLC0415
@@ -68,7 +68,9 @@ def _serve_http(api_url: str, args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    app = server.http_app(api_url, host=args.host, path=PATH, version=version())
+    app = server.http_app(
+        api_url, host=args.host, path=PATH, version=version(), connect_wait_s=connect_wait_s
+    )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     start_line("mcp", f"serving MCP on http://{shown}:{port}{PATH} for the API at {api_url}")
     uvicorn.Server(config).run(sockets=[sock])

@@ -44,7 +44,7 @@ from mcp_types import Tool as McpTool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.client.api_client import FleetClient
-from scheduler.mcp.tools import BY_NAME, TOOLS, Call, ToolRefusal, report_text
+from scheduler.mcp.tools import BY_NAME, TOOLS, Call, Progress, ToolRefusal, report_text
 
 NAME = "goalfleet"
 REPORT = "goalfleet://runs/{run_id}/report"
@@ -56,12 +56,20 @@ _BEARER = re.compile(r"^Bearer ([\x21-\x7e]{1,512})$")
 Clients = Callable[[ServerRequestContext[Any, Any]], "Lent"]
 
 
+async def _no_progress(_done: float, _total: float | None, _message: str) -> None:
+    return None
+
+
 @dataclass
 class Lent:
-    """A client for one call, and whether the call closes it (HTTP: each call its own)."""
+    """A client for one call, and whether the call closes it and may name the server's files
+    (HTTP: each call its own client, and no files)."""
 
     fleet: FleetClient
     owned: bool
+
+    def call(self, progress: Progress = _no_progress) -> Call:
+        return Call(self.fleet, progress, local_files=not self.owned)
 
     def close(self) -> None:
         if self.owned:
@@ -82,12 +90,12 @@ def stdio_clients(fleet: FleetClient) -> Clients:
     return lambda _ctx: Lent(fleet, owned=False)
 
 
-def http_clients(api_url: str) -> Clients:
+def http_clients(api_url: str, *, connect_wait_s: float) -> Clients:
     def lend(ctx: ServerRequestContext[Any, Any]) -> Lent:
         token = bearer(ctx)
         if token is None:  # `RequireBearer` refused it already; this is the second lock
             raise ToolRefusal("send Authorization: Bearer <a goalfleet API token>")
-        return Lent(FleetClient(api_url, token=token), owned=True)
+        return Lent(FleetClient(api_url, token=token, connect_wait_s=connect_wait_s), owned=True)
 
     return lend
 
@@ -129,7 +137,7 @@ class Face:
         except ToolRefusal as exc:
             return refused(str(exc))
         try:
-            return await tool.handler(Call(lent.fleet, progress), dict(params.arguments or {}))
+            return await tool.handler(lent.call(progress), dict(params.arguments or {}))
         except ToolRefusal as exc:
             return refused(str(exc))
         finally:
@@ -140,9 +148,7 @@ class Face:
     ) -> ListResourcesResult:
         lent = self.clients(ctx)
         try:
-            runs, _ = await Call(lent.fleet, _no_progress).api(
-                lambda: lent.fleet.runs(limit=RECENT)
-            )
+            runs, _ = await lent.call().api(lambda: lent.fleet.runs(limit=RECENT))
         except ToolRefusal as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         finally:
@@ -179,7 +185,7 @@ class Face:
             raise MCPError(INVALID_PARAMS, f"{uri}: no such resource; a report is {REPORT}")
         lent = self.clients(ctx)
         try:
-            text = await report_text(Call(lent.fleet, _no_progress), match.group(1))
+            text = await report_text(lent.call(), match.group(1))
         except ToolRefusal as exc:  # no such run, or not the token's to read
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         finally:
@@ -202,10 +208,6 @@ def build(clients: Clients, version: str) -> Server[Any]:
         on_list_resource_templates=face.list_templates,
         on_read_resource=face.read_resource,
     )
-
-
-async def _no_progress(_done: float, _total: float | None, _message: str) -> None:
-    return None
 
 
 def refused(text: str) -> CallToolResult:
@@ -252,8 +254,8 @@ async def _unauthorized(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(api_url: str, *, host: str, path: str, version: str) -> ASGIApp:
+def http_app(api_url: str, *, host: str, path: str, version: str, connect_wait_s: float) -> ASGIApp:
     """The streamable HTTP app (the SDK's; its DNS-rebinding guard on for a loopback host),
     behind `RequireBearer`."""
-    server = build(http_clients(api_url), version)
+    server = build(http_clients(api_url, connect_wait_s=connect_wait_s), version)
     return RequireBearer(server.streamable_http_app(streamable_http_path=path, host=host))

@@ -24,9 +24,8 @@ import anyio.to_thread
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from scheduler.api.listing import RunFilters
 from scheduler.client.api_client import ApiError, ApiUnreachableError, FleetClient
-from scheduler.service.requests import BatchSubmit, RunSubmit, SuiteSubmit
+from scheduler.service.requests import BatchSubmit, RunFilters, RunSubmit, SuiteSubmit
 from scheduler.service.run_ids import MIN_PREFIX
 from scheduler.suites.flows import FlowsFileError, load, parse
 from workers.core.model import StepRow
@@ -141,11 +140,14 @@ class Forget(_Args):
 
 
 class Call:
-    """One tool call's means: the client (with the caller's token) and its progress."""
+    """One tool call's means: the client (with the caller's token), its progress, and whether
+    the caller may name files on the server's machine (stdio: the caller started the server
+    as its user; HTTP: the caller is whoever reached the port, and its files are not here)."""
 
-    def __init__(self, fleet: FleetClient, progress: Progress) -> None:
+    def __init__(self, fleet: FleetClient, progress: Progress, *, local_files: bool) -> None:
         self.fleet = fleet
         self.progress = progress
+        self.local_files = local_files
 
     async def api(self, fn: Callable[..., T], *args: Any) -> T:  # noqa: ANN401 - the call's own
         """`fn(*args)` (a blocking client call) on a worker thread; a cancelled tool call
@@ -242,6 +244,11 @@ async def submit_flows_file(call: Call, raw: dict[str, Any]) -> CallToolResult:
     """The flows file, read and checked as `goalfleet suite run` does, then the same batch
     submit (`POST /v1/batches`): whatever the file format holds goes through as it does."""
     args = checked(FlowsFile, raw)
+    if args.path is not None and not call.local_files:
+        raise ToolRefusal(
+            "path: a file on the server's machine is read only over stdio; give the flows "
+            "file's YAML as text"
+        )
     try:
         if args.path is not None:
             path = args.path

@@ -93,9 +93,15 @@ def _env(fleet: LocalFleet, token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def http_server(fleet: LocalFleet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def http_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the HTTP server's stderr goes."""
+    return tmp_path_factory.mktemp("mcp-http") / "stderr.log"
+
+
+@pytest.fixture(scope="module")
+def http_server(fleet: LocalFleet, http_log: Path) -> Iterator[str]:
     """`goalfleet mcp --http --port 0` (its start line names the port); holds no token."""
-    log = tmp_path_factory.mktemp("mcp-http") / "stderr.log"
+    log = http_log
     env = {k: v for k, v in _env(fleet, "").items() if k != "GOALFLEET_API_TOKEN"}
     with log.open("w") as err:
         proc = subprocess.Popen(
@@ -135,17 +141,17 @@ def connect(request: pytest.FixtureRequest, fleet: LocalFleet) -> Connect:
 
         return over_stdio
     url = request.getfixturevalue("http_server")
+    return lambda token: over_http(url, token)
 
-    @contextlib.asynccontextmanager
-    async def over_http(token: str) -> AsyncIterator[Client]:
-        headers = {"Authorization": f"Bearer {token}"}
-        timeout = httpx2.Timeout(30, read=300)
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
-            transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, read_timeout_seconds=120) as client:
-                yield client
 
-    return over_http
+@contextlib.asynccontextmanager
+async def over_http(url: str, token: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30, read=300)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, read_timeout_seconds=120) as client:
+            yield client
 
 
 async def call(client: Client, tool: str, args: dict[str, Any], **kw: Any) -> Any:
@@ -168,12 +174,15 @@ def api_refusal(fleet: LocalFleet, token: str, body: dict[str, Any]) -> tuple[in
     return resp.status_code, resp.json()["message"]
 
 
-def test_an_agent_drives_the_fleet(connect: Connect, fleet: LocalFleet, tmp_path: Path) -> None:
+def test_an_agent_drives_the_fleet(
+    connect: Connect, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """Tools listed with the API's schemas; a run submitted, waited for with progress, its
-    steps, a picture and its report read; a flows file run as one batch; a parked question
-    answered."""
+    steps, a picture and its report read; a flows file run as one batch (by its path over
+    stdio, its text over HTTP); a parked question answered."""
     flows = tmp_path / "flows.yaml"
     flows.write_text(FLOWS)
+    given = {"path": str(flows)} if request.node.callspec.params["connect"] == "stdio" else {}
 
     async def scenario() -> None:
         async with connect(OPS) as client:
@@ -185,7 +194,7 @@ def test_an_agent_drives_the_fleet(connect: Connect, fleet: LocalFleet, tmp_path
             devices = await call(client, "list_devices", {"selector": SIGNIN, "state": "alive"})
             assert {d["info"]["id"] for d in devices["devices"]} == {"mcp-ios", "mcp-android"}
             await _run_and_read(client)
-            await _flows_file(client, flows)
+            await _flows_file(client, given or {"text": FLOWS})
             await _answer_a_question(client)
 
     anyio.run(scenario)
@@ -227,8 +236,8 @@ async def _run_and_read(client: Client) -> None:
     assert "Welcome" in text.text
 
 
-async def _flows_file(client: Client, flows: Path) -> None:
-    batch = await call(client, "submit_flows_file", {"path": str(flows)})
+async def _flows_file(client: Client, flows: dict[str, str]) -> None:
+    batch = await call(client, "submit_flows_file", flows)
     assert batch["total"] == 2
     progressed: list[float] = []
 
@@ -310,3 +319,25 @@ def test_http_without_a_bearer_is_refused(http_server: str) -> None:
     resp = httpx.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert resp.status_code == 401
     assert resp.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_http_reads_no_file_of_the_servers_and_logs_no_secret(
+    http_server: str, http_log: Path, tmp_path: Path
+) -> None:
+    """Over HTTP the caller is whoever reached the port: a flows file is given as text, never
+    read from the server's disk by a path the caller names (its problems would quote it). The
+    server's log holds no secret value a caller sent."""
+    flows = tmp_path / "flows.yaml"
+    flows.write_text(FLOWS)
+
+    async def scenario() -> None:
+        async with over_http(http_server, OPS) as client:
+            text = await refused(client, "submit_flows_file", {"path": str(flows)})
+            assert text.startswith("path: a file on the server's machine is read only over stdio")
+            await refused(client, "submit_run", {**RUN, "secrets": {"password": SECRET}})
+            batch = await call(client, "submit_flows_file", {"text": FLOWS})
+            assert batch["total"] == 2
+            await call(client, "wait_batch", {"batch_id": batch["id"], "timeout_s": 120})
+
+    anyio.run(scenario)
+    assert SECRET not in http_log.read_text()

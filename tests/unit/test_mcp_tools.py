@@ -6,6 +6,8 @@ API is asked."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -150,3 +152,18 @@ def test_an_api_refusal_is_the_tool_error(api: FakeApi) -> None:
         assert result.content[0].text == "no such thing"  # type: ignore[union-attr]
 
     anyio.run(scenario)
+
+
+def test_the_server_has_no_path_to_redis() -> None:
+    """`goalfleet mcp` loads the API's client and request models, never Redis, Celery or the
+    API server's stack: its one way to the fleet is `FleetClient`."""
+    code = (
+        "import sys, scheduler.cli.mcp, scheduler.mcp.server\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert "mcp" in out
+    assert "scheduler" in out
+    assert not {"redis", "celery", "kombu", "fastapi", "psycopg"} & set(out)
