@@ -167,6 +167,14 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> str:
     return "\n".join(b.text for b in result.content if b.type == "text")
 
 
+def steps_asked(api_url: str) -> float:
+    """How many times the API was asked for a run's steps (its request counter)."""
+    text = httpx.get(f"{api_url}/metrics", headers={"Authorization": f"Bearer {OPS}"}).text
+    route = 'route="/v1/runs/{run_id}/steps"'
+    lines = [ln for ln in text.splitlines() if ln.startswith("goalfleet_api_requests_total{")]
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines if route in ln)
+
+
 def api_refusal(fleet: LocalFleet, token: str, body: dict[str, Any]) -> tuple[int, str]:
     """What the API itself answers `POST /v1/runs` with `body`: its status and message."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -175,7 +183,7 @@ def api_refusal(fleet: LocalFleet, token: str, body: dict[str, Any]) -> tuple[in
 
 
 def test_an_agent_drives_the_fleet(
-    connect: Connect, request: pytest.FixtureRequest, tmp_path: Path
+    connect: Connect, fleet: LocalFleet, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """Tools listed with the API's schemas; a run submitted, waited for with progress, its
     steps, a picture and its report read; a flows file run as one batch (by its path over
@@ -195,7 +203,7 @@ def test_an_agent_drives_the_fleet(
             assert {d["info"]["id"] for d in devices["devices"]} == {"mcp-ios", "mcp-android"}
             await _run_and_read(client)
             await _flows_file(client, given or {"text": FLOWS})
-            await _answer_a_question(client)
+            await _answer_a_question(client, fleet.api_url)
 
     anyio.run(scenario)
 
@@ -252,11 +260,19 @@ async def _flows_file(client: Client, flows: dict[str, str]) -> None:
     assert progressed[-1] == 2
 
 
-async def _answer_a_question(client: Client) -> None:
-    """A run that asks a person (the twins app's account chooser); the answer sets it going."""
+async def _answer_a_question(client: Client, api_url: str) -> None:
+    """A run that asks a person (the twins app's account chooser); a wait for it given up (the
+    call cancelled) stops the server asking the API; the answer sets the run going."""
     await call(client, "forget_memory", {"everything": True})
     asking = await call(client, "submit_run", TWINS_RUN)
     question = await _question(client, asking["id"])
+    with anyio.move_on_after(1.5):
+        await client.call_tool("wait_run", {"run_id": asking["id"], "timeout_s": 600})
+    await anyio.sleep(0.3)  # a poll in flight lands
+    asked = steps_asked(api_url)
+    assert asked > 0  # the counter is there, and the wait did poll
+    await anyio.sleep(1.6)  # three polls' time
+    assert steps_asked(api_url) == asked
     assert "Continue as ada" in {c["name"] for c in question["screen"]["candidates"]}
     args = {"run_id": asking["id"], "target": "Continue as ada"}
     answered = await call(client, "answer_question", args)
