@@ -51,7 +51,7 @@ REPORT = "goalfleet://runs/{run_id}/report"
 _REPORT = re.compile(r"^goalfleet://runs/([0-9a-f]{6,64})/report$")
 RECENT = 20
 """How many of the newest runs' reports `resources/list` names."""
-_BEARER = re.compile(r"^Bearer ([\x21-\x7e]{1,512})$")
+_BEARER = re.compile(r"^[Bb]earer ([\x21-\x7e]{1,512})$")
 
 Clients = Callable[[ServerRequestContext[Any, Any]], "Lent"]
 
@@ -60,16 +60,17 @@ async def _no_progress(_done: float, _total: float | None, _message: str) -> Non
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Lent:
-    """A client for one call, and whether the call closes it and may name the server's files
-    (HTTP: each call its own client, and no files)."""
+    """A client for one call; whether the call closes it (HTTP: each call its own), and
+    whether the caller may name files on this machine (stdio only: `tools.Call`)."""
 
     fleet: FleetClient
     owned: bool
+    local_files: bool
 
     def call(self, progress: Progress = _no_progress) -> Call:
-        return Call(self.fleet, progress, local_files=not self.owned)
+        return Call(self.fleet, progress, local_files=self.local_files)
 
     def close(self) -> None:
         if self.owned:
@@ -87,7 +88,7 @@ def bearer(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 
 def stdio_clients(fleet: FleetClient) -> Clients:
-    return lambda _ctx: Lent(fleet, owned=False)
+    return lambda _ctx: Lent(fleet, owned=False, local_files=True)
 
 
 def http_clients(api_url: str, *, connect_wait_s: float) -> Clients:
@@ -95,7 +96,8 @@ def http_clients(api_url: str, *, connect_wait_s: float) -> Clients:
         token = bearer(ctx)
         if token is None:  # `RequireBearer` refused it already; this is the second lock
             raise ToolRefusal("send Authorization: Bearer <a goalfleet API token>")
-        return Lent(FleetClient(api_url, token=token, connect_wait_s=connect_wait_s), owned=True)
+        fleet = FleetClient(api_url, token=token, connect_wait_s=connect_wait_s)
+        return Lent(fleet, owned=True, local_files=False)
 
     return lend
 
