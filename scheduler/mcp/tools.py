@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scheduler.client.api_client import ApiError, ApiUnreachableError, FleetClient
 from scheduler.service.requests import BatchSubmit, RunFilters, RunSubmit, SuiteSubmit
 from scheduler.service.run_ids import MIN_PREFIX
-from scheduler.suites.flows import FlowsFileError, load, parse
+from scheduler.suites.flows import MAX_FILE_BYTES, FlowsFileError, load, parse
 from workers.core.model import StepRow
 from workers.core.records import Answer, DeviceState, RunRecord, Selector
 
@@ -35,8 +35,6 @@ POLL_S = 0.5
 """How often a wait asks the API (a run's step takes about a second on a real device)."""
 MAX_WAIT_S = 1800.0
 """A wait's longest bound: an agent's tool call should not outlive its session."""
-MAX_FLOWS_TEXT = 1_000_000
-"""A flows file given inline: the bytes `goalfleet suite` reads of a file at most."""
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -45,9 +43,24 @@ Progress = Callable[[float, float | None, str], Awaitable[None]]
 asked for none."""
 
 _ID = r"^[0-9a-f]+$"
-RunId = Annotated[str, Field(min_length=MIN_PREFIX, max_length=64, pattern=_ID)]
-"""A run id, or a unique prefix of 6+ characters of one (the API resolves it)."""
-BatchId = Annotated[str, Field(min_length=MIN_PREFIX, max_length=64, pattern=_ID)]
+RunId = Annotated[
+    str,
+    Field(
+        min_length=MIN_PREFIX,
+        max_length=64,
+        pattern=_ID,
+        description="A run id, or a unique prefix of 6+ characters of one.",
+    ),
+]
+BatchId = Annotated[
+    str,
+    Field(
+        min_length=MIN_PREFIX,
+        max_length=64,
+        pattern=_ID,
+        description="A batch id, or a unique prefix of 6+ characters of one.",
+    ),
+]
 
 
 class ToolRefusal(Exception):  # noqa: N818 - it is what the agent is told: a refusal
@@ -55,7 +68,9 @@ class ToolRefusal(Exception):  # noqa: N818 - it is what the agent is told: a re
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A tool's own arguments; each field's docstring is its description in the schema."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class RunRef(_Args):
@@ -101,7 +116,7 @@ class FlowsFile(_Args):
     """A flows file (docs/suites.md) by its path on the server's machine, or its text."""
 
     path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    text: Annotated[str, Field(min_length=1, max_length=MAX_FLOWS_TEXT)] | None = None
+    text: Annotated[str, Field(min_length=1, max_length=MAX_FILE_BYTES)] | None = None
     only: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=100)
     ] = []
