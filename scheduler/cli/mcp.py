@@ -13,7 +13,6 @@ from typing import Any
 
 from scheduler.cli._common import (
     EXIT_OK,
-    add_api_args,
     make_client,
     start_line,
     version,
@@ -28,7 +27,7 @@ PATH = "/mcp"
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("mcp", help=summary("mcp"))
-    add_api_args(p)
+    p.add_argument("--api", default=None, help="API base URL (default: GOALFLEET_API_URL)")
     p.add_argument(
         "--http",
         action="store_true",
