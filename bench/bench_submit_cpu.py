@@ -3,11 +3,8 @@ the dispatch benchmark (`bench/bench_dispatch.py`) can only show end to end.
 
 - **Fleet.submit_run, message in the script**: the API's submit as it is — one script writes
   the run, reserves the idle device and pushes Celery's message onto its queue.
-- **POST /v1/runs through the app, FastSubmit**: the whole ASGI app (`create_app`: metrics,
-  request id, edge, errors, routing) called in-process with an ordinary body, the quick route
-  taking it.
-- **POST /v1/runs through the app, declared route**: the same app with the quick route taken
-  out of its routes, so FastAPI's route machinery handles the same request.
+- **POST /v1/runs through the app**: the whole ASGI app (`create_app`: metrics, request id,
+  edge, errors, routing, FastAPI's route) called in-process with an ordinary body.
 
 Each submit reserves the one registered device (freed between submits, outside the timing).
 Per path: the calling thread's CPU (`time.thread_time`) for the in-process submits, the
@@ -105,8 +102,6 @@ def main() -> None:
         sub = RunSubmit.model_validate({**SIGN_IN, "device": DEVICE})
         scripted = fleet(CeleryEnqueuer(celery))
         app = create_app(settings)
-        declared = create_app(settings)
-        declared.router.routes.pop(0)  # the quick route (FastSubmit) goes first
         loop = asyncio.new_event_loop()
 
         def free() -> None:
@@ -118,12 +113,8 @@ def main() -> None:
                 lambda: scripted.submit_run(sub),
                 time.thread_time,
             ),
-            "POST /v1/runs through the app, FastSubmit": (
+            "POST /v1/runs through the app": (
                 lambda: loop.run_until_complete(post(app)),
-                time.process_time,
-            ),
-            "POST /v1/runs through the app, declared route": (
-                lambda: loop.run_until_complete(post(declared)),
                 time.process_time,
             ),
         }

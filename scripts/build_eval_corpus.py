@@ -795,12 +795,23 @@ ZENITY: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
 )  # fmt: skip
 """Debian's `zenity --forms` (tests/agent_device/test_third_party_e2e.py): entries with no
 accessible name, each labelled by the text to its left, listed last added first."""
+DIALOGS: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
+    ("zenity-password-empty", "snapshot_zenity_password", "Sign in", (), _fill(F, "Username:", "email")),
+    ("zenity-password-username-typed", "snapshot_zenity_password", "Log in", ("email",), _fill(S, "Password:", "password")),
+    ("zenity-password-xyzzy", "snapshot_zenity_password", "xyzzy", (), BLOCKED),
+    ("yad-form-empty", "snapshot_yad_form", "Sign in", (), _fill(S, "Password", "password")),
+    ("yad-form-password-typed", "snapshot_yad_form", "Sign in", ("password",), _fill(F, "Username", "email")),
+    ("yad-form-delete", "snapshot_yad_form", "Delete account", (), BLOCKED),
+)  # fmt: skip
+"""Debian's `zenity --password --username` (both labels listed before both entries) and `yad
+--form` (last added first): the same kind of unnamed entries, from two more dialogs."""
 
 
 def gtk_cases() -> Iterator[EvalCase]:
     apps = (
         ("agent-device:linux gtk_signin", (), GTK),
         ("agent-device:linux zenity --forms", ("third-party", "unnamed-field"), ZENITY),
+        ("agent-device:linux zenity/yad", ("third-party", "unnamed-field"), DIALOGS),
     )
     for source, tags, cases in apps:
         yield from _captured(source, tags, cases)

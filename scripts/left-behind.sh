@@ -24,6 +24,10 @@ if [ -n "$pip_cache" ] && [ -d "$pip_cache" ]; then
   left "pip's cache, $(size "$pip_cache") in $pip_cache (a llama-cpp-python wheel built there saves ~6 min of the next make test)" \
     "python3 -m pip cache purge"
 fi
+uv_cache="${XDG_CACHE_HOME:-$HOME/.cache}/uv"
+if [ -d "$uv_cache" ]; then
+  left "uv's cache (make lock), $(size "$uv_cache") in $uv_cache" "rm -rf $uv_cache"
+fi
 npm_cache=$(npm config get cache 2>/dev/null || true)
 if [ -n "$npm_cache" ] && [ -d "$npm_cache" ]; then
   left "npm's cache, $(size "$npm_cache") in $npm_cache" "npm cache clean --force"

@@ -215,13 +215,11 @@ class Settings(BaseModel):
     api_max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     """A request body over this many bytes is refused (413) before it is read."""
     api_max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 32 * 1024
-    """A request line and headers over this many bytes: 431 and the connection closed."""
-    api_max_headers: Annotated[int, Field(ge=8, le=1000)] = 100
-    """A request with more headers than this: 431."""
-    api_read_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
-    """A request not read whole (head and body) this long after its first byte: 408."""
+    """A request line and headers over this many bytes: 400 and the connection closed
+    (uvicorn's `h11_max_incomplete_event_size`, `scheduler.api.served`)."""
     api_max_connections: Annotated[int, Field(ge=1)] = 1024
-    """Open connections per API process; past it a new connection gets a 503 at once."""
+    """Connections (or requests in flight) per API process; past it a request gets a 503
+    (uvicorn's `limit_concurrency`)."""
     api_max_inputs: Annotated[int, Field(ge=1, le=MAX_INPUTS)] = 100
     """Inputs and secrets one request may name, together."""
     api_max_input_chars: Annotated[int, Field(ge=1, le=MAX_INPUT_CHARS)] = 1000

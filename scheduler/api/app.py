@@ -17,7 +17,6 @@ import redis
 import structlog
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.datastructures import Headers
 
@@ -25,7 +24,6 @@ from scheduler.api import errors as api_errors
 from scheduler.api.bodies import BoundedRoute
 from scheduler.api.docs import add_offline_docs
 from scheduler.api.edge import CONSOLE_PREFIX, Edge, Tokens, open_paths
-from scheduler.api.fast_submit import FastSubmit
 from scheduler.api.health import Beats, CeleryBeats, Detail, Health, NoBeats, Up
 from scheduler.api.history import add_history_routes
 from scheduler.api.limits import Limits
@@ -193,8 +191,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
         "/v1/runs", status_code=201, response_model=RunRecord, openapi_extra=GUARDED_IDEMPOTENT
     )
     async def submit_run(sub: RunSubmit, request: Request) -> Response:
-        # The hot path. Served by `FastSubmit` when the request is an ordinary one; here
-        # otherwise (this route answers every request that route does not take).
         return await one_run(sub, request.headers)
 
     async def one_run(sub: RunSubmit, headers: Headers) -> Response:
@@ -341,11 +337,6 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             raise ForbiddenError(who.describe(), "delete another token's schedule", "admin")
         schedules.remove(schedule_id)
         return Response(status_code=204)
-
-    declared = next(
-        r for r in app.router.routes if isinstance(r, APIRoute) and r.endpoint is submit_run
-    )
-    app.router.routes.insert(0, FastSubmit(declared, one_run).route())
 
     add_list_routes(app, fleet, batch_ids)
     add_memory_routes(app, client, keys, ttl_s=settings.memory_ttl_s)

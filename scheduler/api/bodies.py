@@ -9,8 +9,7 @@ caller's 422 naming the body, and nothing of it is parsed.
 `depth` counts brackets outside JSON strings: with fewer than `MAX_DEPTH` brackets in the
 whole body (every ordinary request) it is two `bytes.count` calls; else one pass of C loops
 (strip strings, keep brackets, a running sum): under 50 ms for 1 MB (the default cap) of
-nothing but brackets. `BoundedRoute` applies it to every FastAPI route of the app;
-`FastSubmit` asks it before its own `json.loads`.
+nothing but brackets. `BoundedRoute` applies it to every FastAPI route of the app.
 """
 
 from __future__ import annotations

@@ -37,6 +37,13 @@ class QuestionsCollector(Collector):
         self.store = store
         self.clock = clock
 
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The names only: registering asks nothing of Redis (with no `describe`, the
+        registry would `collect` at registration, and an API started with Redis down failed
+        with a traceback there)."""
+        yield GaugeMetricFamily("goalfleet_questions_open", "")
+        yield GaugeMetricFamily("goalfleet_question_oldest_age_seconds", "")
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         open_ = self.store.open()
         now = self.clock()

@@ -229,6 +229,27 @@ def check_redis(settings: Settings, *, timeout_s: float = 2.0) -> None:
         client.close()
 
 
+def check_stores(settings: Settings, *, timeout_s: float = 2.0) -> None:
+    """`check_redis`, then the history database when one is set (`GOALFLEET_DATABASE_URL`):
+    `UnavailableError` (one line, exit 3) unless it accepts a connection. What a server needs
+    is checked here, before its start line, never inside its start-up (a traceback)."""
+    check_redis(settings, timeout_s=timeout_s)
+    if settings.database_url is None:
+        return
+    from scheduler.store.history.db import (  # noqa: PLC0415 - psycopg: only with a database
+        Database,
+        HistoryUnavailableError,
+    )
+
+    db = Database(settings.database_url.get_secret_value(), connect_timeout_s=timeout_s)
+    try:
+        db.query("SELECT 1")
+    except HistoryUnavailableError as exc:
+        raise UnavailableError(str(exc)) from None
+    finally:
+        db.close()
+
+
 NO_SECRETS = frozenset({"api", "scheduler"})
 """The commands that refuse to start holding a secret (`refuse_secrets`)."""
 

@@ -7,13 +7,19 @@ import errno
 import socket
 from typing import Any
 
-from scheduler.cli._common import EXIT_OK, add_log_args, shown_store, start_line, with_settings
-from scheduler.cli.api_processes import supervise
+from scheduler.cli._common import (
+    EXIT_OK,
+    add_log_args,
+    check_stores,
+    shown_store,
+    start_line,
+    with_settings,
+)
 from scheduler.cli.commands import summary
 from scheduler.errors import UnavailableError
 from workers.core.errors import ConfigError
 from workers.settings import API_PROCESSES_MAX, Settings
-from workers.telemetry.logs import configure_logging, install_celery_hooks
+from workers.telemetry.logs import configure_logging
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -74,8 +80,9 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     if not 1 <= processes <= API_PROCESSES_MAX:
         raise ConfigError(f"--processes {processes}: give 1 to {API_PROCESSES_MAX} API processes")
     sock = bind(host, args.port if args.port is not None else settings.api_port)
-    configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
-    install_celery_hooks()  # the request id rides on the run messages the API enqueues
+    check_stores(settings)  # cannot connect at start: one line, exit 3
+    fmt = args.log_format or settings.log_format
+    configure_logging(level=args.loglevel, fmt=fmt)
     from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - only for this command
 
     port = sock.getsockname()[1]
@@ -87,41 +94,8 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         f"key prefix {settings.key_prefix}; OpenAPI at /docs"
         + (f"; {processes} processes)" if processes > 1 else ")"),
     )
+    from scheduler.api.served import Build, serve  # noqa: PLC0415 - only for this command
+
     with sock:
-        if processes == 1:
-            serve(settings, sock)
-            return EXIT_OK
-        load_server()  # in the parent: a replacement process forks with it loaded
-        return supervise(processes, lambda: serve(settings, sock))
-
-
-def load_server() -> None:
-    """Import the server and the app (they load only for this command)."""
-    import uvicorn  # noqa: F401, PLC0415
-
-    import scheduler.api.app  # noqa: F401, PLC0415
-
-
-def serve(settings: Settings, sock: socket.socket) -> None:
-    """Serve the API on `sock` in this process until SIGTERM or SIGINT (uvicorn's handlers)."""
-    import uvicorn  # noqa: PLC0415 - the server loads only for this command
-
-    from scheduler.api.app import create_app  # noqa: PLC0415 - same reason
-    from scheduler.api.connection import ConnectionLimits, bounded_protocol  # noqa: PLC0415
-
-    limits = ConnectionLimits.of(settings)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings),
-            loop="uvloop",  # a dependency: the dispatch bench's HTTP paths 0.02-0.06x faster
-            # the C parser (a dependency: ~15 % less CPU a submit than h11), bounded: head
-            # size and count, read time, connections (`scheduler.api.connection`)
-            http=bounded_protocol(limits),
-            log_level="warning",
-            log_config=None,  # keep our handlers: uvicorn's lines go through structlog too
-            access_log=False,  # the API's middleware logs (debug) and counts every request
-            # the client and scheme a trusted proxy names (throttling, Secure cookies)
-            forwarded_allow_ips=settings.api_forwarded_allow_ips,
-        )
-    )
-    server.run(sockets=[sock])
+        serve(Build(settings, args.loglevel, fmt), sock, processes)
+    return EXIT_OK

@@ -11,7 +11,7 @@ from typing import Any
 from scheduler.cli._common import (
     EXIT_OK,
     add_log_args,
-    check_redis,
+    check_stores,
     shown_store,
     start_line,
     with_settings,
@@ -31,7 +31,7 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
 @with_settings("scheduler")
 def main(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
-    check_redis(settings)  # cannot connect at start: one line, exit 3
+    check_stores(settings)  # cannot connect at start: one line, exit 3
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -22,8 +22,13 @@ came, and a client command's start is mostly imports (bench/bench_cli_start.py).
 
 What a caller can rely on:
 
-- No connection could be made (refused, unknown host, connect timeout): nothing was sent, so
-  the call is retried with backoff for up to `connect_wait_s`, then `ApiUnreachableError`.
+- No connection could be made (refused, connect timeout): nothing was sent, so the call is
+  retried with backoff for up to `connect_wait_s` (an API starting), then
+  `ApiUnreachableError`, whose hint is to start it.
+- The URL cannot reach an API as given (`Misdirected`: a host name that does not resolve, a
+  TLS handshake that failed — an https:// URL for the http API, a certificate not trusted —
+  or an http:// URL for a server that speaks TLS): `ApiUnreachableError` at once, saying
+  which, with the fix for that one.
 - The connection dropped after the request began to go out: an idempotent request (GET,
   HEAD, OPTIONS, PUT, DELETE) is sent once more, on a new connection; any other (a POST: a
   submit, a cancel, an answer) is `ApiUnreachableError` at once, never sent twice. No answer
@@ -44,8 +49,11 @@ from scheduler.client.http_transport import HttpTransport
 from scheduler.client.transport import (
     ConnectError,
     DroppedError,
+    Misdirected,
+    NoSuchHost,
     Request,
     Response,
+    TlsError,
     Transport,
     TransportError,
 )
@@ -66,6 +74,7 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 PATH_SAFE = "/:@!$&'()*+,;="
 """What a path keeps as it is (RFC 3986's pchar and `/`); anything else is %-encoded, so an
 id or key with `?`, `#`, `%` or a space names one resource."""
+URL_SETTING = "GOALFLEET_API_URL (or --api)"
 CONNECT_BACKOFF = Backoff(base_s=0.1, cap_s=1.0, jitter=0)
 """The pause between refused connections while `connect_wait_s` lasts: one caller's own
 wait, so no jitter."""
@@ -175,6 +184,8 @@ class FleetClient:
         while True:
             try:
                 return self.transport.handle(request)
+            except Misdirected as exc:  # waiting would not help: say which
+                raise self._misdirected(exc) from None
             except ConnectError as exc:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -197,6 +208,24 @@ class FleetClient:
             f"cannot reach the goalfleet API at {self.base_url}{waited}: {lost}{cause}",
             hint="start it with `goalfleet api`, or set GOALFLEET_API_URL (or --api) to where "
             "it listens",
+        )
+
+    def _misdirected(self, exc: Misdirected) -> ApiUnreachableError:
+        said = str(exc).replace("\n", " ")[:200]
+        if isinstance(exc, NoSuchHost):
+            what, fix = "its host name does not resolve", f"check the host name in {URL_SETTING}"
+        elif isinstance(exc, TlsError) and "CERTIFICATE_VERIFY_FAILED" in said:
+            what = "its TLS certificate is not trusted here"
+            fix = "add its CA to this host's store (SSL_CERT_FILE), or fix the certificate"
+        elif isinstance(exc, TlsError):
+            what = "it does not speak TLS"
+            fix = f"use an http:// URL in {URL_SETTING}: goalfleet api serves plain http"
+        else:
+            what, fix = "it speaks TLS", f"use an https:// URL in {URL_SETTING}"
+        return ApiUnreachableError(
+            f"cannot reach the goalfleet API at {self.base_url}: {what} "
+            f"({type(exc).__name__}: {said})",
+            hint=fix,
         )
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON

@@ -13,30 +13,39 @@ http makes no TLS context at all. Nothing is read from the environment (no proxy
 The connect and each read and write are bounded by `timeout_s` (the socket's timeout).
 
 Errors are translated here, where they are caught: the standard library's (`OSError`s,
-`http.client.HTTPException`s) become the seam's `TransportError`s (`transport.py`).
+`http.client.HTTPException`s) become the seam's `TransportError`s (`transport.py`): a host
+name that does not resolve is `NoSuchHost`, a failed TLS handshake `TlsError`, and a server
+that drops a new plain-http connection without an answer is probed once with a TLS handshake
+(`WrongScheme` when it speaks TLS: the URL should be https://).
 """
 
 from __future__ import annotations
 
 import http.client
 import select
+import socket
+import sys
 import threading
 from typing import TYPE_CHECKING
 
 from scheduler.client.transport import (
     ConnectError,
     ConnectTimeout,
+    DroppedError,
+    NoSuchHost,
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
     Request,
     Response,
+    TlsError,
+    TransportError,
     WriteError,
     WriteTimeout,
+    WrongScheme,
 )
 
 if TYPE_CHECKING:
-    import socket
     import ssl
 
 MAX_IDLE = 20
@@ -59,9 +68,14 @@ class HttpTransport:
         self._closed = False
 
     def handle(self, request: Request) -> Response:
-        conn = self._checkout()
+        conn, fresh = self._checkout()
         try:
             answer = _exchange(conn, request)
+        except DroppedError as exc:
+            conn.close()
+            if fresh and self.tls is None and _speaks_tls(self.host, self.port, self.timeout_s):
+                raise WrongScheme(f"{_said(exc)}; a TLS handshake succeeds") from exc
+            raise
         except BaseException:
             conn.close()
             raise
@@ -75,26 +89,23 @@ class HttpTransport:
         for conn in idle:
             conn.close()
 
-    def _checkout(self) -> http.client.HTTPConnection:
-        """An idle connection still open, else a new one, connected."""
+    def _checkout(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection still open, else a new one, connected; and whether it is new."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the client is closed: make another")
             while self._idle:
                 conn = self._idle.pop()
                 if _usable(conn):
-                    return conn
+                    return conn, False
                 conn.close()
         conn = self._new()
         try:
             conn.connect()
-        except TimeoutError as exc:
-            conn.close()
-            raise ConnectTimeout(_said(exc)) from exc
         except OSError as exc:  # refused, unknown host, unreachable, a TLS handshake failed
             conn.close()
-            raise ConnectError(_said(exc)) from exc
-        return conn
+            raise _not_connected(exc) from exc
+        return conn, True
 
     def _new(self) -> http.client.HTTPConnection:
         if self.tls is None:
@@ -135,6 +146,36 @@ def _exchange(conn: http.client.HTTPConnection, request: Request) -> Response:
         key = name.lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return Response(answer.status, body, headers)
+
+
+def _not_connected(exc: OSError) -> TransportError:
+    """Why a connection was not made, as the seam's error."""
+    if isinstance(exc, TimeoutError):
+        return ConnectTimeout(_said(exc))
+    if isinstance(exc, socket.gaierror):
+        return NoSuchHost(_said(exc))
+    ssl = sys.modules.get("ssl")  # loaded when the URL is https (or by anything else)
+    if ssl is not None and isinstance(exc, ssl.SSLError):
+        return TlsError(_said(exc))
+    return ConnectError(_said(exc))
+
+
+def _speaks_tls(host: str, port: int | None, timeout_s: float) -> bool:
+    """Whether `host:port` completes a TLS handshake (its certificate unchecked: this only
+    asks what the server speaks, and nothing is sent over it)."""
+    import ssl  # noqa: PLC0415 - on this failure's path alone
+
+    probe = ssl.create_default_context()
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port or 80), timeout=timeout_s) as raw,
+            probe.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _usable(conn: http.client.HTTPConnection) -> bool:

@@ -13,8 +13,15 @@ from "the request may have been applied". Their names are httpx's, which the cli
 before; `ApiUnreachableError`'s message names the one that happened:
 
     TransportError              no answer came
-    ├── ConnectError            no connection was made (refused, unknown host, TLS): nothing sent
+    ├── ConnectError            no connection was made (refused, unreachable): nothing sent;
+    │   │                       the API may be starting, so the client retries within its wait
     │   └── ConnectTimeout      the connection was not made within the timeout
+    ├── Misdirected             the URL, as given, cannot reach an API: the client fails at once
+    │   ├── NoSuchHost          its host name does not resolve: nothing sent
+    │   ├── TlsError            the TLS handshake failed (an https:// URL for a plain-http
+    │   │                       server, a certificate not trusted): nothing sent
+    │   └── WrongScheme         an http:// URL for a server that speaks TLS: it closed without
+    │                           an answer, and a TLS handshake with it succeeds
     ├── DroppedError            the connection closed under a request that had begun to go out
     │   ├── WriteError          while the request went out
     │   ├── ReadError           while the answer came in (reset)
@@ -74,6 +81,22 @@ class ConnectError(TransportError):
 
 
 class ConnectTimeout(ConnectError):  # noqa: N818 - httpx's name, which the client's errors show
+    pass
+
+
+class Misdirected(TransportError):  # noqa: N818 - a kind of failure, not an error's name
+    pass
+
+
+class NoSuchHost(Misdirected):
+    pass
+
+
+class TlsError(Misdirected):
+    pass
+
+
+class WrongScheme(Misdirected):
     pass
 
 

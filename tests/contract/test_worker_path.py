@@ -22,10 +22,10 @@ from fleetkit import quick_settings
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import RunRecord
 from workers.processes import spawn
-from workers.testing.linux_desktop import LinuxDesktop
 
 TOKEN = "worker-path-token"
 DEVICE = "contract-1"

@@ -195,3 +195,24 @@ def test_markup_and_escapes_a_submitter_typed_print_inert(
     _, out, _ = goalfleet(cli_env, "status", run.id[:8])
     title = " ".join(f"Sign in {shown} → {ended.status.value}".split())
     assert title in " ".join(out.split())  # the goal, in the table's title
+
+
+def test_submit_without_the_secret_presses_nothing_over_the_empty_password(
+    cli_env: dict[str, str],
+) -> None:
+    """`goalfleet submit` without the secret (issue 42) used to press "Sign in" over the empty
+    password field. Through the fleet now: `blocked`, the reason naming the field and the
+    missing input, and no action at all on the password screen."""
+    without = SUBMIT[: SUBMIT.index("--secret")]
+    code, out, err = goalfleet(cli_env, *without, "--watch", "--json")
+    result = json.loads(out)
+    assert result["status"] == "blocked", err
+    assert result["reason"] == (
+        "this screen asks for 'Password'; no input named password was supplied"
+    )
+    code, out, err = goalfleet(cli_env, "steps", result["id"], "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    on_password = [r for r in rows if r["screen"] == "Enter your password"]
+    assert on_password
+    assert [r["action"] for r in on_password] == [None]

@@ -105,6 +105,7 @@ CASES: dict[str, tuple[list[str], int, str]] = {
         "--label 'pool': holds a control, bidi or invisible character (U+202E at position 6)",
     ),
     "scheduler-no-redis": (["scheduler"], 3, "cannot reach Redis at redis://127.0.0.1:1/0"),
+    "api-no-redis": (["api", "--port", "0"], 3, "cannot reach Redis at redis://127.0.0.1:1/0"),
     "run-bad-decider": (
         ["run", "--device", "sim:signin-ios", *SIGN_IN, "--decider", "magic"],
         2,
@@ -234,6 +235,35 @@ def test_api_on_a_busy_port_is_one_line(redis_server: LocalRedis) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines == [f"goalfleet api: port {port} on 127.0.0.1 is in use; choose another --port"]
+    assert proc.returncode == 3
+
+
+NOWHERE_DATABASE = "postgresql://fleet:pw@127.0.0.1:1/history"
+
+
+@pytest.mark.slow  # the whole command as a process: make test, not make unit
+@pytest.mark.parametrize("argv", [["api", "--port", "0"], ["scheduler"]])
+def test_a_server_with_its_history_database_down_is_one_line(
+    redis_server: LocalRedis, argv: list[str]
+) -> None:
+    """`goalfleet api` and `goalfleet scheduler` with `GOALFLEET_DATABASE_URL` naming a
+    PostgreSQL nobody serves: one line naming the database (its password masked), exit 3,
+    before the start line."""
+    proc = subprocess.run(
+        _goalfleet(*argv),
+        env=_env()
+        | {"GOALFLEET_REDIS_URL": redis_server.url, "GOALFLEET_DATABASE_URL": NOWHERE_DATABASE},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    lines = proc.stderr.strip().splitlines()
+    expected = (
+        f"goalfleet {argv[0]}: history database postgresql://fleet:***@127.0.0.1:1/history "
+        "unreachable: OperationalError (start it, or check GOALFLEET_DATABASE_URL)"
+    )
+    assert lines == [expected], proc.stderr
     assert proc.returncode == 3
 
 

@@ -2,15 +2,20 @@
 loopback keeps one connection per thread calling at the same moment and keeps it between
 calls, replaces a connection the server timed out while it sat idle, closes what it kept
 when the client closes, verifies https against the system's CA store and reads no proxy from
-the environment; `FunctionTransport` hands the handler the request the client built."""
+the environment, and tells a connection error the API starting would cure (refused, timed
+out: retried within the wait) from one of the URL (a host that does not resolve, https for
+the http API, http for a TLS server, an untrusted certificate: at once, saying which);
+`FunctionTransport` hands the handler the request the client built."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +26,7 @@ from scheduler.client.api_client import ApiUnreachableError, FleetClient
 from scheduler.client.function_transport import FunctionTransport
 from scheduler.client.http_transport import HttpTransport
 from scheduler.client.transport import Request, Response
+from scheduler.local.redis import free_port
 
 
 @pytest.fixture
@@ -143,7 +149,7 @@ def test_https_is_verified_against_the_system_ca_store(
     with echo_server(tls) as srv:
         with (
             FleetClient(url(srv, scheme="https")) as client,
-            pytest.raises(ApiUnreachableError, match=r"ConnectError: .*CERTIFICATE_VERIFY_FAILED"),
+            pytest.raises(ApiUnreachableError, match=r"TlsError: .*CERTIFICATE_VERIFY_FAILED"),
         ):
             client.health()
         assert srv.requests == []
@@ -154,6 +160,93 @@ def test_https_is_verified_against_the_system_ca_store(
             assert client.transport.tls is not None
             assert client.transport.tls.verify_mode is ssl.CERT_REQUIRED
             assert client.transport.tls.check_hostname
+
+
+# -- which connection errors are waited out ---------------------------------------------------
+
+WAIT_S = 5.0
+"""The client's wait in these tests: a URL error must fail well before it."""
+
+
+def _fails(base: str, *, timeout_s: float = 10.0, wait_s: float = WAIT_S) -> tuple[str, str, float]:
+    """`GET /health` through a `FleetClient` for `base`: the error's message, hint and the
+    seconds it took."""
+    with FleetClient(base, timeout_s=timeout_s, connect_wait_s=wait_s) as client:
+        t0 = time.monotonic()
+        with pytest.raises(ApiUnreachableError) as caught:
+            client._call("GET", "/health")
+    return str(caught.value), caught.value.hint, time.monotonic() - t0
+
+
+def test_refused_is_retried_within_the_wait_with_the_hint_to_start_it() -> None:
+    message, hint, took = _fails(f"http://127.0.0.1:{free_port()}", wait_s=0.5)
+    assert took >= 0.5
+    assert "(waited 0.5 s): ConnectError" in message
+    assert "start it with `goalfleet api`" in hint
+
+
+def test_a_connect_timeout_is_retried_within_the_wait_with_the_hint_to_start_it() -> None:
+    """A listener whose backlog is full (the kernel drops the SYN): each connect times out,
+    and the client goes on trying until its wait is over."""
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        port = full.getsockname()[1]
+        queued = [socket.socket() for _ in range(3)]
+        for q in queued:
+            q.setblocking(False)  # noqa: FBT003 - the socket module's own signature
+            q.connect_ex(("127.0.0.1", port))
+        try:
+            time.sleep(0.1)
+            message, hint, took = _fails(f"http://127.0.0.1:{port}", timeout_s=0.2, wait_s=1.0)
+        finally:
+            for q in queued:
+                q.close()
+    assert took >= 1.0
+    assert "(waited 1 s): ConnectTimeout" in message
+    assert "start it with `goalfleet api`" in hint
+
+
+def test_a_host_that_does_not_resolve_fails_at_once_saying_so() -> None:
+    message, hint, took = _fails("http://no-such-host.invalid:8787")
+    assert took < 2.0
+    assert "its host name does not resolve (NoSuchHost:" in message
+    assert hint == "check the host name in GOALFLEET_API_URL (or --api)"
+
+
+def test_an_https_url_for_the_http_api_fails_at_once_saying_so(server: EchoServer) -> None:
+    message, hint, took = _fails(url(server, scheme="https"))
+    assert took < 2.0
+    assert "it does not speak TLS (TlsError:" in message
+    assert hint.startswith("use an http:// URL in GOALFLEET_API_URL (or --api)")
+    assert server.requests == []
+
+
+@pytest.fixture
+def tls_server(certificate: tuple[Path, Path]) -> Iterator[EchoServer]:
+    """An `EchoServer` over TLS, its certificate self-signed (no CA here trusts it)."""
+    cert, key = certificate
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with echo_server(tls) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize(
+    ("scheme", "said", "fix"),
+    [
+        ("http", "it speaks TLS (WrongScheme:", "use an https:// URL in GOALFLEET_API_URL"),
+        ("https", "its TLS certificate is not trusted here (TlsError:", "SSL_CERT_FILE"),
+    ],
+)
+def test_a_tls_server_wrongly_addressed_fails_at_once_saying_so(
+    tls_server: EchoServer, scheme: str, said: str, fix: str
+) -> None:
+    """An http:// URL: the TLS server drops the plain request, and a TLS handshake with it
+    succeeds, so the client says the server speaks TLS. An https:// URL: the handshake fails
+    on the certificate. Either at once, well within the wait."""
+    message, hint, took = _fails(url(tls_server, scheme=scheme))
+    assert took < 2.0
+    assert said in message
+    assert fix in hint
 
 
 # -- the fake ----------------------------------------------------------------------------------

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from testing.samples import FLOWS, Screen
 from workers.core.loop import run_goal
 from workers.core.model import Candidate, DecideState, Inputs, Kind, RunStatus
 from workers.decide.rules import RulesDecider
 from workers.devices.sim.device import make_sim_device
-from workers.testing.samples import FLOWS, Screen
 
 
 def _c(ref: str, kind: Kind, name: str, value: str = "") -> Candidate:
@@ -189,6 +189,7 @@ PROMPTS = [
         "Don\u2019t Allow",
     ),
     ("Turn on notifications?", ("Turn on", "Not now"), "Not now"),
+    ("We\u2019d like to send you notifications", ("Sure", "Not now"), "Not now"),
     ("Acme wants to send you alerts and notifications", ("OK", "Deny"), "Deny"),
     (
         "Allow “Acme” to track your activity across other companies\u2019 apps and websites?",
@@ -257,3 +258,12 @@ def test_a_yes_no_notifications_question_is_answered_no_on_the_sim(platform: str
         "a permission dialog (notifications) is in the way"
     ]
     assert on_prompt[0].decision.reason.endswith("press 'No'")
+
+
+def test_a_form_that_mentions_access_is_filled_not_answered_as_a_prompt():
+    """ "Sign in to allow Acme to access your files" above an email field and Continue asks
+    no question: the field is filled (a permission prompt has no field to fill)."""
+    cands = (_c("e2", Kind.TEXT_FIELD, "Email"), _c("e3", Kind.BUTTON, "Continue"))
+    state = _state(cands, context=("Sign in to allow Acme to access your files",))
+    d = RulesDecider().decide(state)
+    assert (d.target, d.input) == ("e2", "email"), d.reason

@@ -4,7 +4,9 @@ three questions give the numbers worked out by hand here, and the same numbers o
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +88,44 @@ def test_upgrade_applies_each_migration_once(history: SqlHistory) -> None:
     assert history.db.upgrade() == []
     assert history.db.pending_migrations() == []
     assert count(history, "runs") == 0
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "sqlite"])
+def test_processes_starting_at_once_upgrade_one_schema(dialect: str, tmp_path: Path) -> None:
+    """The API, the scheduler and a CLI command each upgrade the embedded database as they
+    start: four of them upgrading one new database at the same moment all succeed, and each
+    migration is applied (and recorded) once."""
+    with contextlib.ExitStack() as stack:
+        url = (
+            f"sqlite:///{tmp_path / 'h.db'}"
+            if dialect == "sqlite"
+            else stack.enter_context(pgkit.scratch_database())
+        )
+        start = threading.Barrier(4)
+        applied: list[list[str]] = []
+        failed: list[BaseException] = []
+
+        def upgrade() -> None:
+            db = Database(url)
+            start.wait()
+            try:
+                applied.append(db.upgrade())
+            except Exception as exc:  # noqa: BLE001 - the test reports whatever one raised
+                failed.append(exc)
+            finally:
+                db.close()
+
+        threads = [threading.Thread(target=upgrade) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == []
+        assert sorted(name for names in applied for name in names) == ["0001_runs_steps"]
+        db = Database(url)
+        assert db.pending_migrations() == []
+        assert db.query("SELECT COUNT(*) FROM schema_migrations") == [(1,)]
+        db.close()
 
 
 def test_writes_are_idempotent_and_a_new_attempt_replaces_its_steps(history: SqlHistory) -> None:

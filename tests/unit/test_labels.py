@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workers.core.model import DecideState, Kind, Node
+import pytest
+
+from workers.core.model import DecideState, Node
 from workers.core.projection import build_snapshot
 from workers.decide.prompt import render_user
 from workers.devices.agent_device.replies import read_node
@@ -107,13 +109,23 @@ def test_every_decider_is_told_the_name_is_inferred() -> None:
     assert "e3 field E-mail (label beside it)" in render_user(state).splitlines()
 
 
-def test_the_real_zenity_form_as_agent_device_reports_it() -> None:
-    """Debian's `zenity --forms` through the real daemon (recorded by
-    tests/agent_device/test_third_party_e2e.py's form): AT-SPI lists [password entry,
-    "Password", e-mail entry, "E-mail"] in one panel, with bounds; each entry takes the label
-    on its left, not the one before it."""
-    raw = json.loads((FIXTURES / "snapshot_zenity_forms.json").read_text())["data"]["nodes"]
+@pytest.mark.parametrize(
+    ("fixture", "entries"),
+    [
+        # [password entry, "Password", e-mail entry, "E-mail"] in one panel
+        ("snapshot_zenity_forms", {"e4": "Password", "e6": "E-mail"}),
+        # ["Username:", "Password:", username entry, password entry]
+        ("snapshot_zenity_password", {"e7": "Username:", "e8": "Password:"}),
+        # [password entry, "Password", username entry, "Username"]
+        ("snapshot_yad_form", {"e4": "Password", "e6": "Username"}),
+    ],
+)
+def test_real_dialogs_as_agent_device_reports_them(fixture: str, entries: dict[str, str]) -> None:
+    """Debian's dialog tools through the real daemon (recorded from the dialogs of
+    tests/agent_device/test_third_party_e2e.py): AT-SPI lists labels and entries in an order
+    that pairs them wrongly by reading order; with bounds, each entry takes the label on its
+    left."""
+    raw = json.loads((FIXTURES / f"{fixture}.json").read_text())["data"]["nodes"]
     nodes = [n for n in (read_node(r, lambda s: s) for r in raw) if n]
-    fields = {c.ref: (c.kind, c.name, c.inferred) for c in build_snapshot(nodes, "1").candidates}
-    assert fields["e4"] == (Kind.SECURE_TEXT_FIELD, "Password", True)
-    assert fields["e6"] == (Kind.TEXT_FIELD, "E-mail", True)
+    fields = {c.ref: (c.name, c.inferred) for c in build_snapshot(nodes, "1").candidates}
+    assert {ref: fields[ref] for ref in entries} == {r: (n, True) for r, n in entries.items()}

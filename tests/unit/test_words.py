@@ -67,3 +67,24 @@ def test_the_chrome_is_not_on_the_screen_for_either_reader() -> None:
     rules = RulesDecider()
     assert not rules.decide(_state(snap, done_when="Welcome back")).done
     assert rules.decide(_state(snap, done_when="Sign in to Acme")).done
+
+
+def test_a_control_s_name_is_not_a_dialog_s_text() -> None:
+    """A permission prompt or a consent notice is told by what the screen says, not by what a
+    control is called: a password form with an "Enable Face ID" switch is filled, and a
+    signed-in screen with an "Allow notifications" switch is where a sign-in ends."""
+    form = build_snapshot(
+        [
+            Node(ref="e1", type="XCUIElementTypeStaticText", label="Enter your password"),
+            Node(ref="e2", type="XCUIElementTypeSecureTextField", label="Password"),
+            Node(ref="e3", type="XCUIElementTypeSwitch", label="Enable Face ID", value="0"),
+            Node(ref="e4", type="XCUIElementTypeButton", label="Continue"),
+        ],
+        "1",
+    )
+    state = _state(form).model_copy(update={"used_inputs": ("email",)})
+    decision = RulesDecider().decide(state)
+    assert (decision.target, decision.input) == ("e2", "password"), decision.reason
+    home = _screen(("StaticText", "Welcome"), ("Switch", "Allow notifications"))
+    assert evidence.refusal(home, _state(home), arrival=False) is None
+    assert RulesDecider().decide(_state(home)).done

@@ -7,9 +7,11 @@ memory), before it ends a run:
    that text is visible (the loop looks before it asks anyone). A done claim while it is not
    visible is refused.
 2. **Without `done_when`, the screen must corroborate the claim.** It is refused when
-   - a dialog is in the way in the app's content (never its chrome: the application's name,
-     window titles): a consent / cookie / privacy notice, a permission prompt, a "rate this
-     app" / "what's new" / update interstitial (`workers.core.words.interstitial`);
+   - a dialog is in the way, by the static texts of the app's content (`Snapshot.texts`,
+     uncapped; never the chrome: the application's name, window titles): a consent / cookie
+     / privacy notice, a permission prompt, a "rate this app" / "what's new" / update
+     interstitial (`workers.core.words.interstitial`, which the rules decider asks about
+     the same texts);
    - an input the caller supplied is not typed yet and an enabled text field is still empty;
    - it is the screen the run arrived on and it still offers a way forward: a text field, or a
      control named like the goal or a forward / accepting verb ("Sign in", "Continue",

@@ -164,9 +164,13 @@ def is_candidate(node: Node, kind: Kind) -> bool:
 
 
 def project(nodes: list[Node] | tuple[Node, ...]) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
-    """Candidates (interactive, enabled, hittable) and capped static context texts."""
+    """Candidates and the capped static context texts, as `build_snapshot` makes them."""
+    return candidates_of(nodes), context_of(screen_texts(nodes))
+
+
+def candidates_of(nodes: list[Node] | tuple[Node, ...]) -> tuple[Candidate, ...]:
+    """The elements a decider may choose: interactive, enabled and hittable."""
     candidates: list[Candidate] = []
-    context: list[str] = []
     kinds = [kind_of(node) for node in nodes]
     names = [_name(node) for node in nodes]
     inferred = neighbour_names(nodes, kinds, names)  # a nameless field: the label beside it
@@ -179,38 +183,44 @@ def project(nodes: list[Node] | tuple[Node, ...]) -> tuple[tuple[Candidate, ...]
                     ref=node.ref, kind=kind, name=own or guess, value=value, inferred=bool(guess)
                 )
             )
-        elif kind is Kind.TEXT and len(context) < MAX_CONTEXT_TEXTS:
-            text = " ".join((node.label or node.value).split())[:MAX_CONTEXT_CHARS]
-            if text and text not in context:
-                context.append(text)
-    return tuple(candidates), tuple(context)
+    return tuple(candidates)
 
 
-def content_texts(nodes: list[Node] | tuple[Node, ...]) -> tuple[str, ...]:
-    """The texts of the app's content, each once, in screen order: a static text's label (or
-    value) and any other element's label. A container's label is chrome, never content: the
-    application's (process) name, a window's or dialog's title, a frame, a toolbar."""
+def screen_texts(nodes: list[Node] | tuple[Node, ...]) -> tuple[str, ...]:
+    """What the app's content says: each static text's label (or value), once, in screen
+    order, uncapped. Never a container's label: the application's (process) name, a window's
+    or a dialog's title, a frame or a toolbar are the toolkit's chrome, not the screen's
+    text (a signed-in app named `cookie-consent-demo` shows no consent dialog)."""
     texts: dict[str, None] = {}
     for node in nodes:
-        kind = kind_of(node)
-        if kind is Kind.CONTAINER:
-            continue
-        text = " ".join((node.label or node.value if kind is Kind.TEXT else node.label).split())
-        if text:
+        if kind_of(node) is Kind.TEXT and (text := " ".join((node.label or node.value).split())):
             texts[text] = None
     return tuple(texts)
 
 
+def context_of(texts: tuple[str, ...]) -> tuple[str, ...]:
+    """The few static texts a decider is told (`MAX_CONTEXT_TEXTS`, each cut at
+    `MAX_CONTEXT_CHARS`)."""
+    context: dict[str, None] = {}
+    for text in texts:
+        if len(context) == MAX_CONTEXT_TEXTS:
+            break
+        context[text[:MAX_CONTEXT_CHARS]] = None
+    return tuple(context)
+
+
 def build_snapshot(nodes: list[Node] | tuple[Node, ...], refs_generation: str) -> Snapshot:
     """The one way adapters turn a device's nodes into a `Snapshot`."""
-    candidates, context = project(nodes)
+    candidates = candidates_of(nodes)
+    texts = screen_texts(nodes)
+    context = context_of(texts)
     screen = context[0] if context else (candidates[0].name if candidates else "")
     return Snapshot(
         refs_generation=refs_generation,
         nodes=tuple(nodes),
         candidates=candidates,
         context=context,
-        texts=content_texts(nodes),
+        texts=texts,
         screen=screen,
         fingerprint=fingerprint(tuple(nodes)),
     )

@@ -115,9 +115,9 @@ class Snapshot(_Frozen):
     context: tuple[str, ...] = ()
     """A few static texts kept so the decider can see e.g. "Welcome" (capped)."""
     texts: tuple[str, ...] = ()
-    """Every text of the app's content, in screen order and uncapped: static texts and the
-    names of controls, enabled or not. Not the chrome: the application's name, window
-    titles and the toolkit's frames (`workers.core.projection.content_texts`)."""
+    """What the app's content says: every static text, in screen order, uncapped (`context`
+    is a decider's capped view of it). Never the chrome: the application's name, window
+    titles and the toolkit's frames (`workers.core.projection.screen_texts`)."""
     screen: str = ""
     """A short human name for the screen (first heading/text), for step tables."""
     fingerprint: str = ""
@@ -134,9 +134,10 @@ class Snapshot(_Frozen):
         return pin_ref(ref, self.refs_generation)
 
     def shows(self, marker: str) -> bool:
-        """Whether `marker` is visible in the app's content (`texts`, case-insensitive):
-        `workers.core.words.shown`, as the deciders read it."""
-        return shown(marker, self.texts)
+        """Whether `marker` is visible: in a static text of the app's content or the name of
+        a control one can use (case-insensitive; `workers.core.words.shown`, which the
+        deciders ask about the same texts)."""
+        return shown(marker, [*self.texts, *(c.name for c in self.candidates)])
 
 
 def pin_ref(ref: str, refs_generation: str) -> str:

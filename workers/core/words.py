@@ -7,7 +7,7 @@ done-check and a decider cannot disagree about one screen because their lists dr
 
 What counts as a screen's text is the app's content: static texts and controls' names. The
 application's (process) name, window titles and the toolkit's frames are chrome
-(`workers.core.projection.content_texts`) and never match here.
+(`workers.core.projection.screen_texts`) and never match here.
 
 English and German sign-in labels; a screen in any other language matches nothing, so the
 rules decider answers `blocked` there (never `done`). Matching is on whole words after `norm`
@@ -94,8 +94,6 @@ FORWARD = (
 """Names of controls that move a flow on."""
 ACCEPTING = ("allow", "accept", "agree", "ok", "okay", "got it", "i agree", "yes")
 """Names of controls that say yes to a dialog (a flow goes on through them too)."""
-REJECTING = ("don't allow", "do not allow", "deny", "decline", "not now", "no thanks", "never")
-"""Names of controls that refuse: never pressed off a dialog unless the goal names them."""
 DISTRACTORS = (
     "forgot",
     "reset",
@@ -248,7 +246,7 @@ permission prompt is told by meaning instead (`permission_subject`)."""
 PERMISSION_ASKS = (
     "allow",
     "would like to",
-    "'d like to",
+    "we'd like to",
     "wants to",
     "want to",
     "permission",
@@ -305,7 +303,8 @@ DECLINES = (
     "later",
     "skip",
 )
-"""A permission prompt's refusals, plainest first."""
+"""Names of controls that refuse, plainest first: a permission prompt's answer
+(`workers.decide.rules`), and never pressed off a dialog unless the goal names them."""
 GRANTS = ("allow", "ok", "okay", "yes", "accept", "continue", "turn on", "enable", "grant")
 """A permission prompt's full grants: pressed only when nothing narrower is offered, and then
 at a confidence that escalates (a person decides)."""

@@ -60,7 +60,6 @@ from workers.core.words import (
     LIMITED_GRANTS,
     MINIMAL_CONSENT,
     NEVER_ON_DIALOGS,
-    REJECTING,
     SIGN_IN_GOALS,
     SUCCESS_WORDS,
     has,
@@ -155,8 +154,7 @@ class RulesDecider:
         with the least given away (a consent: reject or necessary-only before accept; a
         rating or update: not now; a permission prompt: `_permission`). Never "Manage
         choices" or a settings link."""
-        texts = _texts(state)
-        kind = interstitial(texts)
+        kind = interstitial(state.context)
         if kind is None:
             return None
         pressable = [
@@ -168,7 +166,10 @@ class RulesDecider:
             and not has_any(norm(c.name), NEVER_ON_DIALOGS)
         ]
         if kind == "permission":
-            return _permission(pressable, permission_subject(texts) or "access")
+            # a form saying "Sign in to allow access to your files" asks no question
+            if any(c.kind.fillable for c in state.candidates):
+                return None
+            return _permission(pressable, permission_subject(state.context) or "access")
         order = (MINIMAL_CONSENT, FULL_CONSENT) if kind == "consent" else (DISMISS,)
         for score, words in zip((0.9, 0.8), order, strict=False):
             if (c := _first(pressable, words)) is not None:
@@ -199,7 +200,8 @@ class RulesDecider:
     def _done(
         self, state: DecideState, *, can_fill: bool, presses: list[_Scored]
     ) -> Decision | None:
-        if state.done_when and shown(state.done_when, _texts(state)):
+        texts = [*state.context, *(c.name for c in state.candidates)]  # as `Snapshot.shows`
+        if state.done_when and shown(state.done_when, texts):
             return Decision(done=True, confidence=1.0, reason=f"{state.done_when!r} is visible")
         if can_fill or presses:
             return None  # "Welcome back" above a form, "Welcome to Acme" above a chooser
@@ -286,12 +288,6 @@ class RulesDecider:
         return None
 
 
-def _texts(state: DecideState) -> list[str]:
-    """The screen's content as a decider is told it: its static texts and its controls'
-    names (the chrome is not in a `DecideState`: `workers.core.projection.content_texts`)."""
-    return [*state.context, *(c.name for c in state.candidates)]
-
-
 def _first(candidates: list[Candidate], words: tuple[str, ...]) -> Candidate | None:
     """The first candidate named by the first of `words` that names one."""
     for w in words:
@@ -301,12 +297,13 @@ def _first(candidates: list[Candidate], words: tuple[str, ...]) -> Candidate | N
     return None
 
 
-def _permission(pressable: list[Candidate], subject: str) -> Decision:
+def _permission(pressable: list[Candidate], subject: str) -> Decision | None:
     """The narrowest answer to a permission prompt asking for `subject`
     (`workers.core.words.permission_subject`) that keeps a sign-in going: what no sign-in
     needs (notifications, tracking) is declined; access (location, camera, …) gets a grant
     that ends by itself ("Allow once", then "While using the app"), else it is declined.
-    With neither on offer, the full grant is a person's call: pressed at `AMBIGUOUS`."""
+    With neither on offer, the full grant is a person's call: pressed at `AMBIGUOUS`. None
+    when no control answers it (the other rules read the screen)."""
     order = (DECLINES,) if subject not in ACCESS_SUBJECTS else (LIMITED_GRANTS, DECLINES)
     for words in order:
         if (c := _first(pressable, words)) is not None:
@@ -321,9 +318,7 @@ def _permission(pressable: list[Candidate], subject: str) -> Decision:
             confidence=AMBIGUOUS,
             reason=f"a permission dialog ({subject}) offers nothing narrower than {c.name!r}",
         )
-    return Decision(
-        blocked=True, confidence=0.9, reason=f"a permission dialog ({subject}) offers no answer"
-    )
+    return None
 
 
 def _tried(state: DecideState) -> str:
@@ -336,7 +331,7 @@ def _tried(state: DecideState) -> str:
 def _excluded(name: str, goal: str, inputs: tuple[str, ...] = ()) -> bool:
     """A distractor ("Forgot password?", "Don't Allow", "Sign in with Apple") the goal does
     not name."""
-    if has_any(name, REJECTING) and not has_any(goal, REJECTING):
+    if has_any(name, DECLINES) and not has_any(goal, DECLINES):
         return True
     alternate = ALTERNATE.search(name)
     method = alternate.group(0).split()[-1] if alternate else ""

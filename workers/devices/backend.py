@@ -50,6 +50,11 @@ class Backend(Protocol):
         """A device for `spec`, its own to close (`role`: a second one beside a run's)."""
         ...
 
+    def open_probe(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DevicePort:
+        """A device for the quarantine probe, beside a run's, the device's reset (of `app`, the
+        app the worker serves) applied before it is judged; its own to close."""
+        ...
+
     def make_host(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DeviceHost:
         """The host a worker keeps for `spec` across its runs. Opens nothing yet."""
         ...

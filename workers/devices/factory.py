@@ -47,11 +47,14 @@ def make_device_host(
     return backend_for(spec).make_host(spec, sim=sim, app=app)
 
 
-def open_probe_device(spec: str, *, sim: SimOptions = DEFAULT_SIM) -> DevicePort:
+def open_probe_device(
+    spec: str, *, sim: SimOptions = DEFAULT_SIM, app: AppConfig | None = None
+) -> DevicePort:
     """A device for the quarantine probe, beside the run's: its own daemon (a state dir of its
-    own, `+probe`), started for the probe and stopped on close; a sim device with the worker's
+    own, `+probe`), started for the probe and stopped on close, the device's reset applied
+    first (on the Linux target, `app`'s command relaunched); a sim device with the worker's
     own sim options (its faults too: a broken sim stays broken to its probe)."""
-    return backend_for(spec).open_device(spec, seed=0, sim=sim, role="probe")
+    return backend_for(spec).open_probe(spec, sim=sim, app=app)
 
 
 def release_device(spec: str) -> bool:

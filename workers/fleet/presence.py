@@ -214,6 +214,8 @@ class Presence:
                 device.close()
         except GoalfleetError as exc:
             log.warning("quarantine_probe_failed", device_id=self.spec.info.id, error=str(exc))
+            # its message only: a hint may quote the app's log, which is the app's own output
+            self.registry.probe_failed(self.spec.info.id, exc.message)
             return
         log.info("quarantine_lifted", device_id=self.spec.info.id)
         self.registry.recover(self.spec.info.id)

@@ -165,7 +165,8 @@ def _stand_down(settings: Settings) -> Callable[[str], None]:
 
 
 def _probe(spec: WorkerSpec) -> Callable[[], DevicePort]:
-    """The quarantine probe's device: a daemon of its own (the pool child keeps the run's)."""
+    """The quarantine probe's device: a daemon of its own (the pool child keeps the run's),
+    the app relaunched by the device's reset policy before it is judged."""
     from workers.devices.factory import open_probe_device  # noqa: PLC0415 - only workers do
 
-    return lambda: open_probe_device(spec.device_spec, sim=spec.sim)
+    return lambda: open_probe_device(spec.device_spec, sim=spec.sim, app=spec.app)

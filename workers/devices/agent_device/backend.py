@@ -40,6 +40,11 @@ class AgentDeviceBackend:
 
         return open_device(spec, role=role)
 
+    def open_probe(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DevicePort:  # noqa: ARG002 - sim options are the sim's
+        from workers.devices.agent_device.host import open_probe  # noqa: PLC0415 - Node tooling
+
+        return open_probe(spec, app=app)
+
     def make_host(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DeviceHost:  # noqa: ARG002
         from workers.devices.agent_device.host import AgentDeviceHost  # noqa: PLC0415 - Node tooling
 

@@ -28,7 +28,7 @@ from workers.devices.agent_device.launch import ensure_daemon, resolve_spec
 from workers.devices.agent_device.linux_app import LinuxApp
 from workers.devices.agent_device.reset import NO_RESET, reset_plan
 
-__all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost", "open_device"]
+__all__ = ["APP_READY_TIMEOUT_S", "AgentDeviceHost", "open_device", "open_probe"]
 
 APP_READY_TIMEOUT_S = 20.0
 """How long a (re)started Linux app may take to show in an accessibility snapshot."""
@@ -48,8 +48,9 @@ class AgentDeviceHost:
         package_dir: Path = DEFAULT_PACKAGE_DIR,
         settle_quiet_ms: int = DEFAULT_SETTLE_QUIET_MS,
         app_ready_timeout_s: float = APP_READY_TIMEOUT_S,
+        role: str = "",
     ) -> None:
-        self.target = resolve_spec(spec, env=env, state_root=state_root)
+        self.target = resolve_spec(spec, env=env, state_root=state_root, role=role)
         self.served = app
         self.keeper = KeptDaemon(self.target, package_dir=package_dir)
         self._settle_quiet_ms = settle_quiet_ms
@@ -160,6 +161,36 @@ class AgentDeviceHost:
                 time.sleep(_POLL_S)
             else:
                 return
+
+
+def open_probe(
+    spec: str,
+    *,
+    app: AppConfig | None,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+) -> DevicePort:
+    """The quarantine probe's device, the device's reset policy applied before it is judged:
+    on the Linux target with the worker's app command, the app relaunched (an instance of the
+    probe's own) and waited for, so a device whose app died is judged on a fresh one, and one
+    whose app cannot start fails the probe saying why (it exited, it never showed, it is not
+    there); elsewhere the app's own reset at `open`. A daemon of its own (`+probe`); `close`
+    stops the probe's app and daemon."""
+    host = AgentDeviceHost(spec, app=app, env=env, state_root=state_root, role="probe")
+    try:
+        host.prepare(None, ResetPolicy.RELAUNCH if host.linux_app is not None else None)
+        dev = host.open("probe")
+    except BaseException:
+        host.close()
+        raise
+
+    def close() -> None:
+        try:
+            dev.close()
+        finally:
+            host.close()
+
+    return with_hooks(dev, close=close)
 
 
 def open_device(

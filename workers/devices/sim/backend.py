@@ -46,6 +46,9 @@ class SimBackend:
             session_log=sim.session_log,
         )
 
+    def open_probe(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DevicePort:  # noqa: ARG002 - a sim app starts with its device
+        return self.open_device(spec, seed=0, sim=sim, role="probe")
+
     def make_host(self, spec: str, *, sim: SimOptions, app: AppConfig | None) -> DeviceHost:
         from workers.devices.sim.host import SimHost  # noqa: PLC0415 - one per backend
 

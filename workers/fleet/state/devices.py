@@ -1,9 +1,10 @@
 """Device registration, in one place: who is registered, who holds each device's heartbeat
 lease, which devices are quarantined, and every device's state as the scheduler reads it.
 
-Writers: the worker's presence (`workers.fleet.presence`) registers, renews, deregisters and
-lifts a quarantine. Readers: the scheduler (dispatch, sweeps, submit validation, metrics) and
-the presence's own quarantine check. Keys: `{p}:devices`, `{p}:device:{id}`,
+Writers: the worker's presence (`workers.fleet.presence`) registers, renews, deregisters,
+lifts a quarantine, and says why a quarantined device stays down (its probe's failure).
+Readers: the scheduler (dispatch, sweeps, submit validation, metrics) and the presence's own
+quarantine check. Keys: `{p}:devices`, `{p}:device:{id}`,
 `{p}:device:{id}:lease` (see `workers.fleet.keys`).
 
 Run transitions that also move a device's `run` field or failure counters stay with the run
@@ -30,6 +31,9 @@ from workers.core.records import DeviceInfo, DeviceState
 from workers.fleet.state.runs import pending_score
 from workers.fleet.state.scripts import RedisStore, Script
 
+MAX_REASON_CHARS = 300
+"""A probe's reason as `goalfleet devices` shows it, at most (an app's log tail is longer)."""
+
 
 class DeviceTakenError(GoalfleetError):
     """Another live worker holds this device's lease."""
@@ -52,6 +56,7 @@ class DeviceRegistry(RedisStore):
     _register = Script("register")
     _renew = Script("renew")
     _deregister = Script("deregister")
+    _probe_failed = Script("probe_failed")
 
     # -- writes (the worker's presence) -----------------------------------------------------
 
@@ -126,6 +131,12 @@ class DeviceRegistry(RedisStore):
             )
             p.rpush(self.k.wake, device_id)
             p.execute()
+
+    def probe_failed(self, device_id: str, why: str) -> bool:
+        """A quarantined device's probe failed: `down: <why>` becomes its quarantine reason
+        (True), unless it is no longer quarantined (False)."""
+        reason = f"down: the probe failed: {why}"[:MAX_REASON_CHARS]
+        return bool(self._probe_failed(keys=[self.k.device(device_id)], args=[reason]))
 
     # -- reads ------------------------------------------------------------------------------
 
