@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -26,6 +27,7 @@ from scheduler.cli._common import (
 from scheduler.cli._params import add_run_param_flags, run_params_from
 from scheduler.cli._render import plain_console, steps_table
 from scheduler.cli.commands import summary
+from scheduler.suites.failure import failure_lines
 from scheduler.suites.one_run import keep_evidence
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
@@ -172,6 +174,7 @@ def main(args: argparse.Namespace) -> int:
             device,
             args.goal,
             decider=decider,
+            decider_name=args.decider,
             inputs=inputs,
             params=params,
             dangerous=tuple(settings.dangerous_controls),
@@ -180,6 +183,9 @@ def main(args: argparse.Namespace) -> int:
         )
     finally:
         device.close()
+    if result.failure is not None:  # the command that runs it again, as given here
+        again = result.failure.model_copy(update={"command": rerun_command(args)})
+        result = result.model_copy(update={"failure": again})
     record = _record(args, result)
     _keep(settings, args, record)
     _evidence(args, record, camera)
@@ -187,7 +193,22 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
         print_result(result, plain_console())
+        if result.failure is not None:
+            for line in failure_lines(result.failure, result.failure.command):
+                sys.stdout.write(visible(line) + "\n")
     return 0 if result.status is RunStatus.DONE else 1
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """This `goalfleet run` as a command line (secrets as their `env:` references)."""
+    argv = ["goalfleet", "run", "--device", args.device, "--goal", args.goal]
+    argv += [x for i in args.input for x in ("--input", i)]
+    argv += [x for s in args.secret for x in ("--secret", s)]
+    argv += [x for f in args.plain_field for x in ("--plain-field", f)]
+    argv += ["--decider", args.decider]
+    params = run_params_from(args).model_dump(exclude_defaults=True)
+    argv += [x for k, v in params.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    return shlex.join(argv)
 
 
 def _record(args: argparse.Namespace, result: RunResult) -> RunRecord:

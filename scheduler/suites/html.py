@@ -15,7 +15,16 @@ import time
 from html import escape
 from typing import get_args
 
-from scheduler.suites.outcome import Attempt, Case, Report, Verdict, failure_kind, thumb_type
+from scheduler.suites.failure import failure_html, next_command
+from scheduler.suites.outcome import (
+    Attempt,
+    Case,
+    Picture,
+    Report,
+    Verdict,
+    failure_kind,
+    thumb_type,
+)
 from workers.core.model import StepRow
 
 STYLE = """
@@ -29,7 +38,8 @@ th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#1a7f37}.flaky{background:#bf8700}.failed{background:#cf222e}
 .errored{background:#8250df}.cancelled,.incomplete{background:#6e7781}
 .summary span{margin-right:1em}img{max-width:200px;border:1px solid #d0d7de}
-.muted{color:#57606a}
+.muted{color:#57606a}.failure{border-left:4px solid #cf222e;padding:.2em 1em;margin:.5em 0 1.5em}
+h4{margin:.4em 0}
 """
 
 
@@ -41,15 +51,14 @@ def _anchor(case: Case) -> str:
     return escape(f"{case.flow}--{case.device}", quote=True)
 
 
-def _picture(a: Attempt, row: StepRow, attachments: str | None) -> str:
-    p = a.pictures.get(row.index)
+def _picture(p: Picture | None, alt: str, attachments: str | None) -> str:
     if p is None:
         return '<span class="muted">—</span>'
     href = f"{attachments}/{p.name}" if attachments is not None else None
     if p.thumb is not None:
         data = base64.b64encode(p.thumb).decode()
         src = f"data:{thumb_type(p.thumb)};base64,{data}"
-        img = f'<img alt="step {row.index}" src="{src}">'
+        img = f'<img alt="{escape(alt, quote=True)}" src="{src}">'
         return f'<a href="{escape(href, quote=True)}">{img}</a>' if href else img
     return f'<a href="{escape(href, quote=True)}">picture</a>' if href else "—"
 
@@ -72,7 +81,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
     ms = s.snapshot_ms + s.decide_ms + s.action_ms
     cells = [
         f'<td class="num">{s.index}</td>',
-        f"<td>{_picture(a, s, attachments)}</td>",
+        f"<td>{_picture(a.pictures.get(s.index), f'step {s.index}', attachments)}</td>",
         f"<td>{escape(s.screen)}</td>",
         f"<td>{escape(decision)}</td>",
         f"<td>{escape(who)}</td>",
@@ -97,7 +106,12 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
     cols = ("#", "picture", "screen", "decision", "decided by", "action", "outcome", "ms")
     header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens"))
     rows = "".join(_step(a, s, attachments) for s in a.steps)
-    return f"{head}<table><tr>{header}</tr>{rows}</table>"
+    failure = r.result.failure if r.result is not None else None
+    why_not = ""
+    if failure is not None:
+        final = _picture(a.final, "the final screen", attachments)
+        why_not = failure_html(failure, next_command(r), final)
+    return f"{head}<table><tr>{header}</tr>{rows}</table>{why_not}"
 
 
 def to_html(report: Report, *, attachments: str | None = None) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import write_pictures
-from scheduler.suites.outcome import Report, attach_pictures, cases
+from scheduler.suites.outcome import FINAL, Report, attach_pictures, cases
 from workers.core.records import BatchRecord, RunRecord
 from workers.core.shots import ArtifactStore
 
@@ -45,6 +45,8 @@ def one_run_report(record: RunRecord, store: ArtifactStore) -> Report:
         runs=(record.id,),
     )
     by_index = {s.index: s.screenshot for s in steps}
+    if record.result is not None and record.result.failure is not None:
+        by_index[FINAL] = record.result.failure.final.screenshot
 
     def fetch(_run: str, index: int) -> bytes | None:
         artifact = by_index.get(index)

@@ -54,6 +54,8 @@ class Attempt:
     run: RunRecord
     steps: list[StepRow]
     pictures: dict[int, Picture] = field(default_factory=dict)
+    final: Picture | None = None
+    """The picture of the screen a failed run ended on (its failure report's)."""
 
     @property
     def status(self) -> RunStatus:
@@ -150,29 +152,47 @@ def cases(runs: list[RunRecord], steps: Callable[[RunRecord], list[StepRow]]) ->
     return out
 
 
+FINAL = 0
+"""The index `attach_pictures` asks its `fetch` for a failed run's final picture by."""
+
+
+def _final_id(run: RunRecord) -> str | None:
+    failure = run.result.failure if run.result is not None else None
+    return failure.final.screenshot if failure is not None else None
+
+
 def attach_pictures(
     found: list[Case], fetch: Callable[[str, int], bytes | None], *, budget: int = THUMB_BUDGET
 ) -> list[Case]:
-    """`found` with each step's picture (`fetch(run_id, index)`, None when it has gone):
-    downscaled and embedded while `budget` bytes of thumbnails last, linked only after."""
+    """`found` with each step's picture (`fetch(run_id, index)`, None when it has gone) and a
+    failed run's final one (`fetch(run_id, FINAL)`): downscaled and embedded while `budget`
+    bytes of thumbnails last, linked only after."""
     left = budget
     thumbs: dict[str, bytes] = {}  # by artifact id: a screen seen twice is downscaled once
+
+    def picture(run_id: str, index: int, artifact: str | None, name: str) -> Picture | None:
+        nonlocal left
+        png = fetch(run_id, index) if artifact is not None else None
+        if png is None or artifact is None:
+            return None
+        thumb = None
+        if left > 0:
+            thumb = thumbs.get(artifact) or _thumb(png)
+            thumbs[artifact] = thumb
+        left -= len(thumb or b"")
+        return Picture(f"{run_id[:8]}-{name}.png", png, thumb)
+
     out = []
     for case in found:
         attempts = []
         for a in case.attempts:
             shots: dict[int, Picture] = {}
             for row in a.steps:
-                png = fetch(a.run.id, row.index) if row.screenshot is not None else None
-                if png is None or row.screenshot is None:
-                    continue
-                thumb = None
-                if left > 0:
-                    thumb = thumbs.get(row.screenshot) or _thumb(png)
-                    thumbs[row.screenshot] = thumb
-                left -= len(thumb or b"")
-                shots[row.index] = Picture(f"{a.run.id[:8]}-{row.index}.png", png, thumb)
-            attempts.append(Attempt(a.run, a.steps, shots))
+                p = picture(a.run.id, row.index, row.screenshot, str(row.index))
+                if p is not None:
+                    shots[row.index] = p
+            final = picture(a.run.id, FINAL, _final_id(a.run), "final")
+            attempts.append(Attempt(a.run, a.steps, shots, final))
         out.append(Case(case.flow, case.device, case.platform, attempts))
     return out
 
@@ -196,6 +216,8 @@ def collect(
 
     def fetch(run_id: str, index: int) -> bytes | None:
         try:
+            if index == FINAL:
+                return client.final_screenshot(run_id)
             return client.screenshot(run_id, index)
         except ApiError:
             return None  # its picture is gone (artifact retention): the row stays

@@ -25,6 +25,7 @@ from workers.core.errors import (
     EmptySnapshotError,
     StaleRefError,
 )
+from workers.core.failure import failure_report, final_screen
 from workers.core.guards import Guards
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
@@ -346,6 +347,11 @@ class _Run:
         if end.status is RunStatus.DONE and self.memory is not None and self.learned:
             writes = self.memory.remember(self.learned.values())
         error = end.error
+        duration_ms = (self.clock() - started) * 1000
+        failure = None
+        if end.status is not RunStatus.DONE:  # one more look: the screen it ended on
+            final = final_screen(self.device, self.inputs, self.goal, self.shots, self.sleep)
+            failure = failure_report(steps, final, self.tiers[0].name)
         return RunResult(
             status=end.status,
             reason=self.inputs.scrub(end.reason),
@@ -360,8 +366,9 @@ class _Run:
                 device_fault=error.device_fault,
             ),
             totals=totals(steps),
-            duration_ms=(self.clock() - started) * 1000,
+            duration_ms=duration_ms,
             memory_writes=writes,
+            failure=failure,
         )
 
 

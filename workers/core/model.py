@@ -78,6 +78,17 @@ ConfidenceSource = Literal["", "self", "logprobs", "rules", "scripted", "memory"
 log-probability, a rule's fixed score, a script, the decision memory, a person."""
 
 
+class RankedCandidate(_Frozen):
+    """A candidate as a decider weighed it: its ref and the decider's confidence in it."""
+
+    ref: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+MAX_RANKED = 5
+"""The most candidates a decision or a failure report lists as ranked."""
+
+
 class Decision(_Frozen):
     """The decider's one answer for one step."""
 
@@ -92,6 +103,9 @@ class Decision(_Frozen):
     usage: TokenUsage = TokenUsage()
     decided_by: DecidedBy = ""
     confidence_source: ConfidenceSource = ""
+    ranked: tuple[RankedCandidate, ...] = Field(default=(), max_length=MAX_RANKED)
+    """The candidates this decider weighed, best first, with its confidence in each (the rules
+    decider's scores); empty where a decider reports only its answer."""
 
 
 class DecideState(_Frozen):
@@ -247,6 +261,60 @@ class PhaseTotals(_Frozen):
     output_tokens: int = 0
 
 
+class Ranking(_Frozen):
+    """One decider's answer on a step, and the candidates it ranked (`FailureReport`)."""
+
+    step: int
+    decider: str
+    answer: str
+    """What it said: a ref and the candidate's name, `done`, `blocked`, or `no valid answer`."""
+    candidates: tuple[tuple[str, str, float], ...] = ()
+    """(ref, name, confidence) best first: its ranking, else its one answer."""
+    escalated: str = ""
+    """Why its answer went up the chain ("" for the answer that was used)."""
+
+
+class Refusal(_Frozen):
+    """A claim or choice the loop's checks refused: the evidence check (a done claim the
+    screen does not corroborate), a guard, a confidence too low."""
+
+    step: int
+    decider: str
+    claim: str
+    why: str
+
+
+class FinalScreen(_Frozen):
+    """The screen a run that did not end `done` ended on: a fresh snapshot (and picture) taken
+    after the end, its texts scrubbed of every input value."""
+
+    screen: str = ""
+    fingerprint: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    context: tuple[str, ...] = ()
+    screenshot: str | None = None
+    """The picture's artifact id (secrets masked as a step's are)."""
+    screenshot_note: str = ""
+    error: str = ""
+    """Why there is no fresh snapshot (the device failed, or closed)."""
+
+
+class FailureReport(_Frozen):
+    """Why a run did not end `done` (`workers.core.failure`): where it ended, what each
+    decider ranked last, what the checks refused, and who was asked in turn."""
+
+    final: FinalScreen
+    rankings: tuple[Ranking, ...] = ()
+    """The last step a decider was asked on: each decider of its chain, in the order asked."""
+    refusals: tuple[Refusal, ...] = ()
+    """Every refusal of the run, in step order."""
+    escalation: tuple[str, ...] = ()
+    """The path the last step took up the chain: each decider asked, and how it ended."""
+    command: str = ""
+    """The command line that runs it again, where its host knows one (`goalfleet run`'s own);
+    else the reader says how to answer or re-run it (`scheduler.suites.failure`)."""
+
+
 class RunResult(_Frozen):
     """How a goal run ended, with its whole step table."""
 
@@ -263,3 +331,5 @@ class RunResult(_Frozen):
     device_id: str | None = None
     attempt: int = 1
     app: AppUnderTest | None = None  # the app it drove, command and version, and its reset
+    failure: FailureReport | None = None
+    """Why it did not end `done` (None for a `done` run)."""
