@@ -180,6 +180,7 @@ def main(args: argparse.Namespace) -> int:
             dangerous=tuple(settings.dangerous_controls),
             memory=memory,
             camera=camera,
+            prices=settings.prices,
         )
     finally:
         device.close()

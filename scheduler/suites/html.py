@@ -25,7 +25,9 @@ from scheduler.suites.outcome import (
     failure_kind,
     thumb_type,
 )
+from workers.core.cost import shown_cost
 from workers.core.model import StepRow
+from workers.core.rows import paid_decisions
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}
@@ -73,6 +75,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         decision += f" ({d.confidence:.2f})"
         who = d.decided_by or "—"  # a done_when match: no decider was asked
         tokens = d.usage.input_tokens + d.usage.output_tokens
+    cost = shown_cost(sum(p.usage.cost for p in paid_decisions(s)))
     action = ""
     if s.action is not None:
         action = f"{s.action.kind.value} {s.action.pinned}"
@@ -89,6 +92,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         f"<td>{escape(s.outcome.value)}</td>",
         f'<td class="num">{ms:.1f}</td>',
         f'<td class="num">{tokens}</td>',
+        f'<td class="num">{cost}</td>',
     ]
     return "<tr>" + "".join(cells) + "</tr>"
 
@@ -101,10 +105,10 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
         f"<h3>attempt {r.retry + 1}: {escape(r.status.value)}"
         f"{f' ({kind} failure)' if kind else ''}{why} "
         f'<span class="muted">run {escape(r.id)} on {escape(r.device or r.target or "-")}, '
-        f"{a.seconds:.1f} s</span></h3>"
+        f"{a.seconds:.1f} s{_cost(a.cost)}</span></h3>"
     )
     cols = ("#", "picture", "screen", "decision", "decided by", "action", "outcome", "ms")
-    header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens"))
+    header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens", "cost"))
     rows = "".join(_step(a, s, attachments) for s in a.steps)
     failure = r.result.failure if r.result is not None else None
     why_not = ""
@@ -112,6 +116,10 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
         final = _picture(a.final, "the final screen", attachments)
         why_not = failure_html(failure, next_command(r), final)
     return f"{head}<table><tr>{header}</tr>{rows}</table>{why_not}"
+
+
+def _cost(cost: float) -> str:
+    return f", cost {shown_cost(cost)}" if cost > 0 else ""
 
 
 def to_html(report: Report, *, attachments: str | None = None) -> str:
@@ -151,7 +159,7 @@ def to_html(report: Report, *, attachments: str | None = None) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>goalfleet report: {title}</title><style>{STYLE}</style></head><body>"
         f"<h1>{title}</h1><p class='muted'>batch {escape(report.batch.id)}, "
-        f"{len(report.cases)} cases, made {made}</p>"
+        f"{len(report.cases)} cases{_cost(report.cost)}, made {made}</p>"
         f'<p class="summary">{summary}</p><h2>Matrix</h2>{"".join(matrix)}'
         f"<h2>Runs</h2>{''.join(sections)}</body></html>"
     )

@@ -22,7 +22,9 @@ from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 
 Verdict = Literal["passed", "flaky", "failed", "errored", "cancelled", "incomplete"]
-DECISION_FAILURES = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
+DECISION_FAILURES = frozenset(
+    {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS, RunStatus.OVER_BUDGET}
+)
 """The decider could not reach the goal: the app (or the flow) is wrong."""
 INFRA_FAILURES = frozenset({RunStatus.ERRORED, RunStatus.UNPLACEABLE})
 """Something under the run failed: the device, the model's transport, the worker, the fleet."""
@@ -60,6 +62,12 @@ class Attempt:
     @property
     def status(self) -> RunStatus:
         return self.run.status
+
+    @property
+    def cost(self) -> float:
+        """What its model calls cost by the operator's price table (0: unpriced, or none)."""
+        r = self.run.result
+        return r.totals.cost if r is not None else 0.0
 
     @property
     def seconds(self) -> float:
@@ -103,6 +111,11 @@ class Report:
     @property
     def title(self) -> str:
         return self.batch.suite or self.batch.goal or self.batch.id[:8]
+
+    @property
+    def cost(self) -> float:
+        """What every attempt of every case cost (retries too: they were paid for)."""
+        return sum(a.cost for c in self.cases for a in c.attempts)
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for c in self.cases if c.verdict == verdict)

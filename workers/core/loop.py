@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.chain import Tier, ask
+from workers.core.cost import Budget, Ledger, Meter, PriceTable
 from workers.core.errors import (
     AppClosedError,
     DeviceError,
@@ -402,6 +403,9 @@ def run_goal(
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
     memory: DecisionMemory | None = None,
     camera: Camera | None = None,
+    prices: PriceTable | None = None,
+    suite_budget: Budget | None = None,
+    ledger: Ledger | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunResult:
@@ -413,16 +417,23 @@ def run_goal(
     With `memory`, a screen decided before in a `done` run is decided from it (verified by
     the settle diff), and this run's decisions are remembered if it ends `done`.
     With `camera`, each step keeps a picture of the screen the decider saw, secrets masked,
-    the acted element marked (`workers.core.shots`); its artifact id is in the row."""
+    the acted element marked (`workers.core.shots`); its artifact id is in the row.
+    With `prices` (the operator's table), each decision's `usage.cost` is priced; with
+    `params.budget_tokens` / `budget_cost`, the call that would cross the budget is not made
+    and the run ends `over-budget` (`workers.core.cost`); so with `suite_budget`, what every
+    run of its suite spent together, kept in `ledger`."""
     given = inputs or Inputs()
     repeats = Repeats(given)
+    tiers = (Tier(decider_name or (memory.decider if memory else "decider"), decider), *escalate_to)
+    budget = Budget(tokens=params.budget_tokens, cost=params.budget_cost)
+    suite = suite_budget if ledger is not None and suite_budget is not None else Budget()
+    if prices is not None or budget != Budget() or suite != Budget():
+        meter = Meter(prices or PriceTable(), budget, suite, ledger)
+        tiers = tuple(meter.wrap(t) for t in tiers)
     return _Run(
         device=device,
         goal=goal,
-        tiers=(
-            Tier(decider_name or (memory.decider if memory else "decider"), decider),
-            *escalate_to,
-        ),
+        tiers=tiers,
         inputs=given,
         params=params,
         should_cancel=should_cancel,

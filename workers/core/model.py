@@ -61,6 +61,9 @@ class TokenUsage(_Frozen):
     requests: int = 0
     """Model requests this took (re-asks and a self-report fallback included); 0 for a
     decider that calls no model."""
+    cost: float = 0.0
+    """What these tokens cost by the operator's price table (`workers.core.cost`); 0 where
+    the model has no price there, or no model was called."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -68,6 +71,7 @@ class TokenUsage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             counted_input_tokens=self.counted_input_tokens + other.counted_input_tokens,
             requests=self.requests + other.requests,
+            cost=self.cost + other.cost,
         )
 
 
@@ -158,6 +162,7 @@ class RunStatus(StrEnum):
     MAX_STEPS = "max-steps"  # the step budget ran out
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
+    OVER_BUDGET = "over-budget"  # the next model call would have crossed its token/cost budget
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
     UNPLACEABLE = "unplaceable"  # no registered device could ever take it; expired unplaced
 
@@ -259,6 +264,8 @@ class PhaseTotals(_Frozen):
     action_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float = 0.0
+    """The run's model calls priced by the operator's table (`workers.core.cost`)."""
 
 
 class Ranking(_Frozen):
