@@ -4,17 +4,28 @@ run and report; a budget below a run's cost ends that run `over-budget` with no 
 
 from __future__ import annotations
 
+import argparse
 import json
+import time
 from pathlib import Path
 
 import pytest
 from fakes.model_server import FakeModelServer
 
+from scheduler.cli import runs
 from scheduler.cli.main import main
+from scheduler.cli.report import verdict_lines
+from scheduler.client.api_client import FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.transport import Request, Response
+from scheduler.suites.html import to_html
+from scheduler.suites.outcome import Report, cases
 from workers.core.chain import Tier
 from workers.core.cost import Budget, Meter, PriceTable
 from workers.core.errors import ConfigError
-from workers.core.model import TokenUsage
+from workers.core.model import PhaseTotals, RunResult, RunStatus, TokenUsage
+from workers.core.records import BatchRecord, RunRecord
+from workers.core.request import GoalRunRequest
 from workers.decide.rules import RulesDecider
 from workers.settings import Settings
 
@@ -122,14 +133,6 @@ def test_a_bad_price_file_is_one_line_naming_the_field(tmp_path: Path) -> None:
 def test_a_suites_report_sums_what_every_attempt_cost(capsys: pytest.CaptureFixture[str]) -> None:
     """Two flows, one retried: the report's cost is every attempt's (a retry was paid for),
     on the HTML report and on the summary line CI reads."""
-    import time  # noqa: PLC0415
-
-    from scheduler.cli.report import verdict_lines  # noqa: PLC0415
-    from scheduler.suites.html import to_html  # noqa: PLC0415
-    from scheduler.suites.outcome import Report, cases  # noqa: PLC0415
-    from workers.core.model import PhaseTotals, RunResult, RunStatus  # noqa: PLC0415
-    from workers.core.records import BatchRecord, RunRecord  # noqa: PLC0415
-    from workers.core.request import GoalRunRequest  # noqa: PLC0415
 
     def attempt(flow: str, retry: int, status: RunStatus, cost: float) -> RunRecord:
         result = RunResult(status=status, goal="g", totals=PhaseTotals(cost=cost))
@@ -145,3 +148,28 @@ def test_a_suites_report_sums_what_every_attempt_cost(capsys: pytest.CaptureFixt
     assert "2 cases, cost 0.034, made" in to_html(report)
     verdict_lines(report, allow_flaky=True)
     assert "suite smoke: 1 passed, 1 flaky; cost 0.034" in capsys.readouterr().err
+
+
+def test_goalfleet_runs_shows_each_runs_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    """`goalfleet runs`: a cost column, the run's `totals.cost` (blank for an unpriced run)."""
+
+    def record(run_id: str, cost: float) -> dict[str, object]:
+        result = RunResult(status=RunStatus.DONE, goal="Sign in", totals=PhaseTotals(cost=cost))
+        run = RunRecord(id=run_id, request=GoalRunRequest(goal="Sign in"), status=RunStatus.DONE,
+                        device="d1", submitted_at=1.0, result=result)  # fmt: skip
+        return run.model_dump(mode="json")
+
+    page = {"runs": [record("a" * 32, 0.0123), record("b" * 32, 0.0)], "next": None}
+
+    def handler(_request: Request) -> Response:
+        return Response.of_json(200, page)
+
+    flags = dict.fromkeys(("status", "device", "batch", "schedule", "suite", "flow", "goal",
+                           "since", "until"))  # fmt: skip
+    args = argparse.Namespace(**flags, limit=50, json=False)
+    with FleetClient("http://api.test", transport=FunctionTransport(handler)) as client:
+        assert runs.main(client, args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "cost" in lines[0]
+    assert "0.0123" in next(x for x in lines if x.startswith("aaaaaaaa"))
+    assert "0.0" not in next(x for x in lines if x.startswith("bbbbbbbb"))
