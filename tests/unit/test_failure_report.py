@@ -168,3 +168,21 @@ def test_the_html_report_shows_the_final_picture_the_rankings_and_the_refusals(
     assert len(page.image_widths) == len(result.steps) + 1  # each step's, and the final one
     assert all(w > 0 for w in page.image_widths)
     assert any(u.endswith("/ev/ffffffff-final.png") for u in page.linked)
+
+
+def test_a_run_that_ended_on_a_device_failure_takes_no_fresh_look() -> None:
+    """The device failed the run: the report says so and asks it nothing more (a device that
+    hung would hang again)."""
+    device = make_sim_device("sim:signin-ios")
+    looks = []
+
+    def broken() -> Snapshot:
+        looks.append(1)
+        raise FatalDeviceError("the device is gone")
+
+    device.snapshot = broken  # type: ignore[method-assign]
+    result = run_goal(device, "Sign in", decider=claims_done(), inputs=EMAIL_ONLY)
+    assert result.status is RunStatus.ERRORED
+    assert result.failure is not None
+    assert result.failure.final.error.startswith("no fresh look: the run ended on a device failure")
+    assert len(looks) == 1

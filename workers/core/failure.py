@@ -107,10 +107,18 @@ def final_screen(
     device: DevicePort,
     inputs: Inputs,
     goal: str,
+    *,
     shots: ShotSession | None,
     sleep: Callable[[float], None],
+    ended_by: BaseException | None = None,
 ) -> FinalScreen:
-    """A fresh look at the device after the run's end, scrubbed as a decider's view is."""
+    """A fresh look at the device after the run's end, scrubbed as a decider's view is; none
+    after a device failure (`ended_by`): a device that just failed or hung would only fail or
+    hang again, and the run's time is better spent ending."""
+    if isinstance(ended_by, DeviceError):
+        return FinalScreen(
+            error=f"no fresh look: the run ended on a device failure ({ended_by.code})"
+        )
     try:
         snap = retry_transient(device.snapshot, sleep)
     except DeviceError as exc:

@@ -351,7 +351,14 @@ class _Run:
         duration_ms = (self.clock() - started) * 1000
         failure = None
         if end.status is not RunStatus.DONE:  # one more look: the screen it ended on
-            final = final_screen(self.device, self.inputs, self.goal, self.shots, self.sleep)
+            final = final_screen(
+                self.device,
+                self.inputs,
+                self.goal,
+                shots=self.shots,
+                sleep=self.sleep,
+                ended_by=end.error,
+            )
             failure = failure_report(steps, final, self.tiers[0].name)
         return RunResult(
             status=end.status,
