@@ -31,6 +31,8 @@ from workers.core.shots import ShotSession
 
 MAX_FINAL_CANDIDATES = 30
 """The most candidates of the final screen a report lists (a long list is a page, not a cause)."""
+MAX_REFUSALS = 40
+"""The most refusals a report keeps, the last ones (100 steps x a chain of 5 would be 500)."""
 
 
 def answer(d: Decision | None, names: dict[str, str]) -> str:
@@ -96,7 +98,7 @@ def refusals(steps: Sequence[StepRow], lone: str) -> tuple[Refusal, ...]:
         if acted_on and step.error and step.error not in whys:
             out.append(Refusal(step=step.index, decider=_who(step, lone),
                                claim=answer(d, names), why=step.error))  # fmt: skip
-    return tuple(out)
+    return tuple(out[-MAX_REFUSALS:])
 
 
 def _who(step: StepRow, lone: str) -> str:
