@@ -19,8 +19,8 @@ from scheduler.client.api_client import FleetClient
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import to_xml, write_pictures
 from scheduler.suites.outcome import Report, collect
-from workers.core.cost import shown_cost
 from workers.core.errors import ConfigError
+from workers.core.prices import shown_cost
 
 
 def add_report_flags(p: argparse.ArgumentParser) -> None:

@@ -18,9 +18,9 @@ from scheduler.cli._line import STATUS_STYLE
 from scheduler.cli._render import inert, plain_console
 from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
-from workers.core.cost import shown_cost
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
+from workers.core.prices import shown_cost
 from workers.core.records import RunRecord
 
 _AGO = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([smhd])$")

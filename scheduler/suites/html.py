@@ -25,8 +25,8 @@ from scheduler.suites.outcome import (
     failure_kind,
     thumb_type,
 )
-from workers.core.cost import shown_cost
 from workers.core.model import StepRow
+from workers.core.prices import shown_cost
 from workers.core.rows import paid_decisions
 
 STYLE = """

@@ -83,6 +83,10 @@ def test_each_step_and_the_run_are_priced_and_the_report_shows_it(
     text = html.read_text()
     assert "1 cases, cost 0.014, made" in text  # the report's total
     assert text.count('<td class="num">0.0028</td>') == len(SIGN_IN)  # each step's
+    assert main(["history", "--since", "1d"]) == 0  # the day's cost, from the history
+    out = capsys.readouterr().out
+    day = next(line for line in out.splitlines() if "5000" in line and "500" in line)
+    assert day.split()[-1] == "0.014"  # 1 run, 5,000 tokens in, 500 out
 
 
 def test_a_budget_below_the_runs_cost_ends_it_before_the_call_that_would_cross_it(

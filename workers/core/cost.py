@@ -24,7 +24,7 @@ from typing import Protocol
 from workers.core.chain import Tier
 from workers.core.errors import BudgetExceededError, ConfigError
 from workers.core.model import PROVIDER_SPEC, DecideState, Decision, TokenUsage
-from workers.core.prices import Budget, PriceTable
+from workers.core.prices import Budget, PriceTable, shown_cost
 
 __all__ = ["Budget", "Ledger", "Meter", "PriceTable", "shown_cost"]
 
@@ -112,8 +112,3 @@ class _Metered:
     def decide(self, state: DecideState) -> Decision:
         self.meter.check(self.tier.name)
         return self.meter.spend(self.tier.name, self.tier.decider.decide(state))
-
-
-def shown_cost(cost: float) -> str:
-    """A cost as tables show it: "" for none, else to a millionth (`0.0028`)."""
-    return f"{cost:.6f}".rstrip("0").rstrip(".") if cost > 0 else ""

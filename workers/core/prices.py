@@ -51,3 +51,8 @@ class Budget(BaseModel):
 
     tokens: Annotated[int | None, Field(gt=0)] = None
     cost: Annotated[float | None, Field(gt=0)] = None
+
+
+def shown_cost(cost: float) -> str:
+    """A cost as tables show it: "" for none, else to a millionth (`0.0028`)."""
+    return f"{cost:.6f}".rstrip("0").rstrip(".") if cost > 0 else ""
