@@ -4,12 +4,14 @@ cross the suite's budget is not made, whichever run would make it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from fakes.model_server import FakeModelServer
 from pydantic import SecretStr
+from test_fleet_store import parts, register  # noqa: F401 - pytest fixtures
 
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.service.fleet import Fleet
@@ -18,14 +20,27 @@ from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from scheduler.suites.flows import load
 from workers.core.loop import run_goal
-from workers.core.model import Inputs, Platform, RunResult, RunStatus
+from workers.core.model import (
+    DecideState,
+    Decision,
+    Inputs,
+    Platform,
+    RunResult,
+    RunStatus,
+    TokenUsage,
+)
 from workers.core.prices import Budget, Price, PriceTable
 from workers.core.records import DeviceInfo
+from workers.core.secrets import DictSecrets
 from workers.decide.factory import make_decider
 from workers.decide.options import ModelSettings
+from workers.decide.rules import RulesDecider
 from workers.devices.sim.device import make_sim_device
 from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.runtime import WorkerRuntime, WorkerSpec
 from workers.fleet.spend import RedisLedger
+from workers.fleet.tasks import execute_run
+from workers.settings import Settings
 
 MODEL = "openai/fake-model"
 PRICES = PriceTable(models={MODEL: Price(input=2.0, output=8.0)})
@@ -85,3 +100,60 @@ def test_a_flows_files_budget_reaches_every_run_of_its_batch(
     run = store.load(batch.runs[0])
     assert run is not None
     assert run.request.suite_budget == Budget(cost=0.5, tokens=20000)
+
+
+@dataclass
+class Paid:
+    """A decider that answers as the rules do and reports a model's tokens for each answer
+    (a fake at the decider seam: 1,000 tokens in, 100 out)."""
+
+    calls: int = 0
+
+    def decide(self, state: DecideState) -> Decision:
+        self.calls += 1
+        usage = TokenUsage(input_tokens=1000, output_tokens=100, requests=1)
+        return RulesDecider().decide(state).model_copy(update={"usage": usage})
+
+
+def test_the_run_task_keeps_the_suite_budget_across_its_runs(parts, client: redis.Redis) -> None:
+    """Through `execute_run`, as a worker runs a suite's two runs one after the other on one
+    device, with 3,000 tokens for the suite: the first makes two calls (2,200; a third would
+    cross it) and ends over-budget; the second may make one (3,300) and no more."""
+    store, rs, _, fleet = parts
+    register(store, "d1")
+    paid = Paid()
+    rt = WorkerRuntime(
+        settings=Settings(redis_url="redis://unused", key_prefix="t"),
+        spec=WorkerSpec(info=DeviceInfo(id="d1", platform=Platform.IOS), device_spec="x"),
+        redis=client,
+        store=rs,
+        open_device=lambda _rid: make_sim_device("sim:signin-ios"),
+        make_decider=lambda _spec: paid,
+        secrets=DictSecrets({"PW": "pw-budget-77"}),
+    )
+    flow = {"goal": "Sign in", "matrix": [{"platform": "ios"}], "inputs": {"email": "a@b.c"},
+            "secrets": {"password": {"ref": "env:PW"}}}  # fmt: skip
+    sub = SuiteSubmit.model_validate(
+        {
+            "suite": "s",
+            "budget": {"tokens": 3000},
+            "flows": [{"name": "a", **flow}, {"name": "b", **flow}],
+        }
+    )
+    batch, _ = fleet.submit_suite(sub)
+    calls = []
+    for run_id in batch.runs:
+        fleet.dispatcher.view.reload()
+        fleet.dispatcher.dispatch()
+        before = paid.calls
+        assert execute_run(rt, run_id) == "over-budget"
+        calls.append(paid.calls - before)
+        ended = rs.load(run_id)
+        assert ended is not None
+        assert ended.result is not None
+        assert ended.result.error is not None
+        assert ended.result.error.code == "BUDGET_EXCEEDED"
+        assert ended.reason.startswith("suite token budget 3000: ")
+    assert calls == [2, 1]
+    spent = RedisLedger.of(client, Keys("t"), batch.id, ttl_s=1).spent()
+    assert spent == (3300, 0.0)
