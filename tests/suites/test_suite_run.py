@@ -173,3 +173,22 @@ def test_a_wait_that_times_out_reports_the_cases_still_running(
     assert JUnitXml.fromfile(str(junit)).tests == 2
     with fleet.client() as api:  # the batch goes on; let it end before the next test
         api.wait_batch(re.findall(r"batch ([0-9a-f]{32})", proc.stderr)[0], timeout_s=60)
+
+
+def test_the_blocked_attempts_failure_report_is_in_the_suite_report(
+    suite_run: dict[str, object],
+) -> None:
+    """Each flaky flow's first attempt ended `blocked`: the report shows why under its steps,
+    with the final screen's picture fetched through the API (`/final/screenshot`), kept beside
+    the step pictures and embedded; a passed attempt has no such section."""
+    html = suite_run["html"]
+    out = suite_run["dir"]
+    assert isinstance(html, Path)
+    assert isinstance(out, Path)
+    text = html.read_text()
+    assert text.count("Why it did not end done") == 2  # the two blocked first attempts
+    finals = sorted((out / "goalfleet-pictures").glob("*-final.png"))
+    assert len(finals) == 2
+    assert all(f.read_bytes().startswith(b"\x89PNG") for f in finals)
+    assert text.count('alt="the final screen"') == 2
+    assert "next: <code>goalfleet suite run FLOWS.yaml --only sign-in-flaky</code>" in text
