@@ -15,6 +15,7 @@ from scheduler.cli._common import EXIT_OK, add_client_command, print_json, run_i
 from scheduler.cli._line import colours, status_line
 from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
+from workers.core.text import visible
 
 
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
@@ -38,6 +39,11 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         record = RunRecord.model_validate(run)
         if record.result is not None:
             plain_console().print(result_table(record.result, record))
+        if record.result is not None and record.result.failure is not None:
+            from scheduler.suites.failure import failure_lines, next_command  # noqa: PLC0415
+
+            for line in failure_lines(record.result.failure, next_command(record)):
+                sys.stdout.write(visible(line) + "\n")
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from pydantic import (
 
 from scheduler.service.cron import Cron
 from workers.core.model import RunStatus
+from workers.core.prices import Budget
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.text import plain
@@ -221,6 +222,9 @@ class SuiteSubmit(BaseModel):
     flows: Annotated[list[FlowSubmit], Field(min_length=1, max_length=MAX_FLOWS)]
     webhook: Annotated[str, Field(pattern=WEBHOOK_PATTERN)] | None = None
     """Called when the batch finishes, a run fails or a question waits (`webhooks`)."""
+    budget: Budget | None = None
+    """What all the suite's runs may spend together (tokens, cost): each run carries it as
+    its `suite_budget`, and the call that would cross it is not made (`workers.core.cost`)."""
 
     @model_validator(mode="after")
     def _names_unique(self) -> Self:

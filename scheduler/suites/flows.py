@@ -318,4 +318,6 @@ def _body(data: dict[str, Any]) -> dict[str, Any]:
     }
     if data.get("webhook"):
         body["webhook"] = data["webhook"]
+    if data.get("budget"):
+        body["budget"] = data["budget"]
     return body

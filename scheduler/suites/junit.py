@@ -158,7 +158,7 @@ def write_pictures(report: Report, directory: Path) -> int:
     n = 0
     for case in report.cases:
         for a in case.attempts:
-            for p in a.pictures.values():
+            for p in [*a.pictures.values(), *([a.final] if a.final is not None else [])]:
                 (directory / p.name).write_bytes(p.original)
                 n += 1
     return n

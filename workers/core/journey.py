@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from workers.core.chain import Tier
+from workers.core.cost import Budget, Ledger, PriceTable
 from workers.core.errors import DecideError, DeviceError, GoalfleetError, StaleRefError
 from workers.core.guards import Guards
 from workers.core.loop import CancelCheck, StepHook, run_goal
@@ -168,6 +169,9 @@ class _Journey:
     on_step: StepHook | None
     should_cancel: CancelCheck | None
     dangerous: tuple[str, ...]
+    prices: PriceTable | None
+    suite_budget: Budget | None
+    ledger: Ledger | None
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     rows: list[StepRow] = field(default_factory=list)
@@ -330,6 +334,9 @@ class _Journey:
             dangerous=self.dangerous,
             memory=self.memory,
             camera=self.camera,
+            prices=self.prices,
+            suite_budget=self.suite_budget,
+            ledger=self.ledger,
             sleep=self.sleep,
             clock=self.clock,
         )
@@ -636,12 +643,16 @@ def run_journey(
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
     memory: DecisionMemory | None = None,
     camera: Camera | None = None,
+    prices: PriceTable | None = None,
+    suite_budget: Budget | None = None,
+    ledger: Ledger | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunResult:
     """Run `steps` in order on `device` (see the module's docstring). `inputs`: every input of
     the journey; `base_inputs`: the names every goal step may type (default: all of them);
-    the rest of `run_goal`'s arguments as there, given to each goal step."""
+    the rest of `run_goal`'s arguments as there, given to each goal step (a run's own budget
+    holds for each goal step; the suite's, kept in `ledger`, for all of them together)."""
     given = inputs or Inputs()
     return _Journey(
         device=device,
@@ -658,6 +669,9 @@ def run_journey(
         on_step=on_step,
         should_cancel=should_cancel,
         dangerous=dangerous,
+        prices=prices,
+        suite_budget=suite_budget,
+        ledger=ledger,
         sleep=sleep,
         clock=clock,
     ).run()

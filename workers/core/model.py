@@ -61,6 +61,9 @@ class TokenUsage(_Frozen):
     requests: int = 0
     """Model requests this took (re-asks and a self-report fallback included); 0 for a
     decider that calls no model."""
+    cost: float = 0.0
+    """What these tokens cost by the operator's price table (`workers.core.cost`); 0 where
+    the model has no price there, or no model was called."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -68,6 +71,7 @@ class TokenUsage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             counted_input_tokens=self.counted_input_tokens + other.counted_input_tokens,
             requests=self.requests + other.requests,
+            cost=self.cost + other.cost,
         )
 
 
@@ -76,6 +80,17 @@ DecidedBy = Literal["", "rules", "scripted", "model", "memory", "human"]
 ConfidenceSource = Literal["", "self", "logprobs", "rules", "scripted", "memory", "human"]
 """Where `confidence` came from: the model's self-report, the chosen answer's token
 log-probability, a rule's fixed score, a script, the decision memory, a person."""
+
+
+class RankedCandidate(_Frozen):
+    """A candidate as a decider weighed it: its ref and the decider's confidence in it."""
+
+    ref: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+MAX_RANKED = 5
+"""The most candidates a decision or a failure report lists as ranked."""
 
 
 class Decision(_Frozen):
@@ -92,6 +107,9 @@ class Decision(_Frozen):
     usage: TokenUsage = TokenUsage()
     decided_by: DecidedBy = ""
     confidence_source: ConfidenceSource = ""
+    ranked: tuple[RankedCandidate, ...] = Field(default=(), max_length=MAX_RANKED)
+    """The candidates this decider weighed, best first, with its confidence in each (the rules
+    decider's scores); empty where a decider reports only its answer."""
 
 
 class DecideState(_Frozen):
@@ -152,6 +170,7 @@ class RunStatus(StrEnum):
     MAX_STEPS = "max-steps"  # the step budget ran out
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
+    OVER_BUDGET = "over-budget"  # the next model call would have crossed its token/cost budget
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
     UNPLACEABLE = "unplaceable"  # no registered device could ever take it; expired unplaced
 
@@ -281,6 +300,62 @@ class PhaseTotals(_Frozen):
     action_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float = 0.0
+    """The run's model calls priced by the operator's table (`workers.core.cost`)."""
+
+
+class Ranking(_Frozen):
+    """One decider's answer on a step, and the candidates it ranked (`FailureReport`)."""
+
+    step: int
+    decider: str
+    answer: str
+    """What it said: a ref and the candidate's name, `done`, `blocked`, or `no valid answer`."""
+    candidates: tuple[tuple[str, str, float], ...] = ()
+    """(ref, name, confidence) best first: its ranking, else its one answer."""
+    escalated: str = ""
+    """Why its answer went up the chain ("" for the answer that was used)."""
+
+
+class Refusal(_Frozen):
+    """A claim or choice the loop's checks refused: the evidence check (a done claim the
+    screen does not corroborate), a guard, a confidence too low."""
+
+    step: int
+    decider: str
+    claim: str
+    why: str
+
+
+class FinalScreen(_Frozen):
+    """The screen a run that did not end `done` ended on: a fresh snapshot (and picture) taken
+    after the end, its texts scrubbed of every input value."""
+
+    screen: str = ""
+    fingerprint: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    context: tuple[str, ...] = ()
+    screenshot: str | None = None
+    """The picture's artifact id (secrets masked as a step's are)."""
+    screenshot_note: str = ""
+    error: str = ""
+    """Why there is no fresh snapshot (the device failed, or closed)."""
+
+
+class FailureReport(_Frozen):
+    """Why a run did not end `done` (`workers.core.failure`): where it ended, what each
+    decider ranked last, what the checks refused, and who was asked in turn."""
+
+    final: FinalScreen
+    rankings: tuple[Ranking, ...] = ()
+    """The last step a decider was asked on: each decider of its chain, in the order asked."""
+    refusals: tuple[Refusal, ...] = ()
+    """Every refusal of the run, in step order."""
+    escalation: tuple[str, ...] = ()
+    """The path the last step took up the chain: each decider asked, and how it ended."""
+    command: str = ""
+    """The command line that runs it again, where its host knows one (`goalfleet run`'s own);
+    else the reader says how to answer or re-run it (`scheduler.suites.failure`)."""
 
 
 class RunResult(_Frozen):
@@ -302,3 +377,5 @@ class RunResult(_Frozen):
     journey: tuple[JourneyStepResult, ...] = ()
     """A journey's steps in order, each passed, failed or not reached; the run's status is
     the first that did not pass (its `reason` names it)."""
+    failure: FailureReport | None = None
+    """Why it did not end `done` (None for a `done` run)."""

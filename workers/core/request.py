@@ -12,6 +12,7 @@ from workers.core.app import AppRequest, ResetPolicy
 from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
 from workers.core.params import MAX_STEPS_LIMIT, RunParams
+from workers.core.prices import Budget
 from workers.core.text import plain
 
 
@@ -182,6 +183,9 @@ class GoalRunRequest(RunParams):
     app: AppRequest | None = None
     """The app under test (`{"id": ..., "version": ...}`), checked against the device's; its
     result and step rows name the app the worker drove (`workers.core.app`)."""
+    suite_budget: Budget | None = None
+    """What all the runs of this run's suite may spend together (a flows file's `budget`, set
+    on each run of the batch): read and added to in the batch's ledger (`workers.core.cost`)."""
     reset: ResetPolicy | None = None
     """How the app is reset before the run (relaunch, clear-state, reinstall, none); None:
     the device's own policy (`goalfleet worker --reset`)."""

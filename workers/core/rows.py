@@ -160,4 +160,11 @@ def totals(steps: tuple[StepRow, ...] | list[StepRow]) -> PhaseTotals:
         action_ms=round(sum(s.action_ms for s in steps), 3),
         input_tokens=sum(s.decision.usage.input_tokens for s in steps if s.decision),
         output_tokens=sum(s.decision.usage.output_tokens for s in steps if s.decision),
+        cost=sum(d.usage.cost for s in steps for d in paid_decisions(s)),
     )
+
+
+def paid_decisions(step: StepRow) -> list[Decision]:
+    """Every decision a step paid for: each decider of its chain (the last is the row's)."""
+    asked = [a.decision for a in step.attempts if a.decision is not None]
+    return asked or ([step.decision] if step.decision is not None else [])
