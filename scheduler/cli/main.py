@@ -80,9 +80,10 @@ def console_main() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     # httpx imports its own command line (`httpx._main`: click, pygments, rich.progress; 60-70
-    # ms of a start, bench/bench_cli_start.py) unless that import fails, and then defines a
-    # stub `httpx.main`. No goalfleet command uses it; the commands that import httpx (the
-    # client's, the API's webhooks, the agent-device wire, the model decider) start without it.
+    # ms of a start, bench/bench_cli_start.py measured when the client was on httpx) unless
+    # that import fails, and then defines a stub `httpx.main`. No goalfleet command uses it;
+    # the commands that import httpx (the API's webhooks, the agent-device wire, the model
+    # decider) start without it. The client commands import no httpx at all.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     try:
         return _main(given)

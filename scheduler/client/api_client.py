@@ -1,26 +1,26 @@
-"""A Python client for the queue API, on `httpx.Client`. Errors come back as `ApiError` with
-the API's own message and fix; a dead API is `ApiUnreachableError`.
+"""A Python client for the queue API, on the standard library's `http.client`. Errors come
+back as `ApiError` with the API's own message and fix; a dead API is `ApiUnreachableError`.
 
     with FleetClient("http://127.0.0.1:8787", token="...") as fleet:
         run = fleet.submit_run({"goal": "Sign in", "selector": {"platform": "ios"}})
         for row in fleet.follow(run.id):
             print(row.index, row.outcome)
 
-`transport` is the seam, httpx's: the default, `httpx.HTTPTransport` (httpcore's pool), keeps
+`transport` is the seam (`scheduler.client.transport`): the default, `HttpTransport`, keeps
 connections between calls, one per thread calling at the same moment (threads may share a
 client), and notices a connection the server closed while it sat idle before reuse and
-replaces it; tests pass `httpx.MockTransport(handler)`, a function playing the server. The
+replaces it; tests pass `FunctionTransport(handler)`, a function playing the server. The
 client builds each request (the path under the base URL's, the query URL-encoded, the bearer
 token, a JSON body) and reads each answer (a status of 400 or more as the API's JSON error;
-204 as None). As the standard library's client it replaced did: nothing is read from the
-environment (no proxy, no netrc), https is verified against the system's CA store (httpx's
-default is certifi's bundle), and an http URL loads no CA store (~35 ms).
+204 as None). A client for one JSON API over HTTP/1.1 is the standard library's job: httpx
+(with httpcore, h11 and ssl) cost ~55 ms of every client command's start
+(bench/bench_cli_start.py).
 
 The records an answer is read into (`workers.core.records`, its step models) load with the
 first call that returns one, not with the client: `goalfleet status` prints `run_json` as it
 came, and a client command's start is mostly imports (bench/bench_cli_start.py).
 
-What a caller can rely on (`scheduler.client.failures` draws the tree):
+What a caller can rely on:
 
 - No connection could be made (refused, connect timeout): nothing was sent, so the call is
   retried with backoff for up to `connect_wait_s` (an API starting), then
@@ -39,16 +39,24 @@ from __future__ import annotations
 
 import functools
 import json
-import ssl
 import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
-import httpx
-
-from scheduler.client.failures import DROPPED, Misdirected, NoSuchHost, TlsError, misdirected
+from scheduler.client.http_transport import HttpTransport
+from scheduler.client.transport import (
+    ConnectError,
+    DroppedError,
+    Misdirected,
+    NoSuchHost,
+    Request,
+    Response,
+    TlsError,
+    Transport,
+    TransportError,
+)
 from workers.core.backoff import Backoff
 from workers.core.errors import GoalfleetError
 
@@ -96,13 +104,13 @@ class ApiUnreachableError(GoalfleetError):
     code = "API_UNREACHABLE"
 
 
-def _error(resp: httpx.Response) -> ApiError:
+def _error(resp: Response) -> ApiError:
     """An error answer as `ApiError`: the API's JSON error object, else what it said."""
     try:
-        body = json.loads(resp.content)
+        body = json.loads(resp.body)
     except ValueError:
-        body = {"message": resp.content.decode(errors="replace")}
-    return ApiError(resp.status_code, body if isinstance(body, dict) else {})
+        body = {"message": resp.body.decode(errors="replace")}
+    return ApiError(resp.status, body if isinstance(body, dict) else {})
 
 
 class FleetClient:
@@ -113,33 +121,29 @@ class FleetClient:
         token: str | None = None,
         timeout_s: float = 10.0,
         connect_wait_s: float = 0.0,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         """`connect_wait_s`: how long a call keeps retrying (with backoff) while the API
         refuses connections — an API still starting up; 0 fails at once. Only a connection
         that was never made is retried, so a POST is never sent twice. `timeout_s` bounds
-        the connect and each read and write. `transport`: default `httpx.HTTPTransport` to
-        the base URL; tests pass `httpx.MockTransport`."""
+        the connect and each read and write. `transport`: default `HttpTransport` to the
+        base URL's host; tests pass `FunctionTransport`."""
         parts = urlsplit(base_url)
         try:
-            host = parts.hostname
-            parts.port  # noqa: B018 - raises for a port that is no number, or out of range
-        except ValueError:
-            host = None
+            host, port = parts.hostname, parts.port
+        except ValueError:  # a port that is no number, or out of range
+            host, port = None, None
         if parts.scheme not in {"http", "https"} or not host:
             raise ValueError(f"{base_url!r}: give an http:// or https:// URL with a host")
         self.base_url = base_url.rstrip("/")
         self.connect_wait_s = connect_wait_s
-        headers = {"Accept": "application/json", "User-Agent": "goalfleet-client"}
+        self.prefix = parts.path.rstrip("/")
+        """The base URL's path, which every request's path goes under."""
+        self.headers = {"Accept": "application/json", "User-Agent": "goalfleet-client"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        if transport is None:
-            # the system's CA store for https; for http a context that loads none (never used)
-            https = parts.scheme == "https"
-            tls = ssl.create_default_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            transport = httpx.HTTPTransport(verify=tls, trust_env=False)
-        self.http = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.transport: Transport = transport or HttpTransport(
+            parts.scheme, host, port, timeout_s=timeout_s
         )
 
     def __enter__(self) -> Self:
@@ -154,7 +158,7 @@ class FleetClient:
         self.close()
 
     def close(self) -> None:
-        self.http.close()
+        self.transport.close()
 
     def _send(
         self,
@@ -164,44 +168,39 @@ class FleetClient:
         body: object = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        sent = dict(headers or {})
+    ) -> Response:
+        sent = self.headers | (headers or {})
         raw = None
         if body is not None:
             raw = json.dumps(body).encode()
             sent["Content-Type"] = "application/json"
-        url = self.base_url + quote(path, safe=PATH_SAFE)
+        target = self.prefix + quote(path, safe=PATH_SAFE)
         if params:
-            url += "?" + urlencode(params)
+            target += "?" + urlencode(params)
+        request = Request(method, target, sent, raw)
         deadline = time.monotonic() + self.connect_wait_s
         refused = 0
         resent = False
         while True:
             try:
-                return self.http.request(method, url, content=raw, headers=sent)
-            except DROPPED as exc:  # it may have been applied
-                if method in IDEMPOTENT and not resent:
-                    resent = True  # once, on a new connection (httpx dropped this one)
-                    continue
-                raise self._failed(exc, misdirected(exc, url), f"{method} {path}") from None
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
+                return self.transport.handle(request)
+            except Misdirected as exc:  # waiting would not help: say which
+                raise self._misdirected(exc) from None
+            except ConnectError as exc:
                 left = deadline - time.monotonic()
-                wrong = misdirected(exc, url)
-                if wrong is not None or left <= 0:  # waiting would not help, or is over
-                    raise self._failed(exc, wrong) from None
+                if left <= 0:
+                    raise self._unreachable(exc) from None
                 time.sleep(min(CONNECT_BACKOFF.delay(refused), left))
                 refused += 1
-            except httpx.TransportError as exc:  # no answer within the timeout
+            except DroppedError as exc:
+                if method in IDEMPOTENT and not resent:
+                    resent = True  # once, on a new connection (the transport closed this one)
+                    continue
+                raise self._unreachable(exc, f"{method} {path}") from None
+            except TransportError as exc:  # no answer within the timeout
                 raise self._unreachable(exc, f"{method} {path}") from None
 
-    def _failed(
-        self, exc: httpx.TransportError, wrong: Misdirected | None, sent: str = ""
-    ) -> ApiUnreachableError:
-        """The error that ends a call: the URL's fault (`wrong`: which, and its fix), else no
-        API answering there."""
-        return self._misdirected(wrong) if wrong is not None else self._unreachable(exc, sent)
-
-    def _unreachable(self, exc: httpx.TransportError, sent: str = "") -> ApiUnreachableError:
+    def _unreachable(self, exc: TransportError, sent: str = "") -> ApiUnreachableError:
         waited = f" (waited {self.connect_wait_s:g} s)" if self.connect_wait_s else ""
         lost = f"{sent}: " if sent else ""
         cause = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
@@ -231,17 +230,17 @@ class FleetClient:
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:  # noqa: ANN401 - JSON
         resp = self._send(method, path, **kw)
-        if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
+        if resp.status >= 400:  # noqa: PLR2004 - HTTP error statuses
             raise _error(resp)
-        if resp.status_code == 204:  # noqa: PLR2004 - no content
+        if resp.status == 204:  # noqa: PLR2004 - no content
             return None
-        return json.loads(resp.content)
+        return json.loads(resp.body)
 
     # -- the API ---------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
         """/health's answer, up (200) or down (503) alike."""
-        out: dict[str, Any] = json.loads(self._send("GET", "/health").content)
+        out: dict[str, Any] = json.loads(self._send("GET", "/health").body)
         return out
 
     def submit_run(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> RunRecord:
@@ -290,9 +289,9 @@ class FleetClient:
     def screenshot(self, run_id: str, index: int) -> bytes:
         """Step `index`'s picture (PNG bytes); `ApiError` 404 when it has none."""
         resp = self._send("GET", f"/v1/runs/{run_id}/steps/{index}/screenshot")
-        if resp.status_code >= 400:  # noqa: PLR2004 - HTTP error statuses
+        if resp.status >= 400:  # noqa: PLR2004 - HTTP error statuses
             raise _error(resp)
-        return resp.content
+        return resp.body
 
     def cancel(self, run_id: str) -> RunRecord:
         from workers.core.records import RunRecord  # noqa: PLC0415

@@ -2,8 +2,8 @@
 without importing any command's dependencies, and a client command (`goalfleet status ID`)
 does not load Redis, Celery, structlog, httpx or the API server's stack. Checked in a fresh
 interpreter, by the modules it has loaded once the command returned: behaviour, not a timing
-(bench/bench_cli_start.py measures the time). The client is on httpx, without httpx's own
-command line (`httpx._main`: click, pygments, rich), which `scheduler.cli.main` keeps out."""
+(bench/bench_cli_start.py measures the time). The client is on the standard library's
+`http.client`: httpx and what it brings load for no client command."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ pytestmark = pytest.mark.slow  # the whole command as a process: make test, not 
 
 HEAVY = ("pydantic", "httpx", "redis", "rich", "structlog", "celery", "kombu", "fastapi")
 SERVER_SIDE = ("redis", "structlog", "celery", "kombu", "fastapi", "starlette", "uvicorn")
-HTTPX_CLI = ("click", "pygments", "rich")
-"""What `httpx._main` would load: no client command uses it."""
+HTTPX = ("httpx", "httpcore", "h11", "anyio", "certifi", "idna")
 
 LOADED = """
 import json, sys
@@ -63,15 +62,14 @@ def test_help_lists_every_command_and_imports_none_of_their_dependencies() -> No
 
 def test_a_client_command_loads_no_server_side_library() -> None:
     """`goalfleet status ID` against no API: exit 3, having loaded the client's stack only:
-    httpx (and httpcore, h11 under it), not httpx's command line."""
+    the standard library's `http.client`, not httpx (nor httpcore, h11 or anyio under it)."""
     code, loaded = _loaded("status", "0123456789abcdef", whole=True)
     assert code == 3  # the API is unavailable
-    assert {"httpx", "httpcore", "pydantic", "scheduler.client.api_client"} <= loaded  # it got
-    # as far as the client
-    assert "httpx._main" not in loaded
+    assert {"http.client", "pydantic", "scheduler.client.http_transport"} <= loaded  # it got as
+    # far as the client
     packages = {name.split(".")[0] for name in loaded}
     assert not packages & set(SERVER_SIDE), sorted(packages & set(SERVER_SIDE))
-    assert not packages & set(HTTPX_CLI), sorted(packages & set(HTTPX_CLI))
+    assert not packages & set(HTTPX), sorted(packages & set(HTTPX))
 
 
 def test_status_loads_neither_rich_nor_the_run_models() -> None:

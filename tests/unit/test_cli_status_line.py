@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import time
 
-import httpx
 import pytest
 from rich.console import Console
 from test_cli_inert import ESCAPE, HOSTILE, _record
@@ -15,6 +14,8 @@ from test_cli_inert import ESCAPE, HOSTILE, _record
 from scheduler.cli._line import STATUS_STYLE, colours, status_line
 from scheduler.cli._render import PIPE_WIDTH, run_line
 from scheduler.client.api_client import FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.transport import Request, Response
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
@@ -93,11 +94,11 @@ def test_run_json_is_the_answer_as_sent_and_the_records_own_json() -> None:
     record first: `RunRecord`'s JSON round-trips through the model unchanged."""
     sent = _record().model_dump(mode="json")
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        assert request.url.raw_path == b"/v1/runs/0123456789ab"
-        return httpx.Response(200, json=sent)
+    def handler(request: Request) -> Response:
+        assert request.target == "/v1/runs/0123456789ab"
+        return Response.of_json(200, sent)
 
-    with FleetClient("http://api.test", transport=httpx.MockTransport(handler)) as client:
+    with FleetClient("http://api.test", transport=FunctionTransport(handler)) as client:
         got = client.run_json("0123456789ab")
         record = client.run("0123456789ab")
     assert got == sent

@@ -1,8 +1,8 @@
-"""`FleetClient` on httpx: against real HTTP servers on loopback, its connections are kept
-between requests, replaced when the server closed them while idle, never used to send a POST
-twice, and its failures told apart (nothing sent: retried for `connect_wait_s`; answer lost:
-failed at once); through its transport seam (`httpx.MockTransport`), what it sends and how
-answers and transport errors become goalfleet errors."""
+"""`FleetClient` on `http.client`: against real HTTP servers on loopback, its connections are
+kept between requests, replaced when the server closed them while idle, never used to send a
+POST twice, and its failures told apart (nothing sent: retried for `connect_wait_s`; answer
+lost: failed at once); through its transport seam (`FunctionTransport`), what it sends and
+how answers and transport errors become goalfleet errors."""
 
 from __future__ import annotations
 
@@ -14,11 +14,22 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from httpkit import EchoServer, echo_server, url
 
 from scheduler.client.api_client import ApiError, ApiUnreachableError, FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.transport import (
+    ConnectError,
+    ConnectTimeout,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    Request,
+    Response,
+    TransportError,
+    WriteError,
+)
 from scheduler.local.redis import free_port
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
@@ -176,44 +187,37 @@ RUN = RunRecord(id="r1", request=GoalRunRequest(goal="Sign in"), submitted_at=1.
 )
 
 
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-def mock(handler: Handler, **kw: Any) -> FleetClient:
-    return FleetClient("http://api.test/base", transport=httpx.MockTransport(handler), **kw)
-
-
-def target(request: httpx.Request) -> str:
-    """The path and query as they went on the request line."""
-    return request.url.raw_path.decode()
+def mock(handler: Callable[[Request], Response], **kw: Any) -> FleetClient:
+    return FleetClient("http://api.test/base", transport=FunctionTransport(handler), **kw)
 
 
 def test_a_submit_sends_the_token_the_key_and_the_json_body() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        return httpx.Response(201, json=RUN)
+        return Response.of_json(201, RUN)
 
     with mock(handler, token="tok") as client:
         run = client.submit_run({"goal": "Sign in", "device": "d1"}, idempotency_key="k-1")
     assert run.id == "r1"
     assert run.status is RunStatus.QUEUED
     (req,) = seen
-    assert (req.method, target(req)) == ("POST", "/base/v1/runs")
+    assert (req.method, req.target) == ("POST", "/base/v1/runs")
     assert req.headers["Authorization"] == "Bearer tok"
     assert req.headers["Idempotency-Key"] == "k-1"
     assert req.headers["Content-Type"] == "application/json"
     assert req.headers["Accept"] == "application/json"
-    assert json.loads(req.content) == {"goal": "Sign in", "device": "d1"}
+    assert req.body is not None
+    assert json.loads(req.body) == {"goal": "Sign in", "device": "d1"}
 
 
 def test_no_token_sends_no_authorization() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        return httpx.Response(200, json={"status": "ok"})
+        return Response.of_json(200, {"status": "ok"})
 
     with mock(handler) as client:
         assert client.health() == {"status": "ok"}
@@ -222,9 +226,9 @@ def test_no_token_sends_no_authorization() -> None:
 
 
 def test_an_error_answer_is_an_api_error_with_its_code_message_and_fix() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         body = {"error": "TOO_MANY_PENDING", "message": "backlog full", "fix": "wait"}
-        return httpx.Response(429, json=body)
+        return Response.of_json(429, body)
 
     with mock(handler) as client, pytest.raises(ApiError) as raised:
         client.submit_run({"goal": "g"})
@@ -241,7 +245,7 @@ def test_an_error_answer_that_is_not_a_json_object_keeps_what_it_said(
     content: bytes, message: str
 ) -> None:
     with (
-        mock(lambda _: httpx.Response(502, content=content)) as client,
+        mock(lambda _: Response(502, content)) as client,
         pytest.raises(ApiError) as raised,
     ):
         client.devices()
@@ -250,24 +254,24 @@ def test_an_error_answer_that_is_not_a_json_object_keeps_what_it_said(
 
 def test_health_returns_a_down_answer_instead_of_raising() -> None:
     down = {"status": "down", "redis": "ConnectionError"}
-    with mock(lambda _: httpx.Response(503, json=down)) as client:
+    with mock(lambda _: Response.of_json(503, down)) as client:
         assert client.health() == down
 
 
 def test_no_content_is_none_and_query_parameters_are_sent() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        if request.method == "DELETE" and target(request).startswith("/base/v1/memory?"):
-            return httpx.Response(200, json={"forgotten": 3})
-        return httpx.Response(204)
+        if request.method == "DELETE" and request.target.startswith("/base/v1/memory?"):
+            return Response.of_json(200, {"forgotten": 3})
+        return Response(204)
 
     with mock(handler) as client:
         client.forget("abc")
         assert client.forget_many(goal="Sign in") == 3
         assert client.forget_many() == 3
-    assert [target(r) for r in seen] == [
+    assert [r.target for r in seen] == [
         "/base/v1/memory/abc",
         "/base/v1/memory?goal=Sign+in",
         "/base/v1/memory?all=true",
@@ -279,11 +283,11 @@ def test_refused_connections_are_retried_with_backoff_until_the_api_answers() ->
     from 0.1 s (0.1 + 0.2 + 0.4 s between them)."""
     attempts: list[float] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         attempts.append(time.monotonic())
         if len(attempts) <= 3:
-            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
-        return httpx.Response(201, json=RUN)
+            raise ConnectError("[Errno 111] Connection refused")
+        return Response.of_json(201, RUN)
 
     with mock(handler, connect_wait_s=30) as client:
         assert client.submit_run({"goal": "g"}).id == "r1"
@@ -294,11 +298,11 @@ def test_refused_connections_are_retried_with_backoff_until_the_api_answers() ->
 
 
 def test_refused_past_the_wait_says_how_long_it_waited() -> None:
-    attempts: list[httpx.Request] = []
+    attempts: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         attempts.append(request)
-        raise httpx.ConnectTimeout("timed out", request=request)
+        raise ConnectTimeout("timed out")
 
     with mock(handler, connect_wait_s=0.35) as client:
         t0 = time.monotonic()
@@ -318,17 +322,17 @@ def test_refused_past_the_wait_says_how_long_it_waited() -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError],
+    [RemoteProtocolError, ReadError, WriteError],
     ids=lambda e: e.__name__,
 )
 def test_a_dropped_connection_resends_a_get_once_and_a_post_never(
-    error: type[httpx.TransportError],
+    error: type[TransportError],
 ) -> None:
     calls: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         calls.append(request.method)
-        raise error("connection dropped", request=request)
+        raise error("connection dropped")
 
     with mock(handler, connect_wait_s=30) as client:
         with pytest.raises(ApiUnreachableError, match=f"GET /v1/devices: {error.__name__}"):
@@ -345,9 +349,9 @@ def test_a_dropped_connection_resends_a_get_once_and_a_post_never(
 def test_a_read_timeout_is_not_retried() -> None:
     calls: list[str] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         calls.append(request.method)
-        raise httpx.ReadTimeout("timed out", request=request)
+        raise ReadTimeout("timed out")
 
     with (
         mock(handler, connect_wait_s=30) as client,

@@ -1,11 +1,11 @@
-"""The Python client's connections (httpx's default transport) against real servers on
-loopback: one connection per thread calling at the same moment, kept between calls; a
-connection the server timed out while it sat idle replaced; what it kept closed when the
-client closes; https verified against the system's CA store; no proxy read from the
-environment; a connection error the API starting would cure (refused, timed out: retried
-within the wait) told from one of the URL (a host that does not resolve, https for the http
-API, http for a TLS server, an untrusted certificate: at once, saying which). Through
-`httpx.MockTransport`, the request the client built."""
+"""The Python client's transport seam: `HttpTransport` (`http.client`) against real servers on
+loopback keeps one connection per thread calling at the same moment and keeps it between
+calls, replaces a connection the server timed out while it sat idle, closes what it kept
+when the client closes, verifies https against the system's CA store and reads no proxy from
+the environment, and tells a connection error the API starting would cure (refused, timed
+out: retried within the wait) from one of the URL (a host that does not resolve, https for
+the http API, http for a TLS server, an untrusted certificate: at once, saying which);
+`FunctionTransport` hands the handler the request the client built."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from httpkit import EchoServer, echo_server, url
 
 from scheduler.client.api_client import ApiUnreachableError, FleetClient
+from scheduler.client.function_transport import FunctionTransport
+from scheduler.client.http_transport import HttpTransport
+from scheduler.client.transport import Request, Response
 from scheduler.local.redis import free_port
 
 
@@ -79,18 +81,31 @@ def test_a_connection_the_server_timed_out_while_idle_is_replaced(server: EchoSe
 
 
 def test_closing_the_client_closes_its_connections_and_ends_it(server: EchoServer) -> None:
-    """The kept connection stays open until the client's close (the client is held here, so
-    no garbage collection closes it instead), which closes it; a call after it is refused."""
+    """The kept connection is closed by the client's close (held here, so no garbage
+    collection closes it instead); a call after it is refused."""
     client = FleetClient(url(server))
     client._call("GET", "/health")
-    time.sleep(0.1)
-    assert server.closed == 0  # kept
+    assert isinstance(client.transport, HttpTransport)
+    kept = list(client.transport._idle)
+    assert len(kept) == 1
     client.close()
     server.wait_closed(1)
     with pytest.raises(RuntimeError, match="closed"):
         client._call("GET", "/health")
     client.close()  # again: nothing to do
     assert server.connections == 1
+
+
+def test_an_answer_is_its_status_body_and_headers_in_lower_case(server: EchoServer) -> None:
+    transport = HttpTransport("http", "127.0.0.1", server.server_address[1], timeout_s=5)
+    try:
+        answer = transport.handle(Request("GET", "/x?y=1", {"Authorization": "Bearer t"}))
+    finally:
+        transport.close()
+    assert answer.status == 200
+    assert json.loads(answer.body) == {"path": "/x?y=1", "auth": "Bearer t"}
+    assert answer.headers["content-type"] == "application/json"
+    assert transport.tls is None  # http makes no TLS context
 
 
 def test_no_proxy_is_read_from_the_environment(
@@ -141,6 +156,10 @@ def test_https_is_verified_against_the_system_ca_store(
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         with FleetClient(url(srv, scheme="https"), token="t") as client:
             assert client._call("GET", "/v1/devices") == {"path": "/v1/devices", "auth": "Bearer t"}
+            assert isinstance(client.transport, HttpTransport)
+            assert client.transport.tls is not None
+            assert client.transport.tls.verify_mode is ssl.CERT_REQUIRED
+            assert client.transport.tls.check_hostname
 
 
 # -- which connection errors are waited out ---------------------------------------------------
@@ -233,33 +252,29 @@ def test_a_tls_server_wrongly_addressed_fails_at_once_saying_so(
 # -- the fake ----------------------------------------------------------------------------------
 
 
-def test_the_fake_sees_the_request_the_client_built() -> None:
-    """Through `httpx.MockTransport`: the path under the base URL's, each character that is
-    not a path's %-encoded (an id or key names one resource), the query URL-encoded, the
-    client's headers; the client's close closes the transport."""
-    seen: list[httpx.Request] = []
+def test_the_fake_sees_the_request_the_client_built_and_closes_with_it() -> None:
+    """The path under the base URL's, each character that is not a path's %-encoded (an id
+    or key names one resource), the query URL-encoded, the client's headers; the client's
+    close closes the transport, and a closed one answers nothing."""
+    seen: list[Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
-        if request.url.query:
-            return httpx.Response(200, json={"forgotten": 1})
-        return httpx.Response(204)
+        return Response.of_json(200, {"forgotten": 1}) if "?" in request.target else Response(204)
 
-    closed: list[bool] = []
-
-    class Fake(httpx.MockTransport):
-        def close(self) -> None:
-            closed.append(True)
-
-    with FleetClient("http://api.test/base/", token="t", transport=Fake(handler)) as client:
+    fake = FunctionTransport(handler)
+    with FleetClient("http://api.test/base/", token="t", transport=fake) as client:
         client.forget("a?b c#d/%")
         client.forget_many(goal="Sign in & out")
-    assert [(r.method, r.url.raw_path, r.content) for r in seen] == [
-        ("DELETE", b"/base/v1/memory/a%3Fb%20c%23d/%25", b""),
-        ("DELETE", b"/base/v1/memory?goal=Sign+in+%26+out", b""),
+    assert [(r.method, r.target, r.body) for r in seen] == [
+        ("DELETE", "/base/v1/memory/a%3Fb%20c%23d/%25", None),
+        ("DELETE", "/base/v1/memory?goal=Sign+in+%26+out", None),
     ]
-    sent = seen[0].headers
-    assert (sent["Accept"], sent["User-Agent"]) == ("application/json", "goalfleet-client")
-    assert sent["Authorization"] == "Bearer t"
-    assert "Content-Type" not in sent
-    assert closed == [True]
+    assert seen[0].headers == {
+        "Accept": "application/json",
+        "User-Agent": "goalfleet-client",
+        "Authorization": "Bearer t",
+    }
+    assert fake.closed
+    with pytest.raises(RuntimeError, match="closed"):
+        fake.handle(Request("GET", "/health"))
