@@ -6,15 +6,17 @@ back as `ApiError` with the API's own message and fix; a dead API is `ApiUnreach
         for row in fleet.follow(run.id):
             print(row.index, row.outcome)
 
-`transport` is the seam (`scheduler.client.transport`): the default, `HttpTransport`, keeps
+`transport` is the seam (`scheduler.client.transport`): the default, `StdlibTransport`, keeps
 connections between calls, one per thread calling at the same moment (threads may share a
 client), and notices a connection the server closed while it sat idle before reuse and
 replaces it; tests pass `FunctionTransport(handler)`, a function playing the server. The
 client builds each request (the path under the base URL's, the query URL-encoded, the bearer
 token, a JSON body) and reads each answer (a status of 400 or more as the API's JSON error;
-204 as None). A client for one JSON API over HTTP/1.1 is the standard library's job: httpx
-(with httpcore, h11 and ssl) cost ~55 ms of every client command's start
-(bench/bench_cli_start.py).
+204 as None). A client for one JSON API over HTTP/1.1 is the standard library's job here,
+not httpx's (which the rest of the project uses), for one figure: httpx costs `goalfleet
+status` ~25 ms (~21 %) of its start, ~153 ms against its 150 ms bar (measured for issue 41
+on 7431c6b, this client on httpx, reverted; docs/benchmarks.md §15). The bench's `pydantic +
+httpx alone` row keeps the figure (bench/bench_cli_start.py).
 
 The records an answer is read into (`workers.core.records`, its step models) load with the
 first call that returns one, not with the client: `goalfleet status` prints `run_json` as it
@@ -45,7 +47,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
-from scheduler.client.http_transport import HttpTransport
+from scheduler.client.stdlib_transport import StdlibTransport
 from scheduler.client.transport import (
     ConnectError,
     DroppedError,
@@ -126,7 +128,7 @@ class FleetClient:
         """`connect_wait_s`: how long a call keeps retrying (with backoff) while the API
         refuses connections — an API still starting up; 0 fails at once. Only a connection
         that was never made is retried, so a POST is never sent twice. `timeout_s` bounds
-        the connect and each read and write. `transport`: default `HttpTransport` to the
+        the connect and each read and write. `transport`: default `StdlibTransport` to the
         base URL's host; tests pass `FunctionTransport`."""
         parts = urlsplit(base_url)
         try:
@@ -142,7 +144,7 @@ class FleetClient:
         self.headers = {"Accept": "application/json", "User-Agent": "goalfleet-client"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
-        self.transport: Transport = transport or HttpTransport(
+        self.transport: Transport = transport or StdlibTransport(
             parts.scheme, host, port, timeout_s=timeout_s
         )
 

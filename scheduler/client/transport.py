@@ -1,8 +1,8 @@
 """The Python client's seam: one HTTP exchange, `Transport.handle(request) -> Response`.
 
 `FleetClient` builds each `Request` (method, path and query, headers, body) and reads each
-`Response` (status, body, headers); the transport carries it. `HttpTransport`
-(`scheduler.client.http_transport`, the standard library's `http.client`) carries it over
+`Response` (status, body, headers); the transport carries it. `StdlibTransport`
+(`scheduler.client.stdlib_transport`, the standard library's `http.client`) carries it over
 the network; `FunctionTransport` (`scheduler.client.function_transport`) answers from a
 function, so a test sees what the client sends and plays any answer or failure, with the rest
 of the client running as in production.

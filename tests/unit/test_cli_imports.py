@@ -65,7 +65,7 @@ def test_a_client_command_loads_no_server_side_library() -> None:
     the standard library's `http.client`, not httpx (nor httpcore, h11 or anyio under it)."""
     code, loaded = _loaded("status", "0123456789abcdef", whole=True)
     assert code == 3  # the API is unavailable
-    assert {"http.client", "pydantic", "scheduler.client.http_transport"} <= loaded  # it got as
+    assert {"http.client", "pydantic", "scheduler.client.stdlib_transport"} <= loaded  # it got as
     # far as the client
     packages = {name.split(".")[0] for name in loaded}
     assert not packages & set(SERVER_SIDE), sorted(packages & set(SERVER_SIDE))

@@ -1,4 +1,4 @@
-"""The Python client's transport seam: `HttpTransport` (`http.client`) against real servers on
+"""The Python client's transport seam: `StdlibTransport` (`http.client`) against real servers on
 loopback keeps one connection per thread calling at the same moment and keeps it between
 calls, replaces a connection the server timed out while it sat idle, closes what it kept
 when the client closes, verifies https against the system's CA store and reads no proxy from
@@ -24,7 +24,7 @@ from httpkit import EchoServer, echo_server, url
 
 from scheduler.client.api_client import ApiUnreachableError, FleetClient
 from scheduler.client.function_transport import FunctionTransport
-from scheduler.client.http_transport import HttpTransport
+from scheduler.client.stdlib_transport import StdlibTransport
 from scheduler.client.transport import Request, Response
 from scheduler.local.redis import free_port
 
@@ -85,7 +85,7 @@ def test_closing_the_client_closes_its_connections_and_ends_it(server: EchoServe
     collection closes it instead); a call after it is refused."""
     client = FleetClient(url(server))
     client._call("GET", "/health")
-    assert isinstance(client.transport, HttpTransport)
+    assert isinstance(client.transport, StdlibTransport)
     kept = list(client.transport._idle)
     assert len(kept) == 1
     client.close()
@@ -97,7 +97,7 @@ def test_closing_the_client_closes_its_connections_and_ends_it(server: EchoServe
 
 
 def test_an_answer_is_its_status_body_and_headers_in_lower_case(server: EchoServer) -> None:
-    transport = HttpTransport("http", "127.0.0.1", server.server_address[1], timeout_s=5)
+    transport = StdlibTransport("http", "127.0.0.1", server.server_address[1], timeout_s=5)
     try:
         answer = transport.handle(Request("GET", "/x?y=1", {"Authorization": "Bearer t"}))
     finally:
@@ -156,7 +156,7 @@ def test_https_is_verified_against_the_system_ca_store(
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         with FleetClient(url(srv, scheme="https"), token="t") as client:
             assert client._call("GET", "/v1/devices") == {"path": "/v1/devices", "auth": "Bearer t"}
-            assert isinstance(client.transport, HttpTransport)
+            assert isinstance(client.transport, StdlibTransport)
             assert client.transport.tls is not None
             assert client.transport.tls.verify_mode is ssl.CERT_REQUIRED
             assert client.transport.tls.check_hostname

@@ -17,6 +17,11 @@ Errors are translated here, where they are caught: the standard library's (`OSEr
 name that does not resolve is `NoSuchHost`, a failed TLS handshake `TlsError`, and a server
 that drops a new plain-http connection without an answer is probed once with a TLS handshake
 (`WrongScheme` when it speaks TLS: the URL should be https://).
+
+Why not `httpx.HTTPTransport`: its imports cost every client command ~25 ms of its start
+(`goalfleet status` ~153 ms against its 150 ms bar; docs/benchmarks.md §15). Named for what
+it is on, so that no other class shares its name (the agent-device wire's `HttpTransport` is
+on httpx).
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ MAX_IDLE = 20
 """Idle connections kept (httpx's default keep-alive pool, which this replaced)."""
 
 
-class HttpTransport:
+class StdlibTransport:
     def __init__(self, scheme: str, host: str, port: int | None, *, timeout_s: float) -> None:
         """`scheme` is `http` or `https`; `port` None: the scheme's own."""
         if scheme not in {"http", "https"}:
