@@ -76,10 +76,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     sock = bind(host, args.port if args.port is not None else settings.api_port)
     configure_logging(level=args.loglevel, fmt=args.log_format or settings.log_format)
     install_celery_hooks()  # the request id rides on the run messages the API enqueues
-    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - only for this command
-
     port = sock.getsockname()[1]
-    publish_at_start(settings, role="api", who=f"api@{socket.gethostname()}:{port}")
     shown_host = f"[{host}]" if ":" in host else host
     start_line(
         "api",

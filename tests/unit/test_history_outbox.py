@@ -70,8 +70,7 @@ class Burst:
                 request=GoalRunRequest(goal="Sign in"),
                 submitted_at=time.time(),
             )
-            to = (did, self.enq.message(run.id, did))
-            self.store.submit_one(run, idem=None, max_pending=10_000, device=to)
+            self.store.submit_one(run, idem=None, max_pending=10_000, device=did)
             claim = self.rs.claim(run.id, did, f"w@{did}", cap=3)
             for row in _steps(2):
                 self.rs.write_step(run.id, claim.token, row)
