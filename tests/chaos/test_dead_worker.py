@@ -44,7 +44,7 @@ def _running_with_a_step(db: redis.Redis, prefix: str, run_id: str, deadline_s: 
     raise AssertionError(f"run {run_id} wrote no step within {deadline_s} s")
 
 
-def test_a_dead_workers_run_moves_to_the_other_device(  # noqa: PLR0915 - one scenario end to end
+def test_a_dead_workers_run_moves_to_the_other_device(
     own_redis: LocalRedis, tmp_path: Path
 ) -> None:
     """SIGKILL of the whole worker holding a run (after its first step): the run is pending
