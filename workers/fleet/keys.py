@@ -36,7 +36,8 @@
 {p}:authfail            string wrong tokens from every client in the current window
 {p}:celery:*            -      Celery's and kombu's own keys, under the fleet's prefix too
                                (`global_keyprefix`): the device queues `{p}:celery:device.{id}`,
-                               the default queue, the queue bindings and the results `{p}:celery:celery-task-meta-{id}`
+                               the default queue, the queue bindings and the results
+                               `{p}:celery:celery-task-meta-{id}`
 """
 
 from __future__ import annotations
