@@ -60,6 +60,7 @@ class RunQueue(RedisStore):
     _release_lapsed = Script("release_lapsed")
     _forget_running = Script("forget_running")
     _expire = Script("expire")
+    _release_held = Script("release_held")
 
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         super().__init__(client, keys)
@@ -282,6 +283,14 @@ class RunQueue(RedisStore):
             ):
                 released.append((rid, device))
         return released
+
+    def release_held(self, run_ids: list[str], *, keep_s: int) -> None:
+        """Runs a history writer has stored leave its outbox, and their retention (`keep_s`,
+        0: for good) starts as it would have at their end (`lua/lib/keep.lua`, its one owner)."""
+        keys = [self.k.history_outbox]
+        for rid in run_ids:
+            keys += self.k.run_and_steps(rid)
+        self._release_held(keys=keys, args=[keep_s])
 
     # -- cancel ----------------------------------------------------------------------------
 

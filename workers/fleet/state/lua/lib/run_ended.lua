@@ -2,7 +2,7 @@
 -- counts once in its batch (`batch` '' when it has none), joins the index of its end status
 -- (`{p}:runs:<status>`, by submit time: the run list's filter), and the run and its step rows
 -- are kept `keep` seconds (0: for good); the run's end, and its batch's when it was the last,
--- are events (`lib/events.lua`). The index's key is built from the run key's prefix by `K` (one Redis,
+-- are events (`lib/events.lua`), and its retention starts (`lib/keep.lua`). The index's key is built from the run key's prefix by `K` (one Redis,
 -- no cluster: the fleet's keys all live on one node). While a history writer is on
 -- (`{p}:history:on`), the run joins its outbox (`{p}:history:outbox`, by end time in ms) and
 -- its keys are held, with no expiry, until the writer has stored them and sets their `keep`.
@@ -26,11 +26,5 @@ local function run_ended(run, steps, batch, status, keep)
       emit(prefix, batch, 'kind', 'batch_finished', 'batch', redis.call('HGET', batch, 'id'))
     end
   end
-  keep = tonumber(keep)
-  if keep > 0 then
-    redis.call('EXPIRE', run, keep)
-    redis.call('EXPIRE', steps, keep)
-    -- the batch holds its runs' request: it outlives each of them
-    if batch ~= '' and redis.call('TTL', batch) < keep then redis.call('EXPIRE', batch, keep) end
-  end
+  keep_run(run, steps, batch, keep)
 end
