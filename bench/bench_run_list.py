@@ -64,7 +64,8 @@ def main() -> None:
             ids += [c.id for c in chunk]
         for n, rid in enumerate(ids[::blocked_every]):
             d = devices[n % len(devices)]
-            store.reserve(rid, d, enq.message(rid, d))
+            store.reserve(rid, d)
+            enq.send(rid, d)
             claim = store.runs.claim(rid, d, f"w@{d}", cap=3)
             record = store.load(rid)
             if record is None or not claim.token:

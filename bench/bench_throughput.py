@@ -3,14 +3,14 @@ Celery no-op task measured in the same run.
 
 Fleet (all separate processes, `bench/_fleet.py`): its own redis-server, `goalfleet api`,
 `goalfleet scheduler`, and N `goalfleet worker`s (Celery prefork, one pool child, prefetch 1,
-acks late) on zero-latency sim sign-in devices, deciding with the offline rules decider, no
-session logs (as in production). One batch of `--runs` sign-in runs (4 steps each: fill
+acknowledged on receipt) on zero-latency sim sign-in devices, deciding with the offline rules
+decider, no session logs (as in production). One batch of `--runs` sign-in runs (4 steps each: fill
 email, fill password, press Sign in, see Welcome) through `POST /v1/batches`, a selector
 matching the N devices: first submit → last run done (the latest `finished_at`).
 
 Baseline: N bare Celery workers, made by the same `make_celery(settings)` and started with the
-same flags (`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, acks late,
-task events off), all consuming one queue, serving `bench.bare` (`bench/_worker.py`): no result
+same flags (`workers.fleet.worker.worker_argv`: prefork, one child, prefetch 1, acknowledged
+on receipt, task events off), all consuming one queue, serving `bench.bare` (`bench/_worker.py`): no result
 stored (`ignore_result`, as the fleet's run task), its one act appending its `time.time()`
 to a file. The benchmark sends `--runs` of them (`apply_async`, results ignored): first send
 → the last one's stamp.

@@ -14,7 +14,6 @@ QUICK: dict[str, object] = {
     "dispatch_interval_s": 0.3,
     "soft_time_limit_s": 60,
     "time_limit_s": 90,
-    "visibility_timeout_s": 120,
     "retention_s": 3600,
 }
 

@@ -129,10 +129,7 @@ class Settings(BaseModel):
     soft_time_limit_s: Annotated[float, Field(gt=0)] = 300.0
     """A run still going after this long ends `errored` (cooperatively, device released)."""
     time_limit_s: Annotated[float, Field(gt=0)] = 330.0
-    """The pool child is killed after this long; the message is redelivered (attempt + 1)."""
-    visibility_timeout_s: Annotated[int, Field(gt=0)] = 600
-    """Unacked messages come back after this long; must exceed the hard time limit, or a long
-    run is redelivered forever. Set on the broker, the result backend and the app alike."""
+    """The pool child is killed after this long; its worker sends the run again (attempt + 1)."""
     attempt_cap: Annotated[int, Field(ge=1, le=20)] = 3
     """Deliveries of one run (first + redeliveries) before it ends `errored`."""
 
@@ -235,7 +232,9 @@ class Settings(BaseModel):
     dispatch_interval_s: Annotated[float, Field(gt=0)] = 1.0
     """The scheduler's loop wakes at least this often (and at once when a device frees)."""
     orphan_after_s: Annotated[float, Field(gt=0)] = 120.0
-    """A selector run reserved for a device that has been down this long is routed again."""
+    """A reservation never claimed this long is sent again while its device is alive (its
+    message never left, or was lost with its worker); a selector run's is routed again when
+    its device is down."""
     unplaceable_after_s: Annotated[float, Field(gt=0)] = 600.0
     """A pending run whose device (or selector) matches no registered device ends
     `unplaceable` after waiting this long, instead of waiting for ever."""
@@ -421,12 +420,11 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _limits_in_order(self) -> Self:
-        if not self.soft_time_limit_s < self.time_limit_s < self.visibility_timeout_s:
+        if not self.soft_time_limit_s < self.time_limit_s:
             raise ValueError(
-                "time limits must satisfy soft_time_limit_s < time_limit_s < "
-                f"visibility_timeout_s (got {self.soft_time_limit_s} / {self.time_limit_s} / "
-                f"{self.visibility_timeout_s}); raise GOALFLEET_VISIBILITY_TIMEOUT_S or lower "
-                "the limits, or a long run is redelivered forever"
+                "time limits must satisfy soft_time_limit_s < time_limit_s (got "
+                f"{self.soft_time_limit_s} / {self.time_limit_s}); lower "
+                "GOALFLEET_SOFT_TIME_LIMIT_S or raise GOALFLEET_TIME_LIMIT_S"
             )
         if self.heartbeat_interval_s * 2 > self.lease_s:
             raise ValueError(

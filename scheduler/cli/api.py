@@ -83,10 +83,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     check_stores(settings)  # cannot connect at start: one line, exit 3
     fmt = args.log_format or settings.log_format
     configure_logging(level=args.loglevel, fmt=fmt)
-    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - only for this command
-
     port = sock.getsockname()[1]
-    publish_at_start(settings, role="api", who=f"api@{socket.gethostname()}:{port}")
     shown_host = f"[{host}]" if ":" in host else host
     start_line(
         "api",

@@ -36,7 +36,6 @@ from workers.devices.factory import backend_names, check_device_spec, worker_dev
 from workers.devices.sim.options import NO_FAULTS, Faults, SimOptions
 from workers.fleet.runtime import WorkerSpec
 from workers.fleet.setup_check import check_worker_setup
-from workers.fleet.timings import publish_at_start
 from workers.settings import Settings
 from workers.telemetry.metrics import ensure_multiproc_env
 
@@ -267,8 +266,6 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         spec.device_spec, settings, os.environ, deciders=args.decider, secrets=args.secret
     )
     check_redis(settings)
-    # other timings than the fleet's: one line, exit 2, before anything starts
-    publish_at_start(settings, role="worker", who=spec.name)
     _reexec_with_metrics_dir(args)
     from workers.fleet.worker import start_worker  # noqa: PLC0415 - Celery loads only here
 

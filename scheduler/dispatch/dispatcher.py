@@ -23,7 +23,6 @@ from workers.core.backoff import Backoff
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
 from workers.fleet.outages import describe, is_outage
-from workers.fleet.state.queue import Message
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
 
@@ -56,16 +55,18 @@ class Dispatcher:
         self.enqueuer = enqueuer
         self.overdue_after_s = overdue_after_s
         """A run still `running` this long after it started is ended `errored`, freeing its
-        device: no delivery came back for it (a hard time limit requeues the message at once,
-        a dead worker's comes back after the visibility timeout), so its message is lost."""
+        device: its worker holds the lease but runs it no more (a pool child killed at the
+        hard time limit is sent again at once by its worker; a dead worker's run is re-pended
+        by the lapsed sweep), so nothing else will end it."""
         self.orphan_after_s = orphan_after_s
-        """A selector run reserved for a device that has been down this long goes back to
-        pending (the stale message is skipped by the claim if the device ever returns)."""
+        """A reservation never claimed this long is sent again while its device is alive (its
+        message never left, or was lost with a worker that died holding it); a selector run's
+        goes back to pending when its device is down (a stale message is skipped by the
+        claim if the device ever returns)."""
         self.lapsed_every_s = lapsed_every_s
         """How often the sweep re-pends running runs whose worker lost its device's lease
         (died, or stopped longer than the lease), so any matching device runs them within
-        a lease and this of the lapse (None: never; the visibility timeout brings them back
-        to that device alone, or the overdue sweep ends them)."""
+        a lease and this of the lapse (None: never; the overdue sweep ends them)."""
         self._lapsed_at = float("-inf")
 
     def sweep(self, *, now: float | None = None) -> int:
@@ -162,9 +163,17 @@ class Dispatcher:
         if dev is None or dev.run != run.id:
             return 0
         if dev.alive:
-            return int(
-                self.store.resend(run.id, device_id, self.enqueuer.message(run.id, device_id))
+            if not self.store.resend(run.id, device_id):
+                return 0
+            log.warning(
+                "reservation_sent_again",
+                run_id=run.id,
+                device_id=device_id,
+                hint="its message never left or was lost with its worker; a duplicate is "
+                "skipped by the claim",
             )
+            self.deliver(run.id, device_id)
+            return 1
         if run.target is None:
             return int(self.store.unreserve(run, device_id))
         return 0
@@ -207,14 +216,29 @@ class Dispatcher:
             return self.view.get(run.target)
         return self.view.pick_idle(run.selector)
 
-    def message(self, run: RunRecord, device: DeviceState) -> Message:
-        """The run's broker message for `device`, for the submit script to push with the
-        reservation."""
-        return self.enqueuer.message(run.id, device.info.id)
+    def deliver(self, run_id: str, device_id: str) -> bool:
+        """Send a reserved run's message (after its reservation's script). A Redis that
+        refuses it (an outage) is one warning: the reservation stands, and the sweep sends it
+        again once it is `orphan_after_s` old; anything else is a bug and raised."""
+        try:
+            self.enqueuer.send(run_id, device_id)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.warning(
+                "run_message_not_sent",
+                run_id=run_id,
+                device_id=device_id,
+                error=describe(exc),
+                hint="the reservation stands; the sweep sends it again",
+            )
+            return False
+        return True
 
     def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
-        """A run the submit script has just reserved for `device` (and sent): the view
-        learns it; the run as the reservation left it."""
+        """A run the submit script has just reserved for `device`: its message is sent, the
+        view learns it; the run as the reservation left it."""
+        self.deliver(run.id, device.info.id)
         self._took(run.id, device)
         return run.model_copy(update={"device": device.info.id, "dispatched_at": at})
 
@@ -252,16 +276,17 @@ class Dispatcher:
             idle[device_id] = state
 
     def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
-        """Reserve `device` for the run and push its message, in one script (the
+        """Reserve `device` for the run (a script), then send its message (the
         `dispatched_at` written, or None when the reservation was refused). The device leaves
         `idle` for the rest of the pass whatever happens; a refused reservation (the view was
         stale: the device is busy, down or quarantined) re-reads it."""
         did = device.info.id
         del idle[did]
-        at = self.store.reserve(run_id, did, self.enqueuer.message(run_id, did))
+        at = self.store.reserve(run_id, did)
         if at is None:
             self.view.refresh([did])
             return None
+        self.deliver(run_id, did)
         self._took(run_id, device)
         return at
 

@@ -22,7 +22,6 @@ from scheduler.client.api_client import FleetClient
 from scheduler.local.redis import free_port
 from scheduler.service.graph import run_scheduler
 from workers.core.errors import ConfigError
-from workers.fleet.timings import publish_at_start
 from workers.processes import Child, Stoppable, spawn, stop_all
 from workers.settings import Settings
 from workers.telemetry.metrics import MULTIPROC_ENV
@@ -108,7 +107,6 @@ class LocalFleet(Stoppable):
                 raise ConfigError(f"the API did not start on 127.0.0.1:{port}")
             time.sleep(0.02)
         self.api_url = f"http://127.0.0.1:{port}"
-        publish_at_start(self.settings, role="api", who=f"api@local:{port}")
         return self.api_url
 
     def start_scheduler(self) -> None:

@@ -85,9 +85,7 @@ class Fleet:
             run,
             idem=idem,
             max_pending=self.max_pending,
-            device=(device.info.id, self.dispatcher.message(run, device))
-            if device is not None
-            else None,
+            device=device.info.id if device is not None else None,
         )
         if out.existing is not None:
             return self._replay_run(out.existing, idem), False

@@ -5,7 +5,6 @@ fleet's thread) share: the store, the dispatcher, the fleet service, schedules a
 
 from __future__ import annotations
 
-import socket
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -28,15 +27,11 @@ from workers.settings import Settings
 def overdue_after_s(settings: Settings) -> float:
     """How long a run may stay `running` before the sweep ends it `errored`.
 
-    Past the hard time limit (the pool child is killed and its message requeued: the next
-    delivery claims the run with attempt + 1) and past the visibility timeout plus one restore
-    sweep (the whole worker died: its unacked message comes back and a restarted worker claims
-    it with attempt + 1), plus two leases for that restart. Ending it any earlier would pre-empt
-    that redelivery."""
-    from workers.fleet.celery_app import restore_interval_s  # noqa: PLC0415 - Celery loads lazily
-
-    vt = settings.visibility_timeout_s
-    return max(settings.time_limit_s, vt + restore_interval_s(vt)) + 2 * settings.lease_s
+    Past the hard time limit (the pool child is killed and its worker sends the run again: the
+    next delivery claims it with attempt + 1), plus two leases (a worker that dies instead
+    loses its lease, and the lapsed sweep re-pends its run within one). Ending it any earlier
+    would pre-empt that redelivery."""
+    return settings.time_limit_s + 2 * settings.lease_s
 
 
 @dataclass(frozen=True)
@@ -98,9 +93,6 @@ def build(
 
 def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     """Dispatch, fire schedules and expire questions until `stop` is set."""
-    from workers.fleet.timings import publish_at_start  # noqa: PLC0415 - Celery loads lazily
-
-    publish_at_start(settings, role="scheduler", who=f"scheduler@{socket.gethostname()}")
     graph = build(settings, client=store_client(settings))
     pictures = Retention(artifacts(settings), settings.retention_s)
     history = start_history(settings, graph.store, stop)

@@ -36,8 +36,8 @@ def chaos_runs(default: int) -> int:
 
 def chaos_settings(url: str, **over: object) -> Settings:
     """Short limits so recovery shows in seconds. The sweep ends a run still `running`
-    `time_limit_s + 2 * lease_s` after it started (11 s here); the visibility timeout (6 s)
-    plus the restore sweep (1 s, derived from it) must come first."""
+    `time_limit_s + 2 * lease_s` after it started (11 s here); a killed pool child's run is
+    sent again by its worker at once, a dead worker's re-pended within a lease."""
     base: dict[str, object] = {
         "redis_url": url,
         "key_prefix": "gfc",
@@ -47,7 +47,6 @@ def chaos_settings(url: str, **over: object) -> Settings:
         "dispatch_interval_s": 0.25,
         "soft_time_limit_s": 4,
         "time_limit_s": 5,
-        "visibility_timeout_s": 6,
         "attempt_cap": 3,
         "quarantine_after": 3,
         "probe_interval_s": 1.0,

@@ -78,7 +78,6 @@ def tool_fleet(aof_redis: LocalRedis, tmp_path: Path) -> Iterator[LocalFleet]:
         key_prefix="gfc-tool",
         soft_time_limit_s=30,
         time_limit_s=40,
-        visibility_timeout_s=60,
         heartbeat_interval_s=1.0,
         lease_s=10.0,
         probe_interval_s=2.0,

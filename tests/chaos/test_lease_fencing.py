@@ -119,7 +119,6 @@ def test_a_resumed_worker_that_lost_its_lease_stands_down(  # noqa: PLR0915 - on
         heartbeat_interval_s=1.0,
         soft_time_limit_s=60,
         time_limit_s=90,
-        visibility_timeout_s=120,
         orphan_after_s=120.0,
     )
     prefix = settings.key_prefix

@@ -40,16 +40,14 @@ FATAL = ("Unrecoverable error",)
 
 
 def full_settings(url: str) -> Settings:
-    """Chaos timers, but a run and a lease outlive the outage: soft/hard limits 30/35 s,
-    visibility timeout 40 s (a run waits through the outage instead of being requeued), lease
-    20 s. A read-only Redis refuses the lease renewal too (a full one accepts its PEXPIRE),
-    and a worker whose lease went unrenewed longer than its validity stands down (fencing,
-    `workers.fleet.fence`)."""
+    """Chaos timers, but a run and a lease outlive the outage: soft/hard limits 30/35 s (a
+    run waits through the outage instead of being sent again), lease 20 s. A read-only Redis
+    refuses the lease renewal too (a full one accepts its PEXPIRE), and a worker whose lease
+    went unrenewed longer than its validity stands down (fencing, `workers.fleet.fence`)."""
     return chaos_settings(
         url,
         soft_time_limit_s=30,
         time_limit_s=35,
-        visibility_timeout_s=40,
         lease_s=20.0,
         orphan_after_s=5.0,
     )

@@ -77,7 +77,6 @@ def failover_settings(lab: SentinelLab) -> Settings:
             "dispatch_interval_s": 0.25,
             "soft_time_limit_s": 15,
             "time_limit_s": 18,
-            "visibility_timeout_s": 22,
             "attempt_cap": 5,
             "orphan_after_s": 5.0,
             "retention_s": 3600,

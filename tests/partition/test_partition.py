@@ -73,7 +73,6 @@ def _settings(lab: NetLab) -> Settings:
             "dispatch_interval_s": 0.25,
             "soft_time_limit_s": 6,
             "time_limit_s": 8,
-            "visibility_timeout_s": 10,
             "attempt_cap": 3,
             "quarantine_after": 50,
             "orphan_after_s": 5.0,

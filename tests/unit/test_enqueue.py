@@ -12,6 +12,7 @@ import structlog
 from scheduler.local.redis import LocalRedis
 from scheduler.store.enqueue import CeleryEnqueuer
 from workers.fleet.celery_app import make_celery
+from workers.fleet.delivery import send_run
 from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.settings import Settings
 from workers.telemetry.logs import REQUEST_ID_HEADER, install_celery_hooks
@@ -23,16 +24,13 @@ def calls(client: redis.Redis) -> dict[str, int]:
 
 
 def send(app: Any, run_id: str, device_id: str) -> None:
-    """What Celery itself sends for the run task with the options `CeleryEnqueuer` builds
-    its messages with."""
-    app.send_task(
-        RUN_TASK, args=[run_id], queue=device_queue(device_id), task_id=run_id, ignore_result=True
-    )
+    """The fleet's one send (`CeleryEnqueuer` and the worker's `send_again` both use it)."""
+    send_run(app, run_id, device_id)
 
 
 def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, client):
-    """With `ignore_result` (the option the scripted message is built with: its reply-to is
-    the app's, and no result channel is subscribed), Celery's own send is one LPUSH onto the
+    """With `ignore_result` (`workers.fleet.delivery.send_run`: no result channel is
+    subscribed), Celery's own send is one LPUSH onto the
     device's queue and nothing else, warm (after the first send declared the queue): no
     SUBSCRIBE + UNSUBSCRIBE around it for a result, and no pubsub connection kept."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
@@ -55,25 +53,21 @@ def test_a_send_is_one_lpush_and_waits_for_no_result(redis_server: LocalRedis, c
     ]
 
 
-def test_the_scripted_message_is_the_one_send_task_pushes(redis_server: LocalRedis, client):
-    """`message` builds, without sending, what Celery's `send_task` pushes: the
-    same list, the same envelope, headers and body, field for field, but for the delivery
-    tag (a fresh one each) — the request id header included when a request id is bound."""
+def test_the_enqueuer_sends_through_celery_with_the_request_id(redis_server: LocalRedis, client):
+    """`CeleryEnqueuer.send` is Celery's own `send_task` (no envelope of ours): the run's
+    message lands on the device's queue under the fleet's prefix, the task id is the run id,
+    the body carries the run id alone, and the request id bound at the API rides along as a
+    header (the fleet's `before_task_publish` hook)."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
-    enqueuer = CeleryEnqueuer(app)
     install_celery_hooks()
     structlog.contextvars.bind_contextvars(request_id="req-7")
     try:
-        send(app, "0123abcd", "d-2")
-        built = enqueuer.message("0123abcd", "d-2")
+        CeleryEnqueuer(app).send("0123abcd", "d-2")
     finally:
         structlog.contextvars.clear_contextvars()
         app.close()
-    assert built.key == Keys("t").queue("d-2")
-    sent = json.loads(client.rpop(built.key))
-    ours = json.loads(built.payload)
-    tags = {m["properties"].pop("delivery_tag") for m in (sent, ours)}
-    assert len(tags) == 2
-    assert ours == sent
-    assert ours["headers"][REQUEST_ID_HEADER] == "req-7"
-    assert json.loads(base64.b64decode(ours["body"]))[0] == ["0123abcd"]
+    sent = json.loads(client.rpop(Keys("t").queue("d-2")))
+    assert sent["headers"]["id"] == "0123abcd"
+    assert sent["headers"]["task"] == RUN_TASK
+    assert sent["headers"][REQUEST_ID_HEADER] == "req-7"
+    assert json.loads(base64.b64decode(sent["body"]))[0] == ["0123abcd"]

@@ -444,11 +444,11 @@ def test_sweep_repends_a_run_reserved_for_a_device_that_vanished(parts, client):
     assert store.pending_ids() == [a.id]
 
 
-def test_a_reservation_and_its_message_are_one_write(parts, client):
-    """Every way a run is reserved pushes its message in the same script, and a refused
-    reservation pushes none: a submit onto a free device, the dispatcher's reserve, and the
-    resend of a reservation never claimed; a resend for a device that no longer holds the
-    run pushes nothing."""
+def test_every_reservation_sends_its_message_once(parts, client):
+    """Every way a run is reserved sends its message after the script, and a refused
+    reservation sends none: a submit onto a free device, the dispatcher's reserve, and the
+    sweep's resend of a reservation never claimed; a resend for a device that no longer holds
+    the run sends nothing."""
     store, _, enq, fleet = parts
     register(store, "d1")
     register(store, "d2")
@@ -456,10 +456,12 @@ def test_a_reservation_and_its_message_are_one_write(parts, client):
     assert enq.sent == [(first.id, "d1")]
     refused = RunRecord(id="r-refused", request=GoalRunRequest(goal="g"), submitted_at=1.0)
     store.create([refused])
-    assert store.reserve(refused.id, "d1", enq.message(refused.id, "d1")) is None  # d1 is busy
-    assert enq.sent == [(first.id, "d1")]
-    assert store.reserve(refused.id, "d2", enq.message(refused.id, "d2")) is not None
-    assert store.resend(first.id, "d1", enq.message(first.id, "d1"))
-    assert not store.resend(first.id, "d2", enq.message(first.id, "d2"))  # not d2's
+    assert store.reserve(refused.id, "d1") is None  # d1 is busy
+    d = fleet.dispatcher
+    assert d.dispatch([refused.id]) == 1
+    assert store.load(refused.id).device == "d2"
+    assert enq.sent == [(first.id, "d1"), (refused.id, "d2")]
+    assert not d._resend_or_release(store.load(first.id), "d2")  # not d2's: nothing sent
+    assert d._resend_or_release(store.load(first.id), "d1")  # never claimed: sent again
     assert enq.sent == [(first.id, "d1"), (refused.id, "d2"), (first.id, "d1")]
     assert client.llen(Keys("t").queue("d1")) == 0  # the fake's messages reach no worker

@@ -25,7 +25,7 @@ from scheduler.store.history.outbox import HistoryWriter
 from scheduler.store.history.store import SqlHistory
 from scheduler.store.runs import FleetStore
 from workers.core.model import Outcome, RunResult, RunStatus, StepRow
-from workers.core.records import RunRecord
+from workers.core.records import BatchRecord, RunRecord
 from workers.core.request import GoalRunRequest
 from workers.fleet.keys import Keys
 from workers.fleet.state.runs import RunStore
@@ -70,8 +70,7 @@ class Burst:
                 request=GoalRunRequest(goal="Sign in"),
                 submitted_at=time.time(),
             )
-            to = (did, self.enq.message(run.id, did))
-            self.store.submit_one(run, idem=None, max_pending=10_000, device=to)
+            self.store.submit_one(run, idem=None, max_pending=10_000, device=did)
             claim = self.rs.claim(run.id, did, f"w@{did}", cap=3)
             for row in _steps(2):
                 self.rs.write_step(run.id, claim.token, row)
@@ -145,6 +144,29 @@ def test_a_writer_that_died_after_its_commit_stores_the_slice_again_once(
     assert writer.drain() == 5
     assert history.db.query("SELECT COUNT(*) FROM runs") == [(5,)]
     assert history.db.query("SELECT COUNT(*) FROM steps") == [(10,)]
+
+
+def test_a_stored_batch_run_keeps_its_batch_as_long_as_itself(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    """Once the writer stored a batch's run, the run and its rows expire after the retention
+    and its batch (which holds the run's request) no sooner, as at a run's end without a
+    writer: retention has one owner (`lua/lib/keep.lua`)."""
+    burst = Burst(client, "hb")
+    history = SqlHistory.open(f"sqlite:///{tmp_path / 'h.db'}", upgrade=True)
+    writer = HistoryWriter(burst.store, history, retention_s=RETENTION_S)
+    writer.turn_on()
+    batch = BatchRecord(id="b1", total=1, created_at=time.time(), goal="Sign in")
+    run = RunRecord(
+        id="br1", request=GoalRunRequest(goal="Sign in"), submitted_at=time.time(), batch="b1"
+    )
+    burst.store.create([run], batch=batch)
+    client.expire(burst.k.batch("b1"), 5)  # the batch was written long ago
+    burst.store.cancel("br1")
+    assert client.ttl(burst.k.run("br1")) == -1  # held for the writer
+    assert writer.drain() == 1
+    assert 0 < client.ttl(burst.k.run("br1")) <= RETENTION_S
+    assert client.ttl(burst.k.batch("b1")) >= client.ttl(burst.k.run("br1")) > 0
 
 
 def test_without_a_writer_runs_end_as_before(client: redis.Redis) -> None:

@@ -16,10 +16,21 @@ Redis is read back and the machine's invariants checked:
 - nothing (an index, a device, a question) refers to a run that does not exist;
 - the decision memory holds the entry of the last answer taken, and nothing of one refused;
 - every run is in the run list, and a run that ended is in the index of its end status only;
-- every reservation pushed its run's broker message, in its own script (one message per
-  reservation or resend, none for a refused one), and the latest message of a reserved run
-  names the device it is reserved for;
 - with a history writer on, the history outbox holds exactly the runs that ended.
+
+The delivery half (docs/design.md, "One delivery protocol"): the broker's queue is the fake's
+list (`RecordingEnqueuer`), a message is taken off it on receipt (at most once), and the
+scheduler's sends go through the dispatcher (`Dispatcher.deliver`), its resends through its
+real sweep (`Dispatcher.sweep`), a worker's own resend through `send_again`. The machine may
+crash the sender between a reservation and its send, lose a message with the worker process
+that took it, and kill a pool child mid-run. After every step:
+
+- every reserved run has its message queued for its device, or its redelivery is owed to the
+  orphan sweep (its send crashed, or its message was lost), and after a sweep no reserved run
+  is without its message;
+- every running run is being executed by its device's current worker, or has a message
+  queued for its device (its pool child died: the worker sent it again), or its claiming
+  worker no longer holds the lease (the lapsed sweep re-pends it): no run is stranded.
 """
 
 from __future__ import annotations
@@ -43,14 +54,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import DecideState, Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import Answer, DeviceInfo, Question, RunRecord
 from workers.core.request import GoalRunRequest
 from workers.core.screen import Candidate, Kind
+from workers.fleet.delivery import send_again
 from workers.fleet.fence import Fence, LeaseLostError
-from workers.fleet.keys import Keys, lease_holder, worker_name
+from workers.fleet.keys import Keys, device_queue, lease_holder, worker_name
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.state.devices import DeviceTakenError
 from workers.fleet.state.questions import NotAwaitingError, QuestionStore
@@ -67,9 +80,23 @@ THEN = st.one_of(
     st.tuples(st.just("finish"), st.sampled_from(ENDS), st.sampled_from(FAILURES)),
     st.tuples(st.just("park"), st.sampled_from(["-10", "60"])),
     st.tuples(st.just("hand_back")),
+    st.tuples(st.just("child_dies")),
 )
 """What a worker does with a run it claimed (a step; an end, and how it counts towards the
-device's health; a question for a person, expired at once or not; a hand back)."""
+device's health; a question for a person, expired at once or not; a hand back; its pool child
+dies or hits the hard time limit)."""
+
+
+@dataclass
+class FakeCelery:
+    """The Celery app a worker sends with (`workers.fleet.delivery.send_run`), onto the fake's
+    list: the fake at the broker's seam."""
+
+    enq: RecordingEnqueuer
+
+    def send_task(self, name: str, *, args: list[str], queue: str, **_: object) -> None:
+        assert name == "goalfleet.run"
+        self.enq.send(args[0], queue.removeprefix(device_queue("")))
 
 
 @dataclass
@@ -100,7 +127,11 @@ class FleetMachine(RuleBasedStateMachine):
             client, self.k, retention_s=0, memory_ttl_s=60, clock=lambda: self.now
         )
         self.enq = RecordingEnqueuer(client, self.k)
-        self.pushes = 0  # the messages the reservations so far must have pushed
+        self.dispatcher = Dispatcher(self.store, self.enq, orphan_after_s=1e-9)
+        self.holders: dict[str, str] = {}  # claim token -> the lease token of its worker
+        self.owed: set[str] = set()
+        """Reservations whose message the orphan sweep owes: the send crashed, or the worker
+        process that took the message died."""
         self.workers: dict[str, Worker] = {}  # device -> its current worker process
         self.retired: list[Worker] = []  # earlier processes: replaced, or deregistered
         self.attempts: dict[str, int] = {}
@@ -110,10 +141,13 @@ class FleetMachine(RuleBasedStateMachine):
 
     # -- devices ---------------------------------------------------------------------------
 
-    @initialize()
-    def start_workers(self) -> None:
+    @initialize(target=runs)
+    def runs_on_their_way(self) -> object:
+        """Every example starts with a run reserved and sent for each device (the delivery
+        half has messages to take from its first step)."""
         for d in DEVICES:
             self._register(d)
+        return multiple(*[self.submit(d, 0, crash=False) for d in DEVICES])
 
     def _register(self, device: str) -> None:
         worker = Worker(device, lease_holder(worker_name(device)))
@@ -171,12 +205,24 @@ class FleetMachine(RuleBasedStateMachine):
             submitted_at=self.now,
         )
 
-    @rule(target=runs, device=st.none() | st.sampled_from(DEVICES), priority=st.integers(0, 2))
-    def submit(self, device: str | None, priority: int) -> str:
+    def _send(self, run: str, device: str, *, crash: bool) -> None:
+        """The scheduler sends a reservation's message, or dies before it does."""
+        if crash:
+            self.owed.add(run)
+        else:
+            assert self.dispatcher.deliver(run, device)
+
+    @rule(
+        target=runs,
+        device=st.none() | st.sampled_from(DEVICES),
+        priority=st.integers(0, 2),
+        crash=st.booleans(),
+    )
+    def submit(self, device: str | None, priority: int, crash: bool) -> str:  # noqa: FBT001 - hypothesis draws it
         run = self._record(priority)
-        to = (device, self.enq.message(run.id, device)) if device is not None else None
-        out = self.store.submit_one(run, idem=None, max_pending=0, device=to)
-        self.pushes += out.kind == "reserved"
+        out = self.store.submit_one(run, idem=None, max_pending=0, device=device)
+        if out.kind == "reserved" and device is not None:
+            self._send(run.id, device, crash=crash)
         return run.id
 
     @rule(target=runs, n=st.integers(1, 3))
@@ -185,25 +231,40 @@ class FleetMachine(RuleBasedStateMachine):
         self.store.create(records)
         return multiple(*[r.id for r in records])
 
-    @rule(run=runs, device=st.sampled_from(DEVICES))
-    def reserve(self, run: str, device: str) -> None:
+    @rule(run=runs, device=st.sampled_from(DEVICES), crash=st.booleans())
+    def reserve(self, run: str, device: str, crash: bool) -> None:  # noqa: FBT001 - hypothesis draws it
         """A reservation of any run for any device (most are refused)."""
-        self._reserve(run, device)
+        self._reserve(run, device, crash=crash)
 
-    def _reserve(self, run: str, device: str) -> None:
-        self.pushes += self.store.reserve(run, device, self.enq.message(run, device)) is not None
+    def _reserve(self, run: str, device: str, *, crash: bool = False) -> None:
+        if self.store.reserve(run, device) is not None:
+            self._send(run, device, crash=crash)
 
     @precondition(lambda self: self.r.zcard(self.k.pending) > 0)
-    @rule(device=st.sampled_from(DEVICES))
-    def dispatch(self, device: str) -> None:
+    @rule(device=st.sampled_from(DEVICES), crash=st.booleans())
+    def dispatch(self, device: str, crash: bool) -> None:  # noqa: FBT001 - hypothesis draws it
         """The scheduler gives the first pending run to `device`."""
         for run in self.store.pending_ids(limit=1):
-            self._reserve(run, device)
+            self._reserve(run, device, crash=crash)
 
     @rule(run=runs, device=st.sampled_from(DEVICES))
     def resend(self, run: str, device: str) -> None:
         """The scheduler sends an unclaimed reservation's message again (maybe a stale view)."""
-        self.pushes += self.store.resend(run, device, self.enq.message(run, device))
+        if self.store.resend(run, device):
+            self.dispatcher.deliver(run, device)
+
+    @rule()
+    def orphan_sweep(self) -> None:
+        """The scheduler's sweep of reservations never claimed (every one is due here): one
+        whose device is alive is sent again, one whose device is gone or down is pending
+        again. After it, no reserved run is without its message."""
+        self.dispatcher.view.reload()
+        self.dispatcher.sweep()
+        self.owed.clear()
+        queued = set(self.enq.sent)
+        for run_id in self._index(self.k.reserved):
+            device = cast("str", self.r.hget(self.k.run(run_id), "device"))
+            assert (run_id, device) in queued, f"swept, yet reserved {run_id} has no message"
 
     @rule(run=runs)
     def unreserve(self, run: str) -> None:
@@ -249,14 +310,40 @@ class FleetMachine(RuleBasedStateMachine):
 
     # -- the workers ---------------------------------------------------------------------------
 
-    @precondition(lambda self: self.r.zcard(self.k.reserved) > 0)
-    @rule(device=st.sampled_from(DEVICES), then=THEN)
-    def deliver(self, device: str, then: tuple[str, ...]) -> None:
-        """The message of the run reserved for `device` reaches its worker, which claims it
-        and goes on as `then` says."""
-        run = cast("str | None", self.r.hget(self.k.device(device), "run"))
-        if run and self._claim(run, device):
+    def _queued_device(self, i: int) -> str:
+        """The device of one of the queued messages, picked by `i`."""
+        sent = self.enq.sent
+        return sent[i % len(sent)][1]
+
+    @precondition(lambda self: self.r.llen(self.enq.key) > 0)
+    @rule(i=st.integers(0, 3), then=THEN)
+    def deliver(self, i: int, then: tuple[str, ...]) -> None:
+        """The oldest message queued for a device is taken off the queue (at most once) by
+        its worker, which claims the run (a duplicate or stale one is skipped) and goes on as
+        `then` says. A message its worker cannot use (the lease is gone) is spent: the
+        sweeps own that run now."""
+        device = self._queued_device(i)
+        run = self.enq.take(device)
+        if run is None:
+            return
+        if self._claim(run, device):
             self.act(device=device, latest=True, then=then)
+        elif self.r.hget(self.k.run(run), "device") == device:
+            self.owed.add(run)
+
+    @precondition(lambda self: self.r.llen(self.enq.key) > 0)
+    @rule(i=st.integers(0, 3))
+    def message_lost(self, i: int) -> None:
+        """The worker process that took a device's oldest message dies before claiming it:
+        the message is gone with it, and so are its heartbeat and lease (a new process must
+        register for the device)."""
+        device = self._queued_device(i)
+        run = self.enq.take(device)
+        self.r.delete(self.k.lease(device))
+        if (dead := self.workers.pop(device, None)) is not None:
+            self.retired.append(dead)
+        if run is not None:
+            self.owed.add(run)
 
     @rule(run=runs, device=st.sampled_from(DEVICES))
     def claim(self, run: str, device: str) -> None:
@@ -273,6 +360,7 @@ class FleetMachine(RuleBasedStateMachine):
             return False
         if claim.token and claim.record is not None:
             worker.claims[run] = claim.token
+            self.holders[claim.token] = worker.holder
             return True
         return False
 
@@ -295,7 +383,7 @@ class FleetMachine(RuleBasedStateMachine):
         zombie = zombies[i % len(zombies)]
         assert not self._act(zombie, latest=False, then=then) or then[0] == "hand_back"
 
-    def _act(self, worker: Worker, *, latest: bool, then: tuple[str, ...]) -> bool:
+    def _act(self, worker: Worker, *, latest: bool, then: tuple[str, ...]) -> bool:  # noqa: PLR0911 - one return per action a worker takes
         """Whether the worker's write went through (False: refused, or nothing to do)."""
         run = list(worker.claims)[-1 if latest else 0]
         token = worker.claims[run]
@@ -303,6 +391,8 @@ class FleetMachine(RuleBasedStateMachine):
         if record is None:
             return False
         kind, *how = then
+        if kind == "child_dies":
+            return self._child_dies(worker, run)
         fence = worker.fence()
         with contextlib.suppress(LeaseLostError, ClaimLostError):
             if kind == "step":
@@ -333,6 +423,19 @@ class FleetMachine(RuleBasedStateMachine):
                 return bool(self.qs.park(record, token, result, question, fence=fence))
             return self.rs.hand_back(record, worker.device, token)
         return False
+
+    def _child_dies(self, worker: Worker, run: str) -> bool:
+        """The pool child running `run` dies (or hits the hard time limit): its claim is gone
+        with it, and the worker's main process sends the run to its device again while it
+        holds the lease (`send_again`); the next delivery claims it again, attempt + 1."""
+        del worker.claims[run]
+        lease = self.k.lease(worker.device)
+        return send_again(
+            FakeCelery(self.enq),
+            run,
+            worker.device,
+            give_up=lambda: self.r.get(lease) != worker.holder,
+        )
 
     def _question(self, record: RunRecord, device: str, *, ttl: float) -> Question:
         screen = DecideState(
@@ -407,9 +510,7 @@ class FleetMachine(RuleBasedStateMachine):
         pending, reserved = self._index(self.k.pending), self._index(self.k.reserved)
         running, questions = self._index(self.k.running), self._index(self.k.questions)
         held = {d: h.get("run", "") for d, h in devices.items() if h.get("run")}
-        claimed_by = {
-            t: w.holder for w in [*self.workers.values(), *self.retired] for t in w.claims.values()
-        }
+        claimed_by = self.holders
 
         for d, run_id in held.items():
             assert run_id in runs, f"device {d} holds run {run_id}, which does not exist"
@@ -466,20 +567,33 @@ class FleetMachine(RuleBasedStateMachine):
         assert [e.origin for e in entries] == ([self.taught] if self.taught else [])
 
     @invariant()
-    def every_reservation_sent_its_message(self) -> None:
-        sent = self.enq.sent
-        assert len(sent) == self.pushes, f"{len(sent)} messages pushed, {self.pushes} reservations"
-        latest = dict(sent)  # run -> the device its latest message names
+    def no_run_is_stranded(self) -> None:
+        """Every reserved run has its message queued, or the orphan sweep owes it one; every
+        running run is executed by its device's current worker, or has its message queued
+        again, or has lost its lease (the lapsed sweep re-pends it)."""
+        runs, _ = self._all()
+        queued = set(self.enq.sent)
         for run_id in self._index(self.k.reserved):
-            device = self.r.hget(self.k.run(run_id), "device")
-            assert latest.get(run_id) == device, f"reserved {run_id}: no message for {device}"
+            device = runs[run_id]["device"]
+            assert (run_id, device) in queued or run_id in self.owed, (
+                f"reserved {run_id}: no message for {device}, none owed"
+            )
+        for run_id in self._index(self.k.running):
+            run = runs[run_id]
+            device, holder = run["device"], run.get("holder", "")
+            worker = self.workers.get(device)
+            executing = worker is not None and worker.claims.get(run_id) == run["claim"]
+            lapsed = self.r.get(self.k.lease(device)) != holder
+            assert executing or (run_id, device) in queued or lapsed, (
+                f"running {run_id} on {device}: no execution, no message, its lease held"
+            )
 
 
 def test_the_run_and_device_state_machine(client: redis.Redis) -> None:
     run_state_machine_as_test(
         lambda: FleetMachine(client),
         settings=settings(
-            max_examples=50,
+            max_examples=150,
             stateful_step_count=50,
             deadline=None,
             # no explain phase: its line tracer makes a failing case's shrink minutes long

@@ -87,10 +87,12 @@ def submit_to_new_device(
     return sent, run
 
 
-def test_a_submit_to_an_idle_device_is_one_round_trip_with_the_send(parts, client):
+def test_a_submit_to_an_idle_device_is_the_script_then_the_send(parts, client):
+    """A submit onto an idle device: one script writes and reserves, then one send carries
+    its message (here the fake's LPUSH; Celery's `send_task` is one LPUSH too: test_enqueue)."""
     store, _, enq, fleet = cached(parts, client)
     sent, run = submit_to_new_device(client, store, fleet, "d1")
-    assert sent == ["EVALSHA"], sent
+    assert sent == ["EVALSHA", "LPUSH"], sent
     assert run.device == "d1"
     assert enq.sent == [(run.id, "d1")]
     stored = store.load(run.id)
@@ -163,10 +165,10 @@ def test_a_replay_is_answered_even_when_the_backlog_is_full(client):
     assert again.id == first.id
 
 
-def test_the_send_rides_in_the_submit_script(redis_server, client):
-    """With Celery's enqueuer the reserved run's message is pushed by the submit script
-    itself: the whole submit is one round trip, and the device's queue holds the run's
-    message; a run left pending pushes none."""
+def test_the_send_follows_the_submit_script(redis_server, client):
+    """With Celery's enqueuer the reserved run's message is Celery's own send after the
+    submit script: two round trips (the script, one LPUSH), and the device's queue holds the
+    run's message; a run left pending sends none."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
@@ -175,7 +177,10 @@ def test_the_send_rides_in_the_submit_script(redis_server, client):
         register(store, "warm")
         fleet.submit_run(RunSubmit(goal="g", device="warm"))  # loads the script
         sent, run = submit_to_new_device(client, store, fleet, "d1")
-        assert sent == ["EVALSHA"], sent
+        # the script, then Celery's send: one LPUSH (kombu checks a queue it has not sent to
+        # yet with a few reads first)
+        assert (sent[0], sent.count("EVALSHA"), sent.count("LPUSH")) == ("EVALSHA", 1, 1), sent
+        assert sent[-1] == "LPUSH", sent
         assert run.device == "d1"
         queued = [json.loads(m) for m in client.lrange(keys.queue("d1"), 0, -1)]
         assert [m["headers"]["id"] for m in queued] == [run.id]
@@ -188,10 +193,10 @@ def test_the_send_rides_in_the_submit_script(redis_server, client):
         app.close()
 
 
-def test_a_dispatch_pass_sends_in_the_reserve_script(redis_server, client):
+def test_a_dispatch_pass_sends_after_the_reserve_script(redis_server, client):
     """The scheduler's pass (and a batch's placement) reserves an idle device for a pending
-    run and pushes the run's message in the same script: one round trip past the reads (no
-    send of its own); the device's queue holds the message, once."""
+    run in one script, then sends the run's message (Celery's one LPUSH); the device's queue
+    holds the message, once."""
     app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
     keys = Keys("t")
     store = FleetStore(client, keys, retention_s=3600)
@@ -203,11 +208,10 @@ def test_a_dispatch_pass_sends_in_the_reserve_script(redis_server, client):
         client.hset(keys.device("d1"), "run", "")  # d1 is free again (its run ended)
         client.delete(keys.queue("d1"))
         fleet.dispatcher.view.reload()
-        enq = CeleryEnqueuer(app)
-        store.reserve("no-such-run", "d1", enq.message("no-such-run", "d1"))  # loads the script
+        store.reserve("no-such-run", "d1")  # loads the script
         sent = wire(client, fleet.dispatcher.dispatch)
-        assert sent.count("EVALSHA") == 1, " ".join(sent)  # the reserve, its message in it
-        assert "LPUSH" not in sent, sent
+        assert sent.count("EVALSHA") == 1, " ".join(sent)  # the reserve
+        assert sent.count("LPUSH") == 1, sent  # then its message, Celery's own send
         queued = [json.loads(m) for m in client.lrange(keys.queue("d1"), 0, -1)]
         assert [m["headers"]["id"] for m in queued] == [waiting.id]
         assert store.load(waiting.id).device == "d1"

@@ -75,7 +75,7 @@ def test_finished_and_handed_back_runs_leave_the_index(parts, client):
     assert rs.hand_back(store.load(back), "d001", tokens[1])
     time.sleep(0.01)
     assert rs.hand_back(store.load(again), "d002", tokens[2])
-    assert store.reserve(again, "d002", parts[2].message(again, "d002")) is not None
+    assert store.reserve(again, "d002") is not None
     rs.claim(again, "d002", "w@d002", cap=3)
     later = client.zscore(Keys("t").running, again)
     d = Dispatcher(store, parts[2], overdue_after_s=100, orphan_after_s=10**6)

@@ -1,26 +1,22 @@
 """The Celery app, made from `Settings` (no module-level app, no work at import time).
 
-The settings that make a run survive a worker's death without running twice at once:
+Celery is the worker framework, used through its public API and settings only; delivery and
+redelivery are the fleet's own (docs/design.md, "One delivery protocol"):
 
+- the broker delivers at most once: kombu's Redis transport with `ack_emulation` off takes a
+  message off its list on receipt (no unacked hash, no visibility timeout, no restore), and
+  the run task acknowledges early (`task_acks_late` off). Every redelivery is the fleet's: the
+  claim is a compare-and-set, a dead worker's run is re-pended by the lapsed sweep, a
+  reservation never claimed is sent again by the orphan sweep, and a pool child killed (or
+  hard time limit) is sent again by its own worker (`workers.fleet.worker`).
 - prefork, concurrency 1, prefetch 1: one run at a time per device; solo/threads pools lose
   the time limits and terminate.
-- `task_acks_late` + `task_reject_on_worker_lost`: a killed pool child puts the run back.
-- `task_acks_on_timeout` off: a pool child killed at the hard time limit puts the run back too
-  (attempt + 1, up to the attempt cap).
-- `global_keyprefix` (`Keys.celery`): the queues, kombu's unacked hash and Celery's results
-  carry the fleet's key prefix.
-- soft < hard time limit < `visibility_timeout`, the latter set on the broker, the result
-  backend and the app alike (a shorter value anywhere wins): otherwise a long run is
-  redelivered while still running, forever.
-- `worker_deduplicate_successful_tasks`: a redelivered message whose task already succeeded
-  in this process is skipped; the run task stores no Celery result (`ignore_result`: the run
-  record holds it), so across processes the claim's compare-and-set does it.
-- no ETA/countdown tasks anywhere (they sit unacked in the worker, bypass prefetch and are
-  redelivered after the visibility timeout): pending runs wait in our store instead.
-- events on, for monitoring.
-- a Redis outage (full, read-only, loading, gone) never ends a worker: the broker transport is
-  `workers.fleet.transport` (kombu's, riding out outages), channel errors restart the consumer
-  and reconnection is retried for ever.
+- `global_keyprefix` (`Keys.celery`): the queues and bindings carry the fleet's key prefix.
+- no ETA/countdown tasks anywhere: pending runs wait in our store instead.
+- task events for a monitor that asks.
+- a Redis outage (full, read-only, loading, gone) never ends a worker: channel errors restart
+  the consumer and reconnection is retried for ever; taking a message off its list is a pop,
+  which a full Redis still accepts.
 """
 
 from __future__ import annotations
@@ -35,21 +31,12 @@ from workers.fleet.keys import DEFAULT_QUEUE, Keys
 from workers.settings import Settings
 
 
-def restore_interval_s(visibility_timeout_s: int) -> int:
-    """How often a worker looks for unacked messages older than the visibility timeout (a
-    worker whose main process died) and puts them back: a tenth of the timeout, 1-10 s.
-
-    kombu's own default is a scan every 10 s x a throttle of 10, so such a run came back up to
-    ~100 s after the timeout, whatever the timeout."""
-    return max(1, min(10, visibility_timeout_s // 10))
-
-
 def broker(settings: Settings) -> tuple[str, str, dict[str, Any]]:
     """The broker URL, its transport and the transport options that name the fleet's Redis:
     `redis_url`, or (`redis_sentinels`) kombu's `sentinel://` list, each with `redis_url`'s
     password and DB number, and the master's name."""
     if not settings.redis_sentinels:
-        return settings.redis_url, "workers.fleet.transport:Transport", {}
+        return settings.redis_url, "redis", {}
     url = urllib.parse.urlsplit(settings.redis_url)
     auth = url.netloc.rpartition("@")[0]
     db = url.path.strip("/") or "0"
@@ -58,56 +45,39 @@ def broker(settings: Settings) -> tuple[str, str, dict[str, Any]]:
         "master_name": settings.redis_sentinel_master,
         "sentinel_kwargs": sentinel_options(settings),
     }
-    return ";".join(hosts), "workers.fleet.transport:SentinelTransport", options
+    return ";".join(hosts), "sentinel", options
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    vt = settings.visibility_timeout_s
-    # Every key kombu and Celery write (queues, unacked hash and index, bindings, results)
-    # starts with the fleet's prefix, as the store's do: fleets share one Redis DB untouched.
+    # Every key kombu and Celery write (queues, bindings) starts with the fleet's prefix, as
+    # the store's do: fleets share one Redis DB untouched.
     prefix = Keys(settings.key_prefix).celery
     url, transport, where = broker(settings)
     return {
         "broker_url": url,
         "result_backend": url,
         "broker_transport_options": {
-            "visibility_timeout": vt,
-            "unacked_restore_interval": restore_interval_s(vt),
-            "unacked_restore_throttle": 1,
+            # at most once: popped on receipt, no unacked hash, no visibility timeout
+            "ack_emulation": False,
             "global_keyprefix": prefix,
             **where,
         },
-        "result_backend_transport_options": {
-            "visibility_timeout": vt,
-            "global_keyprefix": prefix,
-            **where,
-        },
-        "visibility_timeout": vt,
+        "result_backend_transport_options": {"global_keyprefix": prefix, **where},
         "broker_connection_retry_on_startup": True,
-        # A Redis outage is waited out, never a reason to exit (`workers.fleet.transport`):
-        # kombu's ack emulation without the writes a full Redis refuses; the consumer restarts
-        # on anything else Redis refuses (OOM, READONLY) and reconnects for as long as it takes.
+        # A Redis outage is waited out, never a reason to exit: the consumer restarts on
+        # anything Redis refuses (OOM, READONLY) and reconnects for as long as it takes.
         "broker_transport": transport,
         "broker_channel_error_retry": True,
         "broker_connection_max_retries": None,
-        "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
-        # A pool child SIGKILLed mid-run is sometimes only noticed by billiard at the hard time
-        # limit, as TimeLimitExceeded rather than WorkerLostError; acked, that run would never
-        # be redelivered. A hard time limit therefore requeues the message (attempt + 1; the
-        # claim ends the run `errored` at the attempt cap); any other failure is acked.
-        "task_acks_on_timeout": False,
-        "task_acks_on_failure": True,
+        "task_acks_late": False,
         "task_soft_time_limit": settings.soft_time_limit_s,
         "task_time_limit": settings.time_limit_s,
         "worker_prefetch_multiplier": 1,
         "worker_concurrency": 1,
         "worker_pool": "prefork",
-        "worker_deduplicate_successful_tasks": True,
         # Task events only for a monitor that asks (`Settings.task_events`); no `task-sent`
         # event in any case: one more Redis publish on every send (monitors see received,
-        # started and succeeded from the worker), and a submit's fast path publishes none
-        # either way: its script pushes the message (`scheduler.store.enqueue`).
+        # started and succeeded from the worker).
         "worker_send_task_events": settings.task_events,
         "task_send_sent_event": False,
         "worker_hijack_root_logger": False,

@@ -24,8 +24,6 @@
 {p}:mem:index           set    keys of memory entries (expired ones are pruned on listing)
 {p}:question:{id}       string a parked run's question (JSON), while it awaits an answer
 {p}:questions           zset   parked run ids by the time their question expires
-{p}:timings             hash   the fleet's visibility timeout and time limits, and each
-                               process's published timings (`workers.fleet.timings`)
 {p}:history:on          string set (with a TTL) while a history writer runs: ended runs join
                                the outbox and their keys wait for it (`lua/lib/run_ended.lua`)
 {p}:history:outbox      zset   ended runs not yet in the history database, by end time (ms)
@@ -38,8 +36,8 @@
 {p}:authfail            string wrong tokens from every client in the current window
 {p}:celery:*            -      Celery's and kombu's own keys, under the fleet's prefix too
                                (`global_keyprefix`): the device queues `{p}:celery:device.{id}`,
-                               the default queue, the unacked hash and index, the queue
-                               bindings and the results `{p}:celery:celery-task-meta-{id}`
+                               the default queue, the queue bindings and the results
+                               `{p}:celery:celery-task-meta-{id}`
 """
 
 from __future__ import annotations
@@ -161,10 +159,6 @@ class Keys:
     def webhook(self) -> str:
         """Set while a scheduler serves a fleet-wide webhook: every run's events are kept."""
         return f"{self.prefix}:webhook"
-
-    @property
-    def timings(self) -> str:
-        return f"{self.prefix}:timings"
 
     @property
     def console_tokens(self) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.exceptions import SoftTimeLimitExceeded
 
 from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
@@ -29,6 +29,7 @@ from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.artifacts import RUN_MARGIN_S
+from workers.fleet.delivery import send_again
 from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
@@ -343,12 +344,12 @@ def _failed(
 
 
 def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints
-    """Bind the run task to `app` (time limits, acks_late etc. come from the app's conf)."""
+    """Bind the run task to `app` (time limits and acks come from the app's conf)."""
 
     # No Celery result: the run record holds the result, and a result write Redis refuses
     # (full) must not fail the task.
     @app.task(name=RUN_TASK, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
-    def run(self: Any, run_id: str) -> str:  # noqa: ANN401, ARG001 - Celery's bound task
+    def run(self: Any, run_id: str) -> str:  # noqa: ANN401 - Celery's bound task
         rt = runtime_mod.current()
         try:
             return execute_run(rt, run_id)
@@ -356,8 +357,16 @@ def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hin
             if not is_outage(exc):
                 raise
             # Every store call waited the outage out with backoff (`outages.OutageRetry`) for
-            # as long as a run may take: pause (jittered), then put the message back, or leave
-            # it unacked while Redis refuses even that (`transport`). One attempt at most,
-            # however long the outage; a short one costs the run time, not an attempt.
+            # as long as a run may take: pause (jittered), then send the run to this device
+            # again (the claim counts the attempt), waiting for Redis to take the message for
+            # as long as this worker holds the lease; lost, the lapsed sweep re-pends it. One
+            # attempt at most, however long the outage; a short one costs the run time only.
             time.sleep(requeue_delay_s(rt.settings.soft_time_limit_s, rt.settings.time_limit_s))
-            raise Reject(f"Redis unavailable: {describe(exc)}", requeue=True) from exc
+            fence = rt.fence
+            send_again(
+                self.app,
+                run_id,
+                rt.device_id,
+                give_up=lambda: fence is not None and fence.lost,
+            )
+            return f"sent-again:{describe(exc)}"

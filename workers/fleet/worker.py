@@ -21,14 +21,16 @@ from typing import Any
 
 import structlog
 from celery import signals
+from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
 from workers.core.ports import DevicePort
 from workers.core.secrets import EnvSecrets
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.celery_app import make_celery
 from workers.fleet.connections import store_client
+from workers.fleet.delivery import send_again
 from workers.fleet.fence import LeaseLostError
-from workers.fleet.keys import Keys, device_queue
+from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.fleet.presence import Presence
 from workers.fleet.runtime import WorkerSpec, build_runtime, default_device_host
 from workers.fleet.state.devices import DeviceRegistry
@@ -128,12 +130,38 @@ def start_worker(
     def on_shutdown(**_: Any) -> None:  # noqa: ANN401 - Celery signal kwargs
         presence.stop()
 
+    app = make_celery(settings)
+    register_tasks(app)
+    main_pid = os.getpid()
+
+    def on_task_failure(
+        sender: Any = None,  # noqa: ANN401 - Celery signal kwargs
+        exception: BaseException | None = None,
+        args: Any = None,  # noqa: ANN401 - Celery signal kwargs
+        **_: Any,  # noqa: ANN401 - Celery signal kwargs
+    ) -> None:
+        """The pool child running a run died or was killed at the hard time limit (Celery
+        tells the main process; the message was acknowledged on receipt): this worker still
+        holds the lease, so it sends the run to its device again, off Celery's loop."""
+        if os.getpid() != main_pid or getattr(sender, "name", None) != RUN_TASK:
+            return
+        if not isinstance(exception, WorkerLostError | TimeLimitExceeded) or not args:
+            return
+        run_id = str(args[0])
+        log.warning("run_child_lost", run_id=run_id, error=type(exception).__name__)
+        threading.Thread(
+            target=send_again,
+            args=(app, run_id, spec.info.id),
+            kwargs={"give_up": lambda: fence.lost or presence.standing_down},
+            name="goalfleet-send-again",
+            daemon=True,
+        ).start()
+
+    signals.task_failure.connect(on_task_failure, weak=False)
     signals.worker_process_init.connect(on_process_init, weak=False)
     signals.worker_process_shutdown.connect(on_process_shutdown, weak=False)
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutdown.connect(on_shutdown, weak=False)
-    app = make_celery(settings)
-    register_tasks(app)
     try:
         app.worker_main(argv=worker_argv(spec, loglevel=loglevel))
     finally:

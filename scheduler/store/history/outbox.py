@@ -111,14 +111,9 @@ class HistoryWriter:
         return cast("list[str]", self.r.zrange(self.k.history_outbox, skip, last))
 
     def _ack(self, ids: list[str]) -> None:
-        """`ids` are stored: their retention starts, and they leave the outbox."""
-        with self.r.pipeline(transaction=False) as p:
-            for rid in ids:
-                if self.retention_s > 0:
-                    p.expire(self.k.run(rid), self.retention_s)
-                    p.expire(self.k.steps(rid), self.retention_s)
-            p.zrem(self.k.history_outbox, *ids)
-            p.execute()
+        """`ids` are stored: they leave the outbox, and their retention starts (the store's
+        `release_held`: the one owner of a run's retention is `lua/lib/keep.lua`)."""
+        self.fleet.release_held(ids, keep_s=self.retention_s)
 
     def _load(self, ids: list[str]) -> list[RunHistory]:
         records = {r.id: r for r in self.fleet.load_many(ids)}

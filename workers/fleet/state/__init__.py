@@ -57,9 +57,15 @@ random interleavings:
     awaiting_answer  its question and an entry in `questions`; no device holds it
     terminal         in no index; no device holds it
 
-Every reservation (submit onto a free device, reserve, resend) pushes the run's broker message
-onto the device's queue in its own script (`lib/places.lua`'s `reserve`): there is no other
-send, so a reservation never exists without its message, and a refused one sends nothing.
+Every reservation (submit onto a free device, reserve, resend) is followed by the run's message,
+sent by the caller through Celery's `send_task` (`scheduler.store.enqueue`); a refused one sends
+nothing. The broker delivers it at most once; a reservation whose message never left or was
+lost is sent again by the scheduler's orphan sweep (`resend`), and a running run's worker sends
+it again when its pool child dies (docs/design.md, "One delivery protocol").
+
+Keys are built in Python only: a script gets its keys as KEYS, and builds one from another
+(a run's batch, the prefix's indexes) only through the prelude's `K`, generated from `Keys`
+(`scripts.PRELUDE`).
 
 A device is registered (in `devices`, with a lease while its worker lives), holds at most one
 run (`run`), and is never given a run while quarantined or without a live lease.

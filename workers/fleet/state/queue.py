@@ -25,16 +25,6 @@ from workers.fleet.state.scripts import RedisStore, Script
 
 
 @dataclass(frozen=True)
-class Message:
-    """A broker message as it lies on its Redis list: what a reservation pushes (`LPUSH`, in
-    the script that reserves: submit, reserve, resend), built by the scheduler's delivery seam
-    (`scheduler.store.enqueue`)."""
-
-    key: str
-    payload: str
-
-
-@dataclass(frozen=True)
 class Idempotency:
     key: str
     body_hash: str
@@ -70,6 +60,7 @@ class RunQueue(RedisStore):
     _release_lapsed = Script("release_lapsed")
     _forget_running = Script("forget_running")
     _expire = Script("expire")
+    _release_held = Script("release_held")
 
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         super().__init__(client, keys)
@@ -136,14 +127,13 @@ class RunQueue(RedisStore):
         *,
         idem: Idempotency | None,
         max_pending: int,
-        device: tuple[str, Message] | None,
+        device: str | None,
     ) -> Submitted:
         """Write one run, all or nothing, in one round trip (`_SUBMIT_ONE`): refused when
         `max_pending` runs are pending already (0: no limit), a replay when the idempotency
-        key was used, else pending or, when `device` (an id and the run's broker message for
-        it) is free, reserved for it and sent: the message pushed onto its queue in the same
-        script, so a reservation is never left without its message."""
-        device_id, message = device if device is not None else (None, None)
+        key was used, else pending or, when `device` is free, reserved for it (the caller
+        then sends the run's message: `scheduler.store.enqueue`)."""
+        device_id = device
         now = time.time()
         idem_key = self.k.idem(idem.key) if idem is not None else self.k.idem("-")
         fields = run.to_hash()
@@ -159,7 +149,6 @@ class RunQueue(RedisStore):
                     self.k.lease(device_id or "-"),
                     self.k.reserved,
                     self.k.wake,
-                    message.key if message is not None else self.k.queue("-"),
                     self.k.runs,
                 ],
                 args=[
@@ -170,7 +159,6 @@ class RunQueue(RedisStore):
                     self.retention_s if idem is not None else 0,
                     device_id or "",
                     repr(now),
-                    message.payload if message is not None else "",
                     *flat,
                 ],
             ),
@@ -184,10 +172,10 @@ class RunQueue(RedisStore):
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def reserve(self, run_id: str, device_id: str, message: Message) -> float | None:
-        """Atomically give a pending run to an idle, live, unquarantined device and push its
-        broker `message`; the `dispatched_at` it wrote, or None when it did not (nothing is
-        pushed then)."""
+    def reserve(self, run_id: str, device_id: str) -> float | None:
+        """Atomically give a pending run to an idle, live, unquarantined device; the
+        `dispatched_at` it wrote (the caller then sends the run's message), or None when it
+        did not."""
         now = time.time()
         done = bool(
             self._reserve(
@@ -197,21 +185,20 @@ class RunQueue(RedisStore):
                     self.k.lease(device_id),
                     self.k.pending,
                     self.k.reserved,
-                    message.key,
                 ],
-                args=[run_id, device_id, repr(now), message.payload],
+                args=[run_id, device_id, repr(now)],
             )
         )
         return now if done else None
 
-    def resend(self, run_id: str, device_id: str, message: Message) -> bool:
-        """Push the message of a reservation `device_id` still holds, never claimed, again
-        (its reservation time is now); False, with nothing pushed, when the run is no longer
-        reserved for that device."""
+    def resend(self, run_id: str, device_id: str) -> bool:
+        """A reservation `device_id` still holds, never claimed, is due its message again (its
+        reservation time is now: the caller sends it); False when the run is no longer
+        reserved for that device (send nothing)."""
         return bool(
             self._resend(
-                keys=[self.k.run(run_id), self.k.device(device_id), self.k.reserved, message.key],
-                args=[run_id, device_id, repr(time.time()), message.payload],
+                keys=[self.k.run(run_id), self.k.device(device_id), self.k.reserved],
+                args=[run_id, device_id, repr(time.time())],
             )
         )
 
@@ -296,6 +283,14 @@ class RunQueue(RedisStore):
             ):
                 released.append((rid, device))
         return released
+
+    def release_held(self, run_ids: list[str], *, keep_s: int) -> None:
+        """Runs a history writer has stored leave its outbox, and their retention (`keep_s`,
+        0: for good) starts as it would have at their end (`lua/lib/keep.lua`, its one owner)."""
+        keys = [self.k.history_outbox]
+        for rid in run_ids:
+            keys += self.k.run_and_steps(rid)
+        self._release_held(keys=keys, args=[keep_s])
 
     # -- cancel ----------------------------------------------------------------------------
 

@@ -12,7 +12,10 @@ A script's first line may name the fragments of `lua/lib/` it calls (`--! uses l
 the loader puts them before it. Every script starts with two tables made here from the
 Python enums, so no status name is written twice: `S` (each `RunStatus`, and `RESERVED`, the
 state of a queued run that holds a device: `workers.fleet.state`) and `F` (each `Failure`);
-and `PRIORITY_SPAN`, the pending index's priority step (`states.PRIORITY_SPAN`).
+`PRIORITY_SPAN`, the pending index's priority step (`states.PRIORITY_SPAN`); and `K`, the key
+layouts of `Keys` as Lua functions of a prefix and an id (`K.run(prefix, id)`), with
+`run_key_parts(key)` reading a run key back: a script builds a key only from one it was given,
+and only through `K`, so the layout lives in `Keys` alone.
 
 Every script is a write the fleet answers for (a submit, an answer, a claim, a step row, a
 finish, a lease renew), so on a store with replicas (`connections.Replication`) a script is
@@ -26,6 +29,7 @@ an outage (the write may or may not survive a failover; it is not acknowledged).
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, overload
@@ -46,10 +50,57 @@ def _table(name: str, values: dict[str, str]) -> str:
     return f"local {name} = {{{fields}}}\n"
 
 
+def _lua_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_PREFIX, _ARG = "\x01", "\x02"
+"""Placeholders a `Keys` method is called with, to read its layout back."""
+
+
+def _key_function(layout: str) -> str:
+    """A Lua function `(p, a)` building the key `layout` (a `Keys` method's output on the
+    placeholders) from a prefix `p` and an argument `a`."""
+    parts = [x for x in re.split(f"([{_PREFIX}{_ARG}])", layout) if x]
+    names = {_PREFIX: "p", _ARG: "a"}
+    return f"function(p, a) return {' .. '.join(names.get(x) or _lua_string(x) for x in parts)} end"
+
+
+def _keys_prelude() -> str:
+    """`K`: the key layouts a script builds from a key it was given (the fleet's prefix, a run
+    id), generated from `Keys`, so no script spells a layout of its own; and `run_key_parts`,
+    a run key's prefix and run id, read back by the pattern `K.run` builds."""
+    k = Keys(_PREFIX)
+    layouts = {
+        "run": k.run(_ARG),
+        "lease": k.lease(_ARG),
+        "device": k.device(_ARG),
+        "pending": k.pending,
+        "runs": k.runs,
+        "ended": k.ended(_ARG),
+        "batch": k.batch(_ARG),
+        "batch_runs": k.batch_runs(_ARG),
+        "history_on": k.history_on,
+        "history_outbox": k.history_outbox,
+        "events": k.events,
+        "webhook": k.webhook,
+    }
+    fields = ", ".join(f"{name} = {_key_function(t)}" for name, t in layouts.items())
+    run = layouts["run"].removeprefix(_PREFIX)
+    head, tail = run.split(_ARG)
+    magic = re.compile(r"([\^$()%.\[\]*+\-?])")
+    pattern = "^(.*)" + magic.sub(r"%\1", head) + "([^:]+)" + magic.sub(r"%\1", tail) + "$"
+    return (
+        f"local K = {{{fields}}}\n"
+        f"local function run_key_parts(key) return string.match(key, {_lua_string(pattern)}) end\n"
+    )
+
+
 PRELUDE = (
     _table("S", {s.name: s.value for s in RunStatus} | {"RESERVED": RESERVED})
     + _table("F", {f.name: f.value for f in Failure})
     + f"local PRIORITY_SPAN = {PRIORITY_SPAN}\n"
+    + _keys_prelude()
 )
 
 

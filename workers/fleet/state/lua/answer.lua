@@ -1,4 +1,4 @@
---! uses events run_ended places memory question
+--! uses events keep run_ended places memory question
 -- A person's answer, all in one: the run still waits for the very question that was answered
 -- (its JSON's SHA-1: a run answered, run again and parked anew is not answered by a reply to
 -- its old question), the answer's memory entry is written (a control or done; none for

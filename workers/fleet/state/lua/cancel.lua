@@ -1,4 +1,4 @@
---! uses events run_ended places
+--! uses events keep run_ended places
 -- pending / reserved -> cancelled; running -> (cancel requested: the worker ends it).
 -- KEYS: run, steps, device, pending, batch, wake, reserved, running
 -- ARGV: run_id, device_id as read, result, now, retention

@@ -1,4 +1,4 @@
---! uses events run_ended places question
+--! uses events keep run_ended places question
 -- awaiting_answer -> escalated (expired) or cancelled.
 -- KEYS: run, question, questions, batch, steps
 -- ARGV: run_id, status, result, reason, now, retention

@@ -1,4 +1,4 @@
---! uses events run_ended places
+--! uses events keep run_ended places
 -- pending -> unplaceable (a run being placed right now is left alone).
 -- KEYS: run, steps, pending, batch   ARGV: run_id, result, now, retention, reason
 if run_state(KEYS[1]) ~= S.QUEUED then return 0 end

@@ -1,4 +1,4 @@
---! uses lease retry events run_ended places
+--! uses lease retry events keep run_ended places
 -- running -> a terminal status; the device freed, its health counted (and quarantined after
 -- `quarantine_after` infrastructure failures in a row); a failure with retries left queues
 -- its next attempt (`lib/retry.lua`).

@@ -14,8 +14,8 @@ redis.call('ZREM', KEYS[7], ARGV[5])
 redis.call('SET', KEYS[3], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
 redis.call('RPUSH', KEYS[5], ARGV[5])
-local prefix = string.match(KEYS[1], '^(.*):run:[^:]+$')
+local prefix = run_key_parts(KEYS[1])
 local batch = redis.call('HGET', KEYS[1], 'batch')
-if batch and batch ~= '' then batch = prefix .. ':batch:' .. batch else batch = '' end
+if batch and batch ~= '' then batch = K.batch(prefix, batch) else batch = '' end
 emit(prefix, batch, 'kind', 'question', 'run', ARGV[5])
 return 1

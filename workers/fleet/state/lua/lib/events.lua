@@ -3,12 +3,12 @@
 -- scheduler serves a fleet-wide one (`{p}:webhook`, kept alive while it runs). One XADD: a
 -- worker never waits on a webhook.
 local function emit(prefix, batch, ...)
-  local wanted = redis.call('EXISTS', prefix .. ':webhook') == 1
+  local wanted = redis.call('EXISTS', K.webhook(prefix)) == 1
   if not wanted and batch ~= '' then
     local url = redis.call('HGET', batch, 'webhook')
     wanted = url and url ~= ''
   end
   if wanted then
-    redis.call('XADD', prefix .. ':events', 'MAXLEN', '~', 10000, '*', ...)
+    redis.call('XADD', K.events(prefix), 'MAXLEN', '~', 10000, '*', ...)
   end
 end

@@ -19,13 +19,13 @@ local function device_free(device, lease)
   return redis.call('EXISTS', lease) == 1
 end
 
--- pending -> reserved (the run's status stays queued), its broker `message` pushed onto the
--- device's `queue` as kombu pushes one: a reservation never exists without its message.
-local function reserve(run, device, reserved, run_id, device_id, now, queue, message)
+-- pending -> reserved (the run's status stays queued), at `now` in the reserved index. The
+-- caller sends its message after the script (`scheduler.store.enqueue`); a reservation whose
+-- message never left, or was lost, is sent again by the scheduler's sweep (`resend`).
+local function reserve(run, device, reserved, run_id, device_id, now)
   redis.call('HSET', run, 'device', device_id, 'dispatched_at', now)
   redis.call('HSET', device, 'run', run_id)
   redis.call('ZADD', reserved, now, run_id)
-  redis.call('LPUSH', queue, message)
 end
 
 -- The device lets go of `run_id` (only if it still holds that run).

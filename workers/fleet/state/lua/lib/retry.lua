@@ -7,9 +7,9 @@ local function retry_run(run, batch, status, now)
   if status == S.DONE or status == S.CANCELLED then return end
   local left = tonumber(redis.call('HGET', run, 'retries') or '0') or 0
   if left < 1 then return end
-  local prefix, id = string.match(run, '^(.*):run:([^:]+)$')
+  local prefix, id = run_key_parts(run)
   local next_id = string.sub(redis.sha1hex(id .. ':retry'), 1, 32)
-  local next_run = prefix .. ':run:' .. next_id
+  local next_run = K.run(prefix, next_id)
   if redis.call('EXISTS', next_run) == 1 then return end
   redis.call('HSET', next_run, unpack(redis.call('HGETALL', run)))
   local try = tonumber(redis.call('HGET', run, 'retry') or '0') or 0
@@ -18,11 +18,11 @@ local function retry_run(run, batch, status, now)
              'started_at', '', 'finished_at', '', 'cancel', '', 'submitted_at', now,
              'retries', left - 1, 'retry', try + 1, 'retry_of', id)
   local priority = tonumber(redis.call('HGET', run, 'priority') or '0') or 0
-  redis.call('ZADD', prefix .. ':pending', priority * PRIORITY_SPAN + math.floor(tonumber(now) * 1000),
+  redis.call('ZADD', K.pending(prefix), priority * PRIORITY_SPAN + math.floor(tonumber(now) * 1000),
              next_id)
-  redis.call('ZADD', prefix .. ':runs', now, next_id)
+  redis.call('ZADD', K.runs(prefix), now, next_id)
   if batch ~= '' and redis.call('EXISTS', batch) == 1 then
     redis.call('HINCRBY', batch, 'total', 1)
-    redis.call('RPUSH', batch .. ':runs', next_id)
+    redis.call('RPUSH', K.batch_runs(prefix, redis.call('HGET', batch, 'id')), next_id)
   end
 end
