@@ -28,6 +28,18 @@ PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
 """Fresh per test session, so a leak scan cannot pass by luck."""
 
 
+def sign_in_body(device: str) -> dict[str, Any]:
+    """A fleet run's body: sign in to the GTK app on `device`, the password by reference
+    (`GOALFLEET_SECRET_GF_PW` on the worker), done when "Welcome" shows."""
+    return {
+        "goal": "Sign in",
+        "device": device,
+        "inputs": {"email": EMAIL},
+        "secrets": {"password": {"ref": "env:GF_PW"}},
+        "done_when": "Welcome",
+    }
+
+
 @dataclass
 class App:
     state_file: Path
