@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import goalfleet
 
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.wire import SocketTransport
@@ -137,3 +139,23 @@ def wait_until_visible(
     finally:
         call("close", {})
         wire.close()
+
+
+def run_signin(desktop: LinuxDesktop, *args: str) -> tuple[dict[str, Any], str]:
+    """`goalfleet run --device agent-device:linux --decider rules --goal "Sign in" <args>
+    --json` on the desktop's display, as a user would (`GF_TEST_PW` holds `PASSWORD`): its
+    result and everything it printed."""
+    env = {**desktop.env, "GF_TEST_PW": PASSWORD}
+    proc = goalfleet(
+        *("run", "--device", "agent-device:linux", "--decider", "rules", "--goal", "Sign in"),
+        *args,
+        "--json",
+        env={**os.environ, **env},
+        timeout_s=180,
+    )
+    return json.loads(proc.stdout), proc.stdout + proc.stderr
+
+
+def acts_of(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The run's actions of one kind (`fill`, `press`), in order."""
+    return [s["action"] for s in result["steps"] if s["action"] and s["action"]["kind"] == kind]
