@@ -818,6 +818,16 @@ a secure entry with no accessible name, labelled by the text above it. (Agent-de
 click Qt 5's controls, docs/devices.md; the decisions on its screen are still ours to get
 right.)"""
 
+WEB: tuple[tuple[str, str, str, tuple[str, ...], Expect], ...] = (
+    ("chromium-signin-empty", "snapshot_chromium_signin", "Sign in", (), _fill(F, "Email", "email")),
+    ("chromium-email-typed", "snapshot_chromium_signin", "Sign in", ("email",), _fill(S, "Password", "password")),
+    ("chromium-all-typed", "snapshot_chromium_signin", "Log in", ("email", "password"), _press(B, "Sign in")),
+    ("chromium-delete", "snapshot_chromium_signin", "Delete account", (), BLOCKED),
+)  # fmt: skip
+"""A web sign-in form in Debian's Chromium over AT-SPI (tests/agent_device/test_chromium_e2e.py):
+the page's fields among the browser's own chrome (address bar, tab strip, window buttons, an
+infobar with its Close), none of which may be pressed."""
+
 
 def gtk_cases() -> Iterator[EvalCase]:
     apps = (
@@ -825,6 +835,7 @@ def gtk_cases() -> Iterator[EvalCase]:
         ("agent-device:linux zenity --forms", ("third-party", "unnamed-field"), ZENITY),
         ("agent-device:linux zenity/yad", ("third-party", "unnamed-field"), DIALOGS),
         ("agent-device:linux lxqt-openssh-askpass", ("third-party", "unnamed-field", "qt"), QT),
+        ("agent-device:linux chromium", ("third-party", "web", "chrome"), WEB),
     )
     for source, tags, cases in apps:
         yield from _captured(source, tags, cases)
