@@ -145,7 +145,8 @@ class RunStatus(StrEnum):
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
-    UNPLACEABLE = "unplaceable"  # no registered device could ever take it; expired unplaced
+    UNPLACEABLE = "unplaceable"  # no device could take it (none registered; or all down past
+    # its device_wait_s); expired unplaced
 
     @property
     def terminal(self) -> bool:
