@@ -83,8 +83,8 @@ demo: install
 
 lint: dev
 	@echo "==> lint (ruff), format, the eval corpus, types (mypy) and layers (import-linter)"
-	$(BIN)/ruff check workers scheduler tests bench scripts
-	$(BIN)/ruff format --check workers scheduler tests bench scripts
+	$(BIN)/ruff check workers scheduler testing tests bench scripts
+	$(BIN)/ruff format --check workers scheduler testing tests bench scripts
 	$(BIN)/python scripts/build_eval_corpus.py --check
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog
 from pydantic import SecretStr
 
+from testing.linux_desktop import desktop_with_daemon
 from workers.core.model import InputValue, Platform
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice, check_daemon
@@ -36,7 +37,6 @@ from workers.devices.agent_device.wire import (
     SocketTransport,
 )
 from workers.stats import median, percentile
-from workers.testing.linux_desktop import desktop_with_daemon
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
 
+from testing.linux_desktop import start_linux_desktop
 from workers.core.ports import DevicePort
 from workers.devices.agent_device.host import AgentDeviceHost, open_device
 from workers.stats import median
-from workers.testing.linux_desktop import start_linux_desktop
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 SPEC = "agent-device:linux"

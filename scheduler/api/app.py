@@ -284,6 +284,26 @@ def create_app(  # noqa: C901, PLR0915 - the factory is the list of routes
             )
         return Response(data, media_type="image/png", headers={"Cache-Control": "private"})
 
+    @app.get(
+        "/v1/runs/{run_id}/final/screenshot",
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}}, "description": "the final screen"}},
+    )
+    def get_final_screenshot(run_id: str, who: Who) -> Response:
+        """The picture of the screen a run that did not end `done` ended on, taken after its
+        end (its failure report's, secrets masked). Whose they are to see: `pictured_run`."""
+        run = pictured_run(who, run_id)
+        failure = run.result.failure if run.result is not None else None
+        if failure is None or failure.final.screenshot is None:
+            why = failure.final.screenshot_note or failure.final.error if failure else ""
+            raise NotFoundError(
+                f"run {run.id!r} has no final picture: {why or 'it has no failure report'}"
+            )
+        data = pictures.get(failure.final.screenshot)
+        if data is None:
+            raise NotFoundError(f"the final picture of run {run.id!r} is no longer kept")
+        return Response(data, media_type="image/png", headers={"Cache-Control": "private"})
+
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelAnswer)
     def cancel(run_id: str, who: Who) -> CancelAnswer:
         need(who, Action.CANCEL_OWN, Action.CANCEL_ANY)

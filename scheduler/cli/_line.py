@@ -24,6 +24,7 @@ STATUS_STYLE = {
     "blocked": "magenta",
     "escalated": "magenta",
     "max-steps": "magenta",
+    "over-budget": "magenta",
 }
 """A `RunStatus` value's colour (a rich style name); the others print uncoloured."""
 _SGR = {"green": "32", "cyan": "36", "dim": "2", "yellow": "33", "red": "31", "magenta": "35"}

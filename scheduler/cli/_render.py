@@ -145,10 +145,15 @@ def step_cells(s: StepRow, *, detail: bool = False) -> list[str | Text]:
 def steps_table(rows: list[StepRow], title: str | Text = "", *, detail: bool = False) -> Table:
     """A `str` title is markup: a title with user strings in it is a `Text`."""
     table = Table(title=title or None, title_justify="left")
-    for col in ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms"):
+    journey = any(s.journey_step for s in rows)
+    cols = ("#", "screen", "decision", "action", "outcome", "snap ms", "decide ms", "act ms")
+    for col in (*cols[:1], *(("journey step",) if journey else ()), *cols[1:]):
         table.add_column(col, justify="right" if col.endswith("ms") or col == "#" else "left")
     for s in rows:
-        table.add_row(*step_cells(s, detail=detail))
+        cells = step_cells(s, detail=detail)
+        if journey:  # which step of the journey, and who decided the row
+            cells.insert(1, inert(f"{s.journey_name} · {s.source}" if s.journey_step else ""))
+        table.add_row(*cells)
     return table
 
 

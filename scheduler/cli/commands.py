@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "JUnit and HTML reports of a batch"),
     "schedule": ("schedule", "run a flows file on a schedule"),
     "api": ("api", "serve the HTTP API"),
+    "mcp": ("mcp", "serve the fleet to coding agents over MCP (stdio or HTTP)"),
     "worker": ("worker", "run the worker for one device"),
     "scheduler": ("scheduler", "run the dispatcher and recurring schedules"),
 }

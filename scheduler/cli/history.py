@@ -33,6 +33,7 @@ from scheduler.store.history.report import (
 )
 from scheduler.store.history.store import SqlHistory
 from workers.core.errors import GoalfleetError
+from workers.core.prices import shown_cost
 from workers.core.text import visible
 from workers.settings import Settings
 
@@ -158,6 +159,14 @@ def print_report(
             f"{t.p95_ms:.0f}",
         )  # fmt: skip
     console.print(times)
+    if report.costs:
+        spent = Table("from", "runs", "input tokens", "output tokens", "cost", title="model cost")
+        for c in report.costs:
+            spent.add_row(
+                _when(c.bucket), str(c.runs), str(c.input_tokens), str(c.output_tokens),
+                shown_cost(c.cost) or "0",
+            )  # fmt: skip
+        console.print(spent)
     if not report.outliers:
         console.print("no device fails more than its class", markup=False)
         return

@@ -20,6 +20,7 @@ from scheduler.suites.html import to_html
 from scheduler.suites.junit import to_xml, write_pictures
 from scheduler.suites.outcome import Report, collect
 from workers.core.errors import ConfigError
+from workers.core.prices import shown_cost
 
 
 def add_report_flags(p: argparse.ArgumentParser) -> None:
@@ -75,7 +76,8 @@ def verdict_lines(report: Report, *, allow_flaky: bool) -> int:
         for v in ("passed", "flaky", "failed", "errored", "cancelled", "incomplete")
         if report.count(v)
     )
-    sys.stderr.write(f"suite {report.title}: {counts}\n")
+    cost = f"; cost {shown_cost(report.cost)}" if report.cost > 0 else ""
+    sys.stderr.write(f"suite {report.title}: {counts}{cost}\n")
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -84,6 +86,7 @@ def as_json(report: Report) -> dict[str, object]:
     return {
         "batch": report.batch.id,
         "suite": report.batch.suite,
+        "cost": report.cost,
         "cases": [
             {"flow": c.flow, "device": c.device, "platform": c.platform, "verdict": c.verdict,
              "attempts": [{"run": a.run.id, "status": a.status.value} for a in c.attempts]}

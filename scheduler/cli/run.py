@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -25,20 +27,24 @@ from scheduler.cli._common import (
 from scheduler.cli._params import add_run_param_flags, run_params_from
 from scheduler.cli._render import plain_console, steps_table
 from scheduler.cli.commands import summary
+from scheduler.suites.failure import failure_lines
+from scheduler.suites.one_run import keep_evidence
 from workers.core.errors import ConfigError, GoalfleetError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
+from workers.core.shots import Camera, MemoryArtifacts
 from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.probe import probe_device
 from workers.devices.sim.options import SimOptions
+from workers.fleet.artifacts import make_camera
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
-from workers.settings import Settings
+from workers.settings import Settings, state_dir
 from workers.telemetry.logs import SECRETS, configure_logging
 from workers.urls import REDIS_SCHEMES, checked_url
 
@@ -63,6 +69,21 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
         default=None,
         help="use the fleet's decision memory in this Redis (read, and write if done); "
         "default: none",
+    )
+    p.add_argument(
+        "--evidence",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="keep the step pictures and the result here (default: a folder per run under "
+        "$XDG_STATE_HOME/goalfleet/runs, made private); its path is printed",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="write the run's HTML report here (the suites' report, of one run)",
     )
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     p.add_argument(
@@ -147,35 +168,53 @@ def main(args: argparse.Namespace) -> int:
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
         return report(exc, "run")
+    camera = make_camera(settings, MemoryArtifacts())
     try:
         result = run_goal(
             device,
             args.goal,
             decider=decider,
+            decider_name=args.decider,
             inputs=inputs,
             params=params,
             dangerous=tuple(settings.dangerous_controls),
             memory=memory,
+            camera=camera,
+            prices=settings.prices,
         )
     finally:
         device.close()
-    _keep(settings, args, result)
+    if result.failure is not None:  # the command that runs it again, as given here
+        again = result.failure.model_copy(update={"command": rerun_command(args)})
+        result = result.model_copy(update={"failure": again})
+    record = _record(args, result)
+    _keep(settings, args, record)
+    _evidence(args, record, camera)
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
         print_result(result, plain_console())
+        if result.failure is not None:
+            for line in failure_lines(result.failure, result.failure.command):
+                sys.stdout.write(visible(line) + "\n")
     return 0 if result.status is RunStatus.DONE else 1
 
 
-def _keep(settings: Settings, args: argparse.Namespace, result: RunResult) -> None:
-    """The run in the history (`GOALFLEET_DATABASE_URL`, else the embedded SQLite file); a
-    history that cannot be written is one line on stderr, never the run's failure."""
-    from scheduler.store.history.db import HistoryUnavailableError  # noqa: PLC0415 - psycopg
-    from scheduler.store.history.rows import history_of  # noqa: PLC0415
-    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415
+def rerun_command(args: argparse.Namespace) -> str:
+    """This `goalfleet run` as a command line (secrets as their `env:` references)."""
+    argv = ["goalfleet", "run", "--device", args.device, "--goal", args.goal]
+    argv += [x for i in args.input for x in ("--input", i)]
+    argv += [x for s in args.secret for x in ("--secret", s)]
+    argv += [x for f in args.plain_field for x in ("--plain-field", f)]
+    argv += ["--decider", args.decider]
+    params = run_params_from(args).model_dump(exclude_defaults=True)
+    argv += [x for k, v in params.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    return shlex.join(argv)
 
+
+def _record(args: argparse.Namespace, result: RunResult) -> RunRecord:
     now = time.time()
-    record = RunRecord(
+    return RunRecord(
         id=uuid.uuid4().hex,
         request=GoalRunRequest(goal=args.goal, inputs=pairs(args.input, "--input")),
         status=result.status,
@@ -187,6 +226,34 @@ def _keep(settings: Settings, args: argparse.Namespace, result: RunResult) -> No
         reason=result.reason,
         result=result,
     )
+
+
+def _evidence(args: argparse.Namespace, record: RunRecord, camera: Camera | None) -> None:
+    """The run's pictures, result and (`--html`) report; where they are, on stderr. A folder
+    that cannot be written is one line on stderr, never the run's failure."""
+    directory: Path = args.evidence or state_dir() / "runs" / record.id
+    store = camera.store if camera is not None else MemoryArtifacts()
+    try:
+        report = keep_evidence(record, store, directory, html=args.html)
+    except OSError as exc:
+        sys.stderr.write(f"goalfleet run: the evidence is not kept: {exc}\n")
+        return
+    pictures = sum(len(a.pictures) for c in report.cases for a in c.attempts)
+    sys.stderr.write(f"evidence: {directory} ({pictures} pictures)\n")
+    if args.html is not None:
+        sys.stderr.write(f"report: {args.html}\n")
+
+
+def _keep(settings: Settings, args: argparse.Namespace, record: RunRecord) -> None:
+    """The run in the history (`GOALFLEET_DATABASE_URL`, else the embedded SQLite file); a
+    history that cannot be written is one line on stderr, never the run's failure."""
+    from scheduler.store.history.db import HistoryUnavailableError  # noqa: PLC0415 - psycopg
+    from scheduler.store.history.rows import history_of  # noqa: PLC0415
+    from scheduler.store.history.store import SqlHistory  # noqa: PLC0415
+
+    result = record.result
+    if result is None:  # pragma: no cover - a local run's record always has its result
+        return
     spec = args.device.split(":", 1)
     peers = f"local/{spec[0]}/{spec[1].rsplit('-', 1)[-1]}" if spec[0] == "sim" else spec[0]
     try:

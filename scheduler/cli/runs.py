@@ -20,6 +20,7 @@ from scheduler.cli.commands import summary
 from scheduler.client.api_client import FleetClient
 from workers.core.errors import ConfigError
 from workers.core.model import RunStatus
+from workers.core.prices import shown_cost
 from workers.core.records import RunRecord
 
 _AGO = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([smhd])$")
@@ -88,8 +89,8 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         print_json([r.model_dump(mode="json") for r in runs])
         return EXIT_OK
     table = Table(show_header=True, box=None)
-    for col in ("run", "submitted", "device", "status", "goal", "reason"):
-        table.add_column(col)
+    for col in ("run", "submitted", "device", "status", "goal", "cost", "reason"):
+        table.add_column(col, justify="right" if col == "cost" else "left")
     for r in runs:
         style = STATUS_STYLE.get(r.status, "")
         table.add_row(
@@ -98,6 +99,7 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
             inert(r.device or "-"),
             f"[{style}]{r.status.value}[/]",
             inert(r.request.goal[:40]),
+            shown_cost(r.result.totals.cost if r.result is not None else 0.0),
             inert(r.reason[:60]),
         )
     plain_console().print(table)

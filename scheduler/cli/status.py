@@ -45,6 +45,11 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         record = RunRecord.model_validate(run)
         if record.result is not None:
             plain_console().print(result_table(record.result, record))
+        if record.result is not None and record.result.failure is not None:
+            from scheduler.suites.failure import failure_lines, next_command  # noqa: PLC0415
+
+            for line in failure_lines(record.result.failure, next_command(record)):
+                sys.stdout.write(visible(line) + "\n")
     return EXIT_OK
 
 

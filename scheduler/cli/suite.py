@@ -1,4 +1,5 @@
-"""`goalfleet suite validate FILE` and `goalfleet suite run FILE [--only NAME] [--wait]`: a
+"""`goalfleet suite validate FILE`, `goalfleet suite import MAESTRO.yaml` (a Maestro flow as a
+flows file: `scheduler.suites.maestro`) and `goalfleet suite run FILE [--only NAME] [--wait]`: a
 flows file (docs/suites.md) checked against its schema, every problem with its line; then
 submitted as one batch for the whole matrix. With `--wait`, the reports (`--junit`, `--html`)
 and an exit code that fails CI on any failed flow (and on a flaky one, unless
@@ -14,6 +15,7 @@ from typing import Any
 
 from scheduler.cli._common import (
     EXIT_BAD_INPUT,
+    EXIT_FAILED,
     EXIT_OK,
     add_api_args,
     print_json,
@@ -22,7 +24,8 @@ from scheduler.cli._common import (
 from scheduler.cli.commands import summary
 from scheduler.cli.report import add_report_flags, as_json, verdict_lines, write_reports
 from scheduler.client.api_client import FleetClient
-from scheduler.suites.flows import Flows, FlowsFileError, load
+from scheduler.suites.flows import Flows, FlowsFileError, load, parse
+from scheduler.suites.maestro import MaestroError, import_flow
 from scheduler.suites.outcome import collect
 from workers.core.errors import ConfigError
 
@@ -46,6 +49,13 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     )
     add_report_flags(r)
     r.set_defaults(func=with_client("suite run")(run))
+    m = verbs.add_parser(
+        "import", help="a Maestro flow as a flows file (every unmapped command named)"
+    )
+    m.add_argument("file", type=Path, help="the Maestro flow (YAML)")
+    m.add_argument("-o", "--output", type=Path, help="write the flows file here (default: stdout)")
+    m.add_argument("--suite", default="", help="the suite's name (default: the file's name)")
+    m.set_defaults(func=import_maestro)
 
 
 def read(path: Path, only: list[str] | None = None) -> Flows:
@@ -78,6 +88,30 @@ def validate(args: argparse.Namespace) -> int:
     n = len(flows.body["flows"])
     sys.stdout.write(f"{args.file}: suite {flows.suite}, {n} flows, {cells} matrix cells: ok\n")
     return EXIT_OK
+
+
+def import_maestro(args: argparse.Namespace) -> int:
+    """The Maestro flow as a flows file (stdout or `--output`); each unmapped command and each
+    note on stderr with its line. Exit 0 when every command was mapped, 1 when one was not
+    (the file is written, its head naming what was left out), 2 when it cannot be read or
+    the result is not a valid flows file."""
+    try:
+        imported = import_flow(args.file, suite=args.suite)
+        text = imported.yaml()
+        parse(text, source=str(args.output or "<imported>"))
+    except (MaestroError, FlowsFileError) as exc:
+        sys.stderr.write(f"goalfleet suite import: {exc}\n")
+        return EXIT_BAD_INPUT
+    for line in [*map(str, imported.unmapped), *imported.notes]:
+        sys.stderr.write(f"{line}\n")
+    if args.output is not None:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    steps = len(imported.flows["flows"][0]["steps"])
+    left = len(imported.unmapped)
+    sys.stderr.write(f"{args.file}: {steps} steps, {left} command(s) not mapped\n")
+    return EXIT_OK if not left else EXIT_FAILED
 
 
 def run(client: FleetClient, args: argparse.Namespace) -> int:

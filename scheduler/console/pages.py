@@ -49,7 +49,9 @@ from scheduler.console.views import ago, device_row, step_view
 from scheduler.errors import FleetError, NotFoundError
 from scheduler.service.fleet import Fleet
 from scheduler.store.listing import RunQuery
+from scheduler.suites.failure import next_command
 from workers.core.access import Action, Principal
+from workers.core.journey import step_headings
 from workers.core.memory import Remembered
 from workers.core.model import RunStatus
 from workers.core.records import Answer, RunRecord
@@ -327,16 +329,20 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
     def run_parts(who: Principal, run_id: str) -> dict[str, Any]:
         run = deps.run(who, run_id)
         rows = shown_steps(who, run, deps.fleet.steps(run.id))
+        headings = step_headings(run.result, rows)  # a journey's rows under their steps
         keys = {r.memory.entry for r in rows if r.memory is not None}
         taught: dict[str, Remembered] = {}
         for key in keys:
             entry = deps.memory.get(key)
             if entry is not None:
                 taught[key] = entry
+        failure = run.result.failure if run.result is not None else None
         return {
             "run": run,
-            "steps": [step_view(r, taught) for r in rows],
+            "steps": [step_view(r, taught, headings.get(r.index, "")) for r in rows],
             "pictures": may_see_pictures(who, run),
+            "failure": failure,
+            "next_command": next_command(run) if failure is not None else "",
         }
 
     @app.get("/ui/runs/{run_id}", include_in_schema=False)
@@ -366,7 +372,9 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         and a step of the run shows it; another run's picture, or none, is not found."""
         who = principal(signed_in(request))
         run = deps.pictured(who, run_id)
-        if all(r.screenshot != artifact for r in deps.fleet.steps(run.id)):
+        failure = run.result.failure if run.result is not None else None
+        final = failure.final.screenshot if failure is not None else None
+        if artifact != final and all(r.screenshot != artifact for r in deps.fleet.steps(run.id)):
             raise NotFoundError(f"run {run.id!r} has no step picture {artifact!r}")
         data = deps.pictures.get(artifact)
         if data is None:

@@ -61,6 +61,8 @@ class StepView:
     decided_by: str
     """rules, model, memory (and who taught it), a person (and which)."""
     action: str
+    heading: str = ""
+    """A journey's step heading, on the step's first row (`step_headings`)."""
 
 
 def decided_by(row: StepRow, taught: dict[str, Remembered]) -> str:
@@ -78,14 +80,14 @@ def decided_by(row: StepRow, taught: dict[str, Remembered]) -> str:
     return who
 
 
-def step_view(row: StepRow, taught: dict[str, Remembered]) -> StepView:
+def step_view(row: StepRow, taught: dict[str, Remembered], heading: str = "") -> StepView:
     a = row.action
     if a is None:
-        return StepView(row=row, decided_by=decided_by(row, taught), action="")
+        return StepView(row=row, decided_by=decided_by(row, taught), action="", heading=heading)
     names = {c.ref: c.name for c in row.seen.candidates} if row.seen is not None else {}
     what = repr(names[a.ref]) if a.ref in names else a.ref
     action = f"{a.kind.value} {what}" + (f" with {a.input}" if a.input else "")
-    return StepView(row=row, decided_by=decided_by(row, taught), action=action)
+    return StepView(row=row, decided_by=decided_by(row, taught), action=action, heading=heading)
 
 
 def ago(at: float | None, now: float | None = None) -> str:

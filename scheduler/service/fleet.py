@@ -163,7 +163,7 @@ class Fleet:
         batch_id = new_id()
         runs: list[RunRecord] = []
         for i, flow in enumerate(sub.flows):
-            request = flow.goal_request()
+            request = flow.goal_request().model_copy(update={"suite_budget": sub.budget})
             seen: set[str] = set()
             for j, cell in enumerate(flow.matrix):
                 field = f"flows[{i}].matrix[{j}]"

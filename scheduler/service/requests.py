@@ -19,6 +19,8 @@ from pydantic import (
 )
 
 from scheduler.service.cron import Cron
+from workers.core.model import RunStatus
+from workers.core.prices import Budget
 from workers.core.records import DEVICE_ID_PATTERN, Selector
 from workers.core.request import GoalRunRequest, SecretRef
 from workers.core.text import plain
@@ -53,6 +55,32 @@ def looks_sensitive(name: str) -> bool:
     return bool(words & SENSITIVE_WORDS)
 
 
+def no_plaintext(v: object) -> object:
+    """Secrets by reference only: a plaintext value is refused naming the fix."""
+    if isinstance(v, dict):
+        for name, ref in v.items():
+            if not isinstance(ref, dict | SecretRef):
+                var = str(name).upper()
+                raise ValueError(  # noqa: TRY004 - pydantic validators raise ValueError
+                    f"secrets.{name} is a plaintext value, which is refused; pass a "
+                    f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
+                    "the workers"
+                )
+    return v
+
+
+def no_sensitive_inputs(v: dict[str, str]) -> dict[str, str]:
+    """Plain inputs whose names look sensitive are refused: they belong in secrets."""
+    for name in v:
+        if looks_sensitive(name):
+            raise ValueError(
+                f"inputs.{name} looks sensitive and would be stored in plain text; move it "
+                f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '
+                f"GOALFLEET_SECRET_{name.upper()} on the workers"
+            )
+    return v
+
+
 MAX_PRIORITY = 9
 MAX_BATCH = 1000
 
@@ -64,27 +92,22 @@ class _Submit(GoalRunRequest):
     @field_validator("secrets", mode="before")
     @classmethod
     def _no_plaintext(cls, v: object) -> object:
-        if isinstance(v, dict):
-            for name, ref in v.items():
-                if not isinstance(ref, dict | SecretRef):
-                    var = str(name).upper()
-                    raise ValueError(  # noqa: TRY004 - pydantic validators raise ValueError
-                        f"secrets.{name} is a plaintext value, which is refused; pass a "
-                        f'reference {{"ref": "env:{var}"}} and set GOALFLEET_SECRET_{var} on '
-                        "the workers"
-                    )
-        return v
+        return no_plaintext(v)
 
     @field_validator("inputs", mode="after")
     @classmethod
     def _no_sensitive_inputs(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            if looks_sensitive(name):
-                raise ValueError(
-                    f"inputs.{name} looks sensitive and would be stored in plain text; move it "
-                    f'to secrets as {{"{name}": {{"ref": "env:{name.upper()}"}}}} and set '
-                    f"GOALFLEET_SECRET_{name.upper()} on the workers"
-                )
+        return no_sensitive_inputs(v)
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_held_alike(cls, v: object) -> object:
+        """A journey's goal steps' inputs and secrets are held to the run's rules."""
+        for step in v if isinstance(v, list) else ():
+            if isinstance(step, dict):
+                no_plaintext(step.get("secrets"))
+                inputs = step.get("inputs")
+                no_sensitive_inputs(inputs if isinstance(inputs, dict) else {})
         return v
 
     @field_validator("goal", mode="after")
@@ -199,6 +222,9 @@ class SuiteSubmit(BaseModel):
     flows: Annotated[list[FlowSubmit], Field(min_length=1, max_length=MAX_FLOWS)]
     webhook: Annotated[str, Field(pattern=WEBHOOK_PATTERN)] | None = None
     """Called when the batch finishes, a run fails or a question waits (`webhooks`)."""
+    budget: Budget | None = None
+    """What all the suite's runs may spend together (tokens, cost): each run carries it as
+    its `suite_budget`, and the call that would cross it is not made (`workers.core.cost`)."""
 
     @model_validator(mode="after")
     def _names_unique(self) -> Self:
@@ -234,3 +260,34 @@ ScheduleBody = Annotated[
 ]
 BODY_TAGS = frozenset({"BatchSubmit", "SuiteBatchSubmit", "ScheduleSubmit", "SuiteScheduleSubmit"})
 """The union members' tags a validation error's location holds (the API leaves them out)."""
+
+
+MAX_LIMIT = 200
+"""The most runs one page of `GET /v1/runs` holds."""
+CURSOR = r"^[0-9a-f]{1,64}@[0-9.eE+-]{1,32}$"
+
+
+class RunFilters(BaseModel):
+    """`GET /v1/runs`'s query: every filter optional, all of them at once (the MCP server's
+    `list_runs` takes it too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: RunStatus | None = None
+    device: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    batch: Annotated[str | None, Field(min_length=6, max_length=64)] = None
+    """A batch id, or a unique prefix of 6+ characters of one."""
+    schedule: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    suite: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    """Runs of this suite's batches (a flows file's `suite`)."""
+    flow: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    """Attempts of this suite flow (a flows file's flow `name`)."""
+    goal: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    """Words the goal contains (case-insensitive)."""
+    since: Annotated[float | None, Field(ge=0)] = None
+    """Submitted at or after this time (epoch seconds)."""
+    until: Annotated[float | None, Field(ge=0)] = None
+    """Submitted before this time (epoch seconds)."""
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 50
+    cursor: Annotated[str | None, Field(pattern=CURSOR, max_length=100)] = None
+    """The `next` of the page before."""

@@ -57,7 +57,9 @@ CLAIM_EVERY_S = 10.0
 CLAIM_MARGIN_S = 30.0
 """Beyond the longest its calls can take, how long an event waits before another scheduler
 claims it."""
-_DECISION = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
+_DECISION = frozenset(
+    {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS, RunStatus.OVER_BUDGET}
+)
 _OK = frozenset({RunStatus.DONE, RunStatus.CANCELLED})
 
 

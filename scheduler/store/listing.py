@@ -25,7 +25,6 @@ from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.fleet.keys import Keys
 
-MAX_LIMIT = 200
 """The most runs a page holds."""
 MAX_SCAN = 1000
 """The most index entries one page reads (a filter that matches little pages on, by cursor)."""

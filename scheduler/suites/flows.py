@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from scheduler.service.requests import SuiteSubmit
 from scheduler.suites import bounded_yaml
+from workers.core.request import GOAL_ONLY, STEP_KINDS
 
 SCHEMA_PATH = Path(__file__).with_name("flows.schema.json")
 MAX_FILE_BYTES = 1_000_000
@@ -141,6 +142,7 @@ def parse(text: str, *, source: str = "<flows>") -> Flows:
         message = _say(e)
         if message:
             problems.append(Problem(_line(lines, at), _where(at), message))
+    problems += _journeys(data, lines)  # what the schema cannot say, found beside it
     if not problems:  # each flow named once (the schema cannot say it)
         problems = _twice(cast("dict[str, Any]", data), lines)
     if problems:
@@ -156,6 +158,41 @@ def parse(text: str, *, source: str = "<flows>") -> Flows:
             found.append(Problem(_line(lines, at), _where(at), message))
         raise FlowsFileError(source, sorted(found, key=lambda p: p.line)) from None
     return Flows(str(body["suite"]), body)
+
+
+def _journeys(data: object, lines: dict[Path_, int]) -> list[Problem]:
+    """Each flow a goal or a journey (not both, not neither), each journey step exactly one
+    kind, and a goal step's own settings on goal steps only; read on whatever shape the file
+    has, so these come with the schema's problems in one pass."""
+    flows = data.get("flows") if isinstance(data, dict) else None
+    out = []
+    for i, flow in enumerate(flows if isinstance(flows, list) else []):
+        if not isinstance(flow, dict):
+            continue
+        at: Path_ = ("flows", i)
+        if ("goal" in flow) == ("steps" in flow):
+            why = (
+                "has both goal and steps; a journey's goals are its goal steps"
+                if "goal" in flow
+                else "has neither goal nor steps; give goal (one goal) or steps (a journey)"
+            )
+            out.append(Problem(_line(lines, at), _where(at), f"flow {why}"))
+        steps = flow.get("steps")
+        for j, step in enumerate(steps if isinstance(steps, list) else []):
+            if not isinstance(step, dict):
+                continue
+            kinds = [k for k in STEP_KINDS if k in step]
+            where: Path_ = (*at, "steps", j)
+            unknown = set(step) - {*STEP_KINDS, *GOAL_ONLY, "name"}
+            if len(kinds) > 1 or (not kinds and not unknown):  # unknown keys: the schema's
+                said = ", ".join(kinds) or "none of them"
+                why = f"a step is exactly one of {', '.join(STEP_KINDS)}; this one has {said}"
+                out.append(Problem(_line(lines, where), _where(where), why))
+            elif kinds != ["goal"]:
+                for key in (k for k in GOAL_ONLY if k in step):
+                    why = f"{key} belongs to a goal step, not to a {kinds[0]} step"
+                    out.append(Problem(_line(lines, (*where, key)), _where((*where, key)), why))
+    return out
 
 
 def _twice(data: dict[str, Any], lines: dict[Path_, int]) -> list[Problem]:
@@ -246,7 +283,6 @@ def _flow(flow: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     merged = {**defaults, **flow}
     out: dict[str, Any] = {
         "name": merged["name"],
-        "goal": merged["goal"],
         "inputs": {k: str(v) for k, v in merged.get("inputs", {}).items()},
         "secrets": {k: _secret(v) for k, v in merged.get("secrets", {}).items()},
         "retries": merged.get("retries", 0),
@@ -254,9 +290,23 @@ def _flow(flow: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
         **defaults.get("params", {}),
         **flow.get("params", {}),
     }
-    for key in ("done_when", "priority"):
+    for key in ("goal", "done_when", "priority"):
         if key in merged:
             out[key] = merged[key]
+    if "steps" in flow:
+        out["steps"] = [_step(s) for s in flow["steps"]]
+    return out
+
+
+def _step(step: str | dict[str, Any]) -> str | dict[str, Any]:
+    """A journey step as the API takes it: its inputs as text, its secrets as references."""
+    if isinstance(step, str):
+        return step
+    out = dict(step)
+    if "inputs" in out:
+        out["inputs"] = {k: str(v) for k, v in out["inputs"].items()}
+    if "secrets" in out:
+        out["secrets"] = {k: _secret(v) for k, v in out["secrets"].items()}
     return out
 
 
@@ -268,4 +318,6 @@ def _body(data: dict[str, Any]) -> dict[str, Any]:
     }
     if data.get("webhook"):
         body["webhook"] = data["webhook"]
+    if data.get("budget"):
+        body["budget"] = data["budget"]
     return body

@@ -15,8 +15,19 @@ import time
 from html import escape
 from typing import get_args
 
-from scheduler.suites.outcome import Attempt, Case, Report, Verdict, failure_kind, thumb_type
+from scheduler.suites.failure import failure_html, next_command
+from scheduler.suites.outcome import (
+    Attempt,
+    Case,
+    Picture,
+    Report,
+    Verdict,
+    failure_kind,
+    thumb_type,
+)
 from workers.core.model import StepRow
+from workers.core.prices import shown_cost
+from workers.core.rows import paid_decisions
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}
@@ -29,7 +40,8 @@ th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#1a7f37}.flaky{background:#bf8700}.failed{background:#cf222e}
 .errored{background:#8250df}.cancelled,.incomplete{background:#6e7781}
 .summary span{margin-right:1em}img{max-width:200px;border:1px solid #d0d7de}
-.muted{color:#57606a}
+.muted{color:#57606a}.failure{border-left:4px solid #cf222e;padding:.2em 1em;margin:.5em 0 1.5em}
+h4{margin:.4em 0}
 """
 
 
@@ -41,15 +53,14 @@ def _anchor(case: Case) -> str:
     return escape(f"{case.flow}--{case.device}", quote=True)
 
 
-def _picture(a: Attempt, row: StepRow, attachments: str | None) -> str:
-    p = a.pictures.get(row.index)
+def _picture(p: Picture | None, alt: str, attachments: str | None) -> str:
     if p is None:
         return '<span class="muted">—</span>'
     href = f"{attachments}/{p.name}" if attachments is not None else None
     if p.thumb is not None:
         data = base64.b64encode(p.thumb).decode()
         src = f"data:{thumb_type(p.thumb)};base64,{data}"
-        img = f'<img alt="step {row.index}" src="{src}">'
+        img = f'<img alt="{escape(alt, quote=True)}" src="{src}">'
         return f'<a href="{escape(href, quote=True)}">{img}</a>' if href else img
     return f'<a href="{escape(href, quote=True)}">picture</a>' if href else "—"
 
@@ -64,6 +75,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         decision += f" ({d.confidence:.2f})"
         who = d.decided_by or "—"  # a done_when match: no decider was asked
         tokens = d.usage.input_tokens + d.usage.output_tokens
+    cost = shown_cost(sum(p.usage.cost for p in paid_decisions(s)))
     action = ""
     if s.action is not None:
         action = f"{s.action.kind.value} {s.action.pinned}"
@@ -72,7 +84,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
     ms = s.snapshot_ms + s.decide_ms + s.action_ms
     cells = [
         f'<td class="num">{s.index}</td>',
-        f"<td>{_picture(a, s, attachments)}</td>",
+        f"<td>{_picture(a.pictures.get(s.index), f'step {s.index}', attachments)}</td>",
         f"<td>{escape(s.screen)}</td>",
         f"<td>{escape(decision)}</td>",
         f"<td>{escape(who)}</td>",
@@ -80,6 +92,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         f"<td>{escape(s.outcome.value)}</td>",
         f'<td class="num">{ms:.1f}</td>',
         f'<td class="num">{tokens}</td>',
+        f'<td class="num">{cost}</td>',
     ]
     return "<tr>" + "".join(cells) + "</tr>"
 
@@ -92,12 +105,32 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
         f"<h3>attempt {r.retry + 1}: {escape(r.status.value)}"
         f"{f' ({kind} failure)' if kind else ''}{why} "
         f'<span class="muted">run {escape(r.id)} on {escape(r.device or r.target or "-")}, '
-        f"{a.seconds:.1f} s</span></h3>"
+        f"{a.seconds:.1f} s{_cost(a.cost)}</span></h3>"
     )
     cols = ("#", "picture", "screen", "decision", "decided by", "action", "outcome", "ms")
-    header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens"))
-    rows = "".join(_step(a, s, attachments) for s in a.steps)
-    return f"{head}<table><tr>{header}</tr>{rows}</table>"
+    header = "".join(f"<th>{c}</th>" for c in (*cols, "tokens", "cost"))
+    rows = "".join(_grouped(a, attachments))
+    failure = r.result.failure if r.result is not None else None
+    why_not = ""
+    if failure is not None:
+        final = _picture(a.final, "the final screen", attachments)
+        why_not = failure_html(failure, next_command(r), final)
+    return f"{head}<table><tr>{header}</tr>{rows}</table>{why_not}"
+
+
+def _cost(cost: float) -> str:
+    return f", cost {shown_cost(cost)}" if cost > 0 else ""
+
+
+def _grouped(a: Attempt, attachments: str | None) -> list[str]:
+    """The attempt's rows; a journey's grouped by step, each under its heading."""
+    headings = a.headings()
+    out = []
+    for s in a.steps:
+        if s.index in headings:
+            out.append(f'<tr class="step"><th colspan="10">{escape(headings[s.index])}</th></tr>')
+        out.append(_step(a, s, attachments))
+    return out
 
 
 def to_html(report: Report, *, attachments: str | None = None) -> str:
@@ -137,7 +170,7 @@ def to_html(report: Report, *, attachments: str | None = None) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>goalfleet report: {title}</title><style>{STYLE}</style></head><body>"
         f"<h1>{title}</h1><p class='muted'>batch {escape(report.batch.id)}, "
-        f"{len(report.cases)} cases, made {made}</p>"
+        f"{len(report.cases)} cases{_cost(report.cost)}, made {made}</p>"
         f'<p class="summary">{summary}</p><h2>Matrix</h2>{"".join(matrix)}'
         f"<h2>Runs</h2>{''.join(sections)}</body></html>"
     )

@@ -53,7 +53,12 @@ def attempt_text(a: Attempt, attachments: str | None) -> str:
         f"run {r.id} attempt {r.retry + 1} on {r.device or r.target or '-'}: {r.status.value}"
         + (f" — {r.reason}" if r.reason else "")
     )
-    lines = [head, *(step_line(s) for s in a.steps)]
+    headings = a.headings()  # a journey's rows under their steps
+    lines = [head]
+    for s in a.steps:
+        if s.index in headings:
+            lines.append(f"  — {headings[s.index]}")
+        lines.append(step_line(s))
     if attachments is not None:
         lines += [f"[[ATTACHMENT|{attachments}/{p.name}]]" for p in a.pictures.values()]
     return "\n".join(lines)[:MAX_OUT_CHARS]
@@ -153,7 +158,7 @@ def write_pictures(report: Report, directory: Path) -> int:
     n = 0
     for case in report.cases:
         for a in case.attempts:
-            for p in a.pictures.values():
+            for p in [*a.pictures.values(), *([a.final] if a.final is not None else [])]:
                 (directory / p.name).write_bytes(p.original)
                 n += 1
     return n

@@ -18,11 +18,14 @@ from typing import Literal
 from PIL import Image
 
 from scheduler.client.api_client import ApiError, FleetClient
+from workers.core.journey import step_headings
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 
 Verdict = Literal["passed", "flaky", "failed", "errored", "cancelled", "incomplete"]
-DECISION_FAILURES = frozenset({RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS})
+DECISION_FAILURES = frozenset(
+    {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS, RunStatus.OVER_BUDGET}
+)
 """The decider could not reach the goal: the app (or the flow) is wrong."""
 INFRA_FAILURES = frozenset({RunStatus.ERRORED, RunStatus.UNPLACEABLE})
 """Something under the run failed: the device, the model's transport, the worker, the fleet."""
@@ -54,10 +57,18 @@ class Attempt:
     run: RunRecord
     steps: list[StepRow]
     pictures: dict[int, Picture] = field(default_factory=dict)
+    final: Picture | None = None
+    """The picture of the screen a failed run ended on (its failure report's)."""
 
     @property
     def status(self) -> RunStatus:
         return self.run.status
+
+    @property
+    def cost(self) -> float:
+        """What its model calls cost by the operator's price table (0: unpriced, or none)."""
+        r = self.run.result
+        return r.totals.cost if r is not None else 0.0
 
     @property
     def seconds(self) -> float:
@@ -67,6 +78,11 @@ class Attempt:
         if r.started_at and r.finished_at:
             return max(0.0, r.finished_at - r.started_at)
         return 0.0
+
+    def headings(self) -> dict[int, str]:
+        """A journey's step headings by the index of each step's first row
+        (`workers.core.journey.step_headings`); {} for a one-goal run."""
+        return step_headings(self.run.result, self.steps)
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,11 @@ class Report:
     @property
     def title(self) -> str:
         return self.batch.suite or self.batch.goal or self.batch.id[:8]
+
+    @property
+    def cost(self) -> float:
+        """What every attempt of every case cost (retries too: they were paid for)."""
+        return sum(a.cost for c in self.cases for a in c.attempts)
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for c in self.cases if c.verdict == verdict)
@@ -150,29 +171,47 @@ def cases(runs: list[RunRecord], steps: Callable[[RunRecord], list[StepRow]]) ->
     return out
 
 
+FINAL = 0
+"""The index `attach_pictures` asks its `fetch` for a failed run's final picture by."""
+
+
+def _final_id(run: RunRecord) -> str | None:
+    failure = run.result.failure if run.result is not None else None
+    return failure.final.screenshot if failure is not None else None
+
+
 def attach_pictures(
     found: list[Case], fetch: Callable[[str, int], bytes | None], *, budget: int = THUMB_BUDGET
 ) -> list[Case]:
-    """`found` with each step's picture (`fetch(run_id, index)`, None when it has gone):
-    downscaled and embedded while `budget` bytes of thumbnails last, linked only after."""
+    """`found` with each step's picture (`fetch(run_id, index)`, None when it has gone) and a
+    failed run's final one (`fetch(run_id, FINAL)`): downscaled and embedded while `budget`
+    bytes of thumbnails last, linked only after."""
     left = budget
     thumbs: dict[str, bytes] = {}  # by artifact id: a screen seen twice is downscaled once
+
+    def picture(run_id: str, index: int, artifact: str | None, name: str) -> Picture | None:
+        nonlocal left
+        png = fetch(run_id, index) if artifact is not None else None
+        if png is None or artifact is None:
+            return None
+        thumb = None
+        if left > 0:
+            thumb = thumbs.get(artifact) or _thumb(png)
+            thumbs[artifact] = thumb
+        left -= len(thumb or b"")
+        return Picture(f"{run_id[:8]}-{name}.png", png, thumb)
+
     out = []
     for case in found:
         attempts = []
         for a in case.attempts:
             shots: dict[int, Picture] = {}
             for row in a.steps:
-                png = fetch(a.run.id, row.index) if row.screenshot is not None else None
-                if png is None or row.screenshot is None:
-                    continue
-                thumb = None
-                if left > 0:
-                    thumb = thumbs.get(row.screenshot) or _thumb(png)
-                    thumbs[row.screenshot] = thumb
-                left -= len(thumb or b"")
-                shots[row.index] = Picture(f"{a.run.id[:8]}-{row.index}.png", png, thumb)
-            attempts.append(Attempt(a.run, a.steps, shots))
+                p = picture(a.run.id, row.index, row.screenshot, str(row.index))
+                if p is not None:
+                    shots[row.index] = p
+            final = picture(a.run.id, FINAL, _final_id(a.run), "final")
+            attempts.append(Attempt(a.run, a.steps, shots, final))
         out.append(Case(case.flow, case.device, case.platform, attempts))
     return out
 
@@ -196,6 +235,8 @@ def collect(
 
     def fetch(run_id: str, index: int) -> bytes | None:
         try:
+            if index == FINAL:
+                return client.final_screenshot(run_id)
             return client.screenshot(run_id, index)
         except ApiError:
             return None  # its picture is gone (artifact retention): the row stays

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from clikit import goalfleet
 
+from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.wire import SocketTransport
 from workers.processes import Child, spawn
-from workers.testing.linux_desktop import LinuxDesktop
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "tests" / "apps" / "gtk_signin.py"

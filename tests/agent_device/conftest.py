@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from ad_support import App, start_signin_app, wait_until_visible
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import Platform
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
-from workers.testing.linux_desktop import LinuxDesktop
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from ad_support import APP, EMAIL, PASSWORD, daemons_under
 
+from testing.linux_desktop import LinuxDesktop, start_linux_desktop
 from workers.core.app import AppConfig, ResetPolicy
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.host import AgentDeviceHost
-from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 WELCOME = RunParams(done_when="Welcome")
 

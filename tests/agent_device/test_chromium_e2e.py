@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from ad_support import EMAIL, PASSWORD, acts_of, run_signin, wait_until_visible
 
+from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
-from workers.testing.linux_desktop import LinuxDesktop
 
 FORM = b"""<!doctype html><html><head><title>Acme</title></head><body>
 <h1>Sign in to Acme</h1>

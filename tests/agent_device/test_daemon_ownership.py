@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_leftover_owner
 
+from testing.linux_desktop import LinuxDesktop, start_linux_desktop
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
 from workers.devices.agent_device.daemon import DaemonProcess, read_daemon_info
@@ -25,7 +26,6 @@ from workers.devices.agent_device.launch import state_dir_for
 from workers.devices.agent_device.owner import DaemonOwnedError, read_owner
 from workers.devices.agent_device.wire import SocketTransport
 from workers.processes import spawn, stop_group
-from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 SPEC = "agent-device:linux"
 FILL = re.compile(r'"command": "fill"|\bcommand=fill\b')

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from ad_support import App
 
+from testing.linux_desktop import LinuxDesktop, start_linux_desktop
 from workers.core.errors import (
     EmptySnapshotError,
     StaleRefError,
@@ -19,7 +20,6 @@ from workers.core.model import Platform
 from workers.devices.agent_device.daemon import DaemonProcess, start_daemon
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.agent_device.wire import SocketTransport
-from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 
 def test_stale_pinned_ref(device: AgentDeviceDevice, app: App):

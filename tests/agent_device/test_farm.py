@@ -22,10 +22,10 @@ from fleetkit import quick_settings
 
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
+from testing.linux_desktop import LinuxDesktop, start_linux_desktop
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.processes import spawn, stop_group
-from workers.testing.linux_desktop import LinuxDesktop, start_linux_desktop
 
 TOKEN = "ad-farm-token"
 NAMES = ("Alpha", "Bravo", "Charlie")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from ad_support import App, daemons_under
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import Platform
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.agent_device.keeper import HEALTH_TIMEOUT_S, KeptDaemon
 from workers.devices.agent_device.launch import resolve_spec
 from workers.processes import pid_alive
-from workers.testing.linux_desktop import LinuxDesktop
 
 SPEC = "agent-device:linux"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from ad_support import APP, PASSWORD, daemons_under
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.app import AppConfig
 from workers.core.errors import ConfigError, EmptySnapshotError, FatalDeviceError
 from workers.devices.agent_device.launch import state_dir_for
 from workers.devices.factory import open_probe_device
 from workers.processes import stop_group
-from workers.testing.linux_desktop import LinuxDesktop
 
 SPEC = "agent-device:linux"
 

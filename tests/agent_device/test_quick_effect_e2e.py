@@ -11,6 +11,7 @@ import pytest
 from ad_support import EMAIL, PASSWORD
 from test_app_reset import app_command
 
+from testing.linux_desktop import start_linux_desktop
 from workers.core.app import AppConfig, ResetPolicy
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory, Remembered, Target
@@ -18,7 +19,6 @@ from workers.core.model import Inputs, Kind, RunResult, RunStatus
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.host import AgentDeviceHost
-from workers.testing.linux_desktop import start_linux_desktop
 
 WELCOME = RunParams(done_when="Welcome")
 

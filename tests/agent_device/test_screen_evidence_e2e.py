@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from ad_support import APP, EMAIL, PASSWORD, App, start_signin_app
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, Platform, RunResult, RunStatus, Snapshot
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.processes import Child
-from workers.testing.linux_desktop import LinuxDesktop
 
 CHROME_NAME = "cookie_consent_signin.py"
 NOTIFY_APP = APP.with_name("gtk_notify.py")

@@ -1,6 +1,6 @@
 """No secret on any command line or in any environment while it is typed on the real stack.
 
-A watcher process (`workers.testing.proc_watch`) scans `/proc/*/cmdline` and `/proc/*/environ`
+A watcher process (`testing.proc_watch`) scans `/proc/*/cmdline` and `/proc/*/environ`
 of every process on the host but itself (the test process included) every few ms, from before
 the device's daemon starts until after it stops, while `run_goal` signs in to the real GTK app
 through a real agent-device daemon with the password as a secret, filled four times. It must
@@ -18,6 +18,8 @@ from pathlib import Path
 from ad_support import EMAIL, PASSWORD, App
 from pydantic import SecretStr
 
+from testing.linux_desktop import LinuxDesktop
+from testing.proc_watch import ProcWatcher
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, InputValue, Platform, RunStatus
 from workers.decide.rules import RulesDecider
@@ -25,8 +27,6 @@ from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.agent_device.host import open_device
 from workers.devices.agent_device.secrets import PLACEHOLDER_PREFIX
-from workers.testing.linux_desktop import LinuxDesktop
-from workers.testing.proc_watch import ProcWatcher
 
 TYPING = b"xdotool\0type\0"
 """The command line of agent-device's typing xdotool (the shim's, then the real one's)."""

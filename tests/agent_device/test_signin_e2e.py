@@ -134,3 +134,31 @@ def test_goalfleet_run_cli_signs_in_on_the_real_app(desktop, app: App):
     assert PASSWORD not in proc.stdout + proc.stderr
     assert app.state()["screen"] == "welcome"
     assert app.state()["password_matches"] is True
+
+
+def test_goalfleet_run_cli_keeps_pictures_and_a_report_a_browser_opens(desktop, app: App, tmp_path):
+    """`goalfleet run --device agent-device:linux … --html r.html`: the app's real pictures,
+    one a step, in the printed evidence folder, and the report opens in chromium with each
+    picture decoded; the password is in none of it."""
+    from browserkit import open_report  # noqa: PLC0415 - the browser tests only
+
+    env = {**os.environ, **desktop.env, "GF_TEST_PW": PASSWORD}
+    evidence, html = tmp_path / "evidence", tmp_path / "r.html"
+    result, proc = goalfleet_json(
+        *("run", "--device", "agent-device:linux", "--goal", "Sign in"),
+        *("--input", f"email={EMAIL}", "--secret", "password=env:GF_TEST_PW"),
+        *("--evidence", str(evidence), "--html", str(html)),
+        env=env,
+        timeout_s=180,
+    )
+    assert result["status"] == "done"
+    assert f"evidence: {evidence}" in proc.stderr
+    pictures = sorted(evidence.glob("*.png"))
+    assert len(pictures) == len(result["steps"]) >= 3
+    page = open_report(html)
+    assert page.errors == []
+    assert page.title == "goalfleet report: Sign in"
+    assert "agent-device:linux" in page.texts
+    assert len(page.image_widths) == len(pictures)
+    assert all(0 < w <= 200 for w in page.image_widths), page.image_widths
+    assert PASSWORD not in html.read_text() + proc.stdout + proc.stderr

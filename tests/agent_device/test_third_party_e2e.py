@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from ad_support import EMAIL, PASSWORD, acts_of, run_signin, wait_until_visible
 
+from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
-from workers.testing.linux_desktop import LinuxDesktop
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from fleetkit import quick_settings
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.processes import spawn, stop_group
-from workers.testing.linux_desktop import LinuxDesktop
 
 TOKEN = "ad-worker-token"
 DEVICE = "lx-1"

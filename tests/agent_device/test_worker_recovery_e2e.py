@@ -36,10 +36,10 @@ from fleetkit import quick_settings
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet
 from scheduler.local.redis import LocalRedis
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
 from workers.processes import spawn
-from workers.testing.linux_desktop import LinuxDesktop
 
 TOKEN = "recovery-token"
 DEVICE = "linux-1"

@@ -273,3 +273,41 @@ def test_another_sites_form_cannot_sign_the_browser_in(
     logged = "Failed to load resource: the server responded with a status of 403 (Forbidden)"
     refusal = [f"403 {base}/ui/login", logged]
     assert errors == refusal  # the refusal itself (the browser logs it too), nothing else
+
+
+def test_a_blocked_runs_failure_report_on_its_page_in_status_and_the_api(
+    console_fleet: LocalFleet, page: tuple[Page, list[str]], tmp_path: Path
+) -> None:
+    """A run with no password ends `blocked` on the password screen. Its page shows why: the
+    final screen's picture (taken after the end), the rules decider's ranking, the refusal and
+    the command that runs it again; `goalfleet status` prints the same, and the API serves
+    the final picture to its owner."""
+    from clikit import goalfleet  # noqa: PLC0415 - the one CLI check here
+
+    pg, errors = page
+    base = console_fleet.api_url
+    alice = FleetClient(base, token=ALICE[1])
+    no_password = {k: v for k, v in RUN.items() if k != "secrets"}
+    run = alice.submit_run({**no_password, "device": "twin-1"})
+    ended = alice.wait(run.id, timeout_s=60)
+    assert ended.status is RunStatus.BLOCKED, ended.reason
+    sign_in(pg, base, ALICE[1], to=f"/ui/runs/{run.id}")
+    report = pg.locator("#failure")
+    expect(report).to_be_visible()
+    expect(report).to_contain_text("Ended on Enter your password")
+    expect(report.locator("table.ranked")).to_contain_text("Sign in 0.97")
+    expect(report.locator("table.refusals")).to_contain_text("no input named password")
+    expect(pg.locator("#next-command")).to_contain_text("goalfleet submit --goal 'Sign in'")
+    final = report.locator('img[alt="the final screen"]')
+    expect(final).to_be_visible()
+    assert final.evaluate("e => e.naturalWidth") > 100
+    shot(pg, "failure", tmp_path)
+    assert alice.final_screenshot(run.id).startswith(b"\x89PNG")
+    env = {**os.environ, "GOALFLEET_API_URL": base, "GOALFLEET_API_TOKEN": ALICE[1]}
+    status = goalfleet("status", run.id, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "why it did not end done:" in status.stdout
+    assert "ended on: 'Enter your password'" in status.stdout
+    assert "no input named password was supplied" in status.stdout
+    assert errors == []
+    alice.close()

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from testing.linux_desktop import LinuxDesktop
 from workers.core.errors import EmptySnapshotError
 from workers.core.model import Platform
 from workers.core.ports import DevicePort
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.sim.device import make_sim_device
-from workers.testing.linux_desktop import LinuxDesktop
 
 APP = Path(__file__).resolve().parents[1] / "apps" / "gtk_signin.py"
 

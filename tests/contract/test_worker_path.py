@@ -22,10 +22,10 @@ from fleetkit import quick_settings
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
+from testing.linux_desktop import LinuxDesktop
 from workers.core.model import RunStatus, StepRow
 from workers.core.records import RunRecord
 from workers.processes import spawn
-from workers.testing.linux_desktop import LinuxDesktop
 
 TOKEN = "worker-path-token"
 DEVICE = "contract-1"
@@ -114,3 +114,25 @@ def test_each_capability_arrives_through_the_worker(fleet: LocalFleet):
     hits = [row for row in remembered if row.result is not None]
     assert [row.memory.outcome if row.memory else None for row in hits] == ["hit"] * len(acted)
     assert [row.result.settle_skipped for row in hits] == [True] * len(acted)
+
+
+JOURNEY = {
+    "device": DEVICE,
+    "steps": [
+        {k: v for k, v in SIGN_IN.items() if k != "device"},
+        {"wait": {"for": "Welcome", "timeout_s": 5}},
+        {"check": '"Welcome" is visible'},
+    ],
+}
+
+
+def test_a_journey_runs_through_the_worker(fleet: LocalFleet):
+    """A journey on the worker's real path: its goal step, a device action (wait) and a check
+    each arrive, every row with its step and a picture (a plain step's too)."""
+    with fleet.client() as c:
+        run, rows = finished(c, c.submit_run(JOURNEY).id)
+    assert run.result is not None
+    assert [j.passed for j in run.result.journey] == [True, True, True]
+    assert [j.source for j in run.result.journey][1:] == ["plain", "rules"]
+    assert {row.journey_step for row in rows} == {1, 2, 3}
+    assert all(row.screenshot for row in rows), pictures(rows)

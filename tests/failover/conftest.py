@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.testing.sentinels import SentinelLab
+from testing.sentinels import SentinelLab
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,11 +27,11 @@ from reportkit import report_path
 
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import free_port
+from testing.sentinels import SentinelLab
 from workers.core.model import RunStatus
 from workers.fleet.connections import store_client
 from workers.processes import spawn
 from workers.settings import Settings
-from workers.testing.sentinels import SentinelLab
 
 TOKEN = "failover-token"
 SECRET = "failover-Secret-1414"

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from testing.sentinels import SentinelLab
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.fleet.connections import store_client
@@ -21,7 +22,6 @@ from workers.fleet.runtime import WorkerSpec
 from workers.fleet.state.devices import DeviceRegistry, Renewal
 from workers.fleet.state.scripts import NotReplicatedError
 from workers.settings import Settings
-from workers.testing.sentinels import SentinelLab
 
 INFO = DeviceInfo(id="d1", platform=Platform.IOS, os_version="17.5")
 SPEC = WorkerSpec(info=INFO, device_spec="sim:signin-ios")

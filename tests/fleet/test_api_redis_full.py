@@ -174,6 +174,11 @@ def calls(m: Made) -> list[Call]:
             f"/v1/runs/{m.running}/steps/1/screenshot",
             full=404,  # no picture of that step (it names why): a read, not a write
         ),
+        Call(
+            ("GET", "/v1/runs/{run_id}/final/screenshot"),
+            f"/v1/runs/{m.running}/final/screenshot",
+            full=404,  # a running run has no failure report: a read, not a write
+        ),
         Call(("GET", "/v1/schedules"), "/v1/schedules", full=200),
         Call(("GET", "/v1/questions"), "/v1/questions", full=200),
         Call(("GET", "/v1/memory"), "/v1/memory", full=200),

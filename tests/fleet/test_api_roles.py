@@ -60,6 +60,9 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /v1/runs/{run_id}":                       (401, 200, 200, 404, 403, 200),
     "GET /v1/runs/{run_id}/steps":                 (401, 200, 200, 404, 403, 200),
     "GET /v1/runs/{run_id}/steps/{index}/screenshot": (401, 403, 200, 404, 200, 200),
+    # the same rule; a parked run has no failure report (yet): 404 where the rule lets one in
+    # (tests/console serves a blocked run's final picture to its owner)
+    "GET /v1/runs/{run_id}/final/screenshot":      (401, 403, 404, 404, 404, 404),
     "POST /v1/runs/{run_id}/cancel":               (401, 403, 200, 404, 403, 200),
     "POST /v1/runs/{run_id}/answer":               (401, 403, 403, 403, 200, 200),
     "POST /v1/batches":                            (401, 403, 201, 201, 403, 201),

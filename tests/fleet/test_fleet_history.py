@@ -43,7 +43,7 @@ def history_fleet(
     redis_server: LocalRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LocalFleet, str]]:
     with pgkit.scratch_database() as url:
-        assert Database(url).upgrade() == ["0001_runs_steps"]
+        assert Database(url).upgrade() == ["0001_runs_steps", "0002_run_cost"]
         settings = quick_settings(redis_server.url, key_prefix="gfh", token=TOKEN, database_url=url)
         env = {"GOALFLEET_SECRET_FLEET_PW": SECRET_VALUE, "GOALFLEET_SECRET_FLEET_OTP": OTP_CODE}
         workers = [

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from testing.samples import signin_flow
 from workers.core.errors import DecisionInvalidError
 from workers.core.loop import run_goal
 from workers.core.model import (
@@ -33,7 +34,6 @@ from workers.decide.instructor import InstructorDecider
 from workers.decide.options import DEFAULT_MAX_OUTPUT_TOKENS, ModelSettings
 from workers.decide.prompt import actions_for
 from workers.devices.sim.device import SimDevice, make_sim_device
-from workers.testing.samples import signin_flow
 
 pytestmark = pytest.mark.model_server
 

@@ -106,6 +106,25 @@ def test_observer_records_a_sim_run() -> None:
     assert 'le="0.01"' in text
 
 
+def test_decide_cost_counts_every_decider_of_the_chain() -> None:
+    """A step whose chain asked two priced deciders adds both calls' cost to
+    goalfleet_decide_cost_total (what the run paid, not only the answer it used)."""
+    from workers.core.model import Attempt, Decision, Outcome, StepRow, TokenUsage  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    obs = MetricsObserver(Platform.IOS, WorkerMetrics.create(registry))
+    first = Decision(target="e1", confidence=0.2, usage=TokenUsage(cost=0.002))
+    second = Decision(blocked=True, usage=TokenUsage(cost=0.005))
+    row = StepRow(
+        index=1, screen="s", refs_generation="1", candidates=1, outcome=Outcome.BLOCKED,
+        decision=second,
+        attempts=(Attempt(decider="a/x", decision=first, escalated="low"),
+                  Attempt(decider="a/y", decision=second)),
+    )  # fmt: skip
+    obs.step(make_record(), row)
+    assert value(registry, "goalfleet_decide_cost_total", platform="ios") == pytest.approx(0.007)
+
+
 def test_decide_tokens_counted_by_direction() -> None:
     """Token usage on decisions adds to goalfleet_decide_tokens_total{direction=...}."""
     from workers.core.model import Decision, Outcome, StepRow, TokenUsage  # noqa: PLC0415

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.testing.netns import NetLab, missing
+from testing.netns import NetLab, missing
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

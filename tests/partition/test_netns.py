@@ -1,4 +1,4 @@
-"""The network lab itself (`workers.testing.netns`): hosts reach each other only inside their
+"""The network lab itself (`testing.netns`): hosts reach each other only inside their
 namespaces, a cut drops a host's traffic until healed, and nothing is left behind."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from testing.netns import PREFIX, NetLab, ip, namespaces, remove_leftovers
 from workers.core.errors import ConfigError
 from workers.processes import pid_alive
-from workers.testing.netns import PREFIX, NetLab, ip, namespaces, remove_leftovers
 
 PORT = 7777
 

@@ -30,11 +30,11 @@ from reportkit import report_path
 from scheduler.client.api_client import FleetClient
 from scheduler.local.fleet import SimWorker
 from scheduler.local.redis import find_redis_server
+from testing.netns import Inside, NetLab
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.processes import Child, spawn, stop_all
 from workers.settings import Settings
-from workers.testing.netns import Inside, NetLab
 
 TOKEN = "partition-test-token"
 SECRET_VALUE = "partition-Secret-5521"

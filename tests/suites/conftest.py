@@ -1,7 +1,7 @@
 """A suite's fleet: a real redis-server on a random loopback port, the API over real HTTP and
-the scheduler in threads (`LocalFleet`), and four real `goalfleet worker` processes: iOS and
+the scheduler in threads (`LocalFleet`), and eight real `goalfleet worker` processes: iOS and
 Android sim devices of the `signin` app and of the `flaky` app (its first run in a process
-meets an outage, every later one signs in)."""
+meets an outage, every later one signs in), and two of each of the `settings` app (journeys)."""
 
 from __future__ import annotations
 

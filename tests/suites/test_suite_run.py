@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from browserkit import open_report
 from junitparser.xunit2 import JUnitXml
 from suitekit import FLOWS, SECRET_VALUE, goalfleet
 
@@ -121,45 +122,24 @@ def test_html_is_one_bounded_file_with_the_matrix(suite_run: dict[str, object]) 
     assert len(text.encode()) < 3_000_000
 
 
-CHROMIUM = "/usr/bin/chromium"
-
-
 def test_html_renders_in_headless_chromium_without_console_errors(
     suite_run: dict[str, object],
 ) -> None:
     """Debian's chromium through Playwright (no browser download), offline: the report
     renders its matrix and step tables and pictures, and logs no console error. Its
     screenshot goes to GOALFLEET_REPORT_SHOT when set (docs/suite-report.png was made so)."""
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - the browser test only
-
     html = suite_run["html"]
     assert isinstance(html, Path)
-    if not Path(CHROMIUM).exists():
-        pytest.skip("no /usr/bin/chromium (scripts/setup-browser.sh installs it)")
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900}, offline=True)
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-            page.goto(html.as_uri())
-            page.wait_for_load_state("load")
-            assert page.title() == "goalfleet report: signin-smoke"
-            assert page.locator("table").first.is_visible()
-            assert page.locator("section").count() == 4
-            images = page.locator("img")
-            assert images.count() >= 20
-            widths = images.evaluate_all("els => els.map(e => e.naturalWidth)")
-            assert all(0 < w <= 200 for w in widths), widths  # decoded, and downscaled
-            shot = os.environ.get("GOALFLEET_REPORT_SHOT")
-            target = Path(shot) if shot else html.with_suffix(".png")
-            page.screenshot(path=str(target), full_page=False)
-            assert target.stat().st_size > 10_000
-        finally:
-            browser.close()
-    assert errors == []
+    shot = os.environ.get("GOALFLEET_REPORT_SHOT")
+    target = Path(shot) if shot else html.with_suffix(".png")
+    page = open_report(html, shot=target)
+    assert page.title == "goalfleet report: signin-smoke"
+    assert page.tables >= 1
+    assert page.sections == 4
+    assert len(page.image_widths) >= 20
+    assert all(0 < w <= 200 for w in page.image_widths), page.image_widths  # decoded, downscaled
+    assert target.stat().st_size > 10_000
+    assert page.errors == []
 
 
 def test_a_matrix_no_device_matches_is_refused_naming_its_cell(
@@ -193,3 +173,22 @@ def test_a_wait_that_times_out_reports_the_cases_still_running(
     assert JUnitXml.fromfile(str(junit)).tests == 2
     with fleet.client() as api:  # the batch goes on; let it end before the next test
         api.wait_batch(re.findall(r"batch ([0-9a-f]{32})", proc.stderr)[0], timeout_s=60)
+
+
+def test_the_blocked_attempts_failure_report_is_in_the_suite_report(
+    suite_run: dict[str, object],
+) -> None:
+    """Each flaky flow's first attempt ended `blocked`: the report shows why under its steps,
+    with the final screen's picture fetched through the API (`/final/screenshot`), kept beside
+    the step pictures and embedded; a passed attempt has no such section."""
+    html = suite_run["html"]
+    out = suite_run["dir"]
+    assert isinstance(html, Path)
+    assert isinstance(out, Path)
+    text = html.read_text()
+    assert text.count("Why it did not end done") == 2  # the two blocked first attempts
+    finals = sorted((out / "goalfleet-pictures").glob("*-final.png"))
+    assert len(finals) == 2
+    assert all(f.read_bytes().startswith(b"\x89PNG") for f in finals)
+    assert text.count('alt="the final screen"') == 2
+    assert "next: <code>goalfleet suite run FLOWS.yaml --only sign-in-flaky</code>" in text

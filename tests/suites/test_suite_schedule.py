@@ -65,5 +65,6 @@ def test_a_bad_period_or_expression_is_refused(fleet: LocalFleet, tmp_path: Path
     assert "--every 'soon': give a period" in bad.stderr
     bad = goalfleet(fleet, "schedule", "add", str(flows), "--cron", "0 25 * * *")
     assert bad.returncode == 2
-    assert "hour '25': out of 0-23" in bad.stderr
+    assert "the hour field takes 0-23" in bad.stderr
+    assert "not '25'" in bad.stderr
     assert json.loads(goalfleet(fleet, "schedule", "list", "--json").stdout) == []

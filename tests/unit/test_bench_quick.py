@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
     "module",
     [
         "bench.bench_loop",
+        "bench.bench_journey",
         "bench.bench_tokens",
         # these start their own redis-server, API, scheduler and worker processes
         "bench.bench_dispatch",

@@ -16,8 +16,8 @@ import pytest
 
 pytestmark = pytest.mark.slow  # the whole command as a process: make test, not make unit
 
-HEAVY = ("pydantic", "httpx", "redis", "rich", "structlog", "celery", "kombu", "fastapi")
-SERVER_SIDE = ("redis", "structlog", "celery", "kombu", "fastapi", "starlette", "uvicorn")
+HEAVY = ("pydantic", "httpx", "redis", "rich", "structlog", "celery", "kombu", "fastapi", "mcp")
+SERVER_SIDE = ("redis", "structlog", "celery", "kombu", "fastapi", "starlette", "uvicorn", "mcp")
 HTTPX = ("httpx", "httpcore", "h11", "anyio", "certifi", "idna")
 
 LOADED = """

@@ -1,6 +1,7 @@
-"""Five-field cron (UTC) for schedules: the next matching minute, lists, ranges, steps, the
-day fields' either-or, Sunday as 0 or 7; a bad expression names the field and the fix, and a
-schedule with one is refused before it is stored."""
+"""Five-field cron (UTC) for schedules, read by cronsim: the next matching minute, lists,
+ranges, steps, the day fields' either-or, Sunday as 0 or 7, day and month names, the last day
+of a month; a bad expression names the field and the fix, and a schedule with one is refused
+before it is stored."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def _next(expr: str, after: float = T0) -> str:
         ("0 0 29 2 *", "Tue 2028-02-29 00:00"),
         ("0 0 13 * 5", "Fri 2026-12-04 00:00"),  # the 13th or a Friday, as cron has it
         ("0-30/10 18 * * *", "Wed 2026-12-02 18:10"),
+        ("30 9 * * MON-FRI", "Thu 2026-12-03 09:30"),
+        ("0 6 L * *", "Thu 2026-12-31 06:00"),
+        ("0 0 1 JAN *", "Fri 2027-01-01 00:00"),
     ],
 )
 def test_next_after(expr: str, want: str) -> None:
@@ -44,11 +48,14 @@ def test_next_after(expr: str, want: str) -> None:
     ("expr", "says"),
     [
         ("* * * *", "give 5 fields"),
-        ("60 * * * *", "minute '60': out of 0-59"),
-        ("* 24 * * *", "hour '24': out of 0-23"),
-        ("*/0 * * * *", "a step is a positive number"),
-        ("a * * * *", "give numbers"),
-        ("0 0 31 2 *", "never matches"),
+        ("0 * * * * *", "give 5 fields"),  # no seconds field
+        ("60 * * * *", "the minute field takes 0-59"),
+        ("* 24 * * *", "the hour field takes 0-23"),
+        ("*/0 * * * *", r"the minute field takes .* a step \(\*/15\)"),
+        ("a * * * *", "the minute field takes .*, not 'a'"),
+        ("0 0 * 13 *", "the month field takes 1-12"),
+        ("0 0 * * 8", "the day-of-week field takes 0-7"),
+        ("0 0 31 2 *", "the day-of-month field takes .* a day the months have"),
     ],
 )
 def test_a_bad_expression_says_what_and_how(expr: str, says: str) -> None:

@@ -7,6 +7,7 @@ import pytest
 from pydantic import SecretStr
 
 from scheduler.cli._common import load_settings
+from testing.samples import signin_flow
 from workers.core.errors import ConfigError
 from workers.decide.factory import make_decider
 from workers.decide.instructor import InstructorDecider
@@ -14,7 +15,6 @@ from workers.decide.options import ModelSettings
 from workers.decide.rules import RulesDecider
 from workers.decide.scripted import ScriptedDecider, done
 from workers.settings import Settings
-from workers.testing.samples import signin_flow
 
 
 def test_rules_and_scripted_specs():

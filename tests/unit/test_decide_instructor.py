@@ -11,6 +11,7 @@ import instructor
 import pytest
 from openai import OpenAI
 
+from testing.samples import FLOWS, Screen, signin_flow
 from workers.core.errors import DecisionInvalidError, ModelUnavailableError
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
@@ -22,7 +23,6 @@ from workers.decide.instructor import (
 from workers.decide.prompt import INSTRUCTION, actions_for, render_user
 from workers.decide.tokens import count_request
 from workers.devices.sim.device import make_sim_device
-from workers.testing.samples import FLOWS, Screen, signin_flow
 
 SECRET = "hunter2-very-secret"
 EMAIL = "ada.lovelace@example.com"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from testing.samples import FLOWS, Screen
 from workers.core.loop import run_goal
 from workers.core.model import Candidate, DecideState, Inputs, Kind, RunStatus
 from workers.decide.rules import RulesDecider
 from workers.devices.sim.device import make_sim_device
-from workers.testing.samples import FLOWS, Screen
 
 
 def _c(ref: str, kind: Kind, name: str, value: str = "") -> Candidate:

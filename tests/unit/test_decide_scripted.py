@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from testing.samples import signin_flow
 from workers.core.loop import run_goal
 from workers.core.model import Decision, Inputs, RunStatus
 from workers.decide.scripted import ScriptedDecider, ScriptError, blocked, done, fill, press
 from workers.devices.sim.device import make_sim_device
-from workers.testing.samples import signin_flow
 
 SECRET = "hunter2-very-secret"
 EMAIL = "ada@example.com"

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from workers.core.device_hooks import DeviceCommand, DeviceHook, HookedDevice, with_hooks
 from workers.core.errors import StaleRefError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import Device, DevicePort
+from workers.core.ports import DEVICE_ACTIONS, Device, DeviceAction, DevicePort, Direction
 from workers.core.shots import NoScreenshotsError, Screenshot
 from workers.devices.sim.device import make_sim_device
 
@@ -48,6 +48,38 @@ class Told(Device):
         self.asked.append("expect_known_screen")
         return True
 
+    def actions(self) -> frozenset[DeviceAction]:
+        self.asked.append("actions")
+        return frozenset(DEVICE_ACTIONS)
+
+    def action_refusal(self, action: DeviceAction) -> str:
+        self.asked.append("action_refusal")
+        return ""
+
+    def scroll(self, direction: Direction) -> ActionResult:
+        self.asked.append(f"scroll {direction}")
+        return ActionResult(changed=True)
+
+    def back(self) -> ActionResult:
+        self.asked.append("back")
+        return ActionResult(changed=True)
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        self.asked.append(f"launch relaunch={relaunch}")
+        return ActionResult(changed=relaunch)
+
+    def open_link(self, target: str) -> ActionResult:
+        self.asked.append(f"open {target}")
+        return ActionResult(changed=True)
+
+    def submit(self) -> ActionResult:
+        self.asked.append("submit")
+        return ActionResult(changed=True)
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        self.asked.append(f"wait {text} {timeout_s}")
+        return True
+
     def close(self) -> None:
         self.asked.append("close")
 
@@ -76,13 +108,21 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
     """Three layers (as the worker adds: kept session, telemetry, fence): each of the port's
     capabilities arrives at the device and its answer comes back."""
     assert port_members() == [
+        "action_refusal",
+        "actions",
+        "back",
         "close",
         "expect_known_screen",
         "fill",
+        "launch",
+        "open_link",
         "platform",
         "press",
         "screenshot",
+        "scroll",
         "snapshot",
+        "submit",
+        "wait",
     ]
     told = Told()
     log: list[str] = []
@@ -95,6 +135,15 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
     snap = dev.snapshot()
     dev.press(snap.pin(next(c for c in snap.candidates if c.name == "Continue").ref))
     assert dev.screenshot() is PICTURE
+    assert dev.actions() == frozenset(DEVICE_ACTIONS)
+    assert dev.action_refusal("scroll") == ""
+    assert dev.scroll("up").changed
+    assert dev.back().changed
+    assert not dev.launch().changed
+    assert dev.launch(relaunch=True).changed
+    assert dev.open_link("acme://x").changed
+    assert dev.submit().changed
+    assert dev.wait("Welcome", 1.5) is True
     dev.close()
     assert told.asked == [
         "snapshot",
@@ -103,8 +152,18 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
         "snapshot",
         "press",
         "screenshot",
+        "actions",
+        "action_refusal",
+        "scroll up",
+        "back",
+        "launch relaunch=False",
+        "launch relaunch=True",
+        "open acme://x",
+        "submit",
+        "wait Welcome 1.5",
         "close",
     ]
+    assert log.count("a>scroll") == log.count("c<open") == 1
 
 
 def test_layers_are_one_chain_around_one_device_in_order():

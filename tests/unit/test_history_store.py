@@ -4,7 +4,9 @@ three questions give the numbers worked out by hand here, and the same numbers o
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,8 +49,9 @@ def ended(
     steps: tuple[StepRow, ...] = (),
     attempt: int = 1,
     model: str = "iPhone15",
+    totals: PhaseTotals | None = None,
 ) -> RunHistory:
-    result = RunResult(status=status, goal=goal, steps=steps, totals=PhaseTotals())
+    result = RunResult(status=status, goal=goal, steps=steps, totals=totals or PhaseTotals())
     record = RunRecord(
         id=rid,
         request=GoalRunRequest(goal=goal, inputs={"email": "ada@example.com"}),
@@ -88,6 +91,44 @@ def test_upgrade_applies_each_migration_once(history: SqlHistory) -> None:
     assert count(history, "runs") == 0
 
 
+@pytest.mark.parametrize("dialect", ["postgresql", "sqlite"])
+def test_processes_starting_at_once_upgrade_one_schema(dialect: str, tmp_path: Path) -> None:
+    """The API, the scheduler and a CLI command each upgrade the embedded database as they
+    start: four of them upgrading one new database at the same moment all succeed, and each
+    migration is applied (and recorded) once."""
+    with contextlib.ExitStack() as stack:
+        url = (
+            f"sqlite:///{tmp_path / 'h.db'}"
+            if dialect == "sqlite"
+            else stack.enter_context(pgkit.scratch_database())
+        )
+        start = threading.Barrier(4)
+        applied: list[list[str]] = []
+        failed: list[BaseException] = []
+
+        def upgrade() -> None:
+            db = Database(url)
+            start.wait()
+            try:
+                applied.append(db.upgrade())
+            except Exception as exc:  # noqa: BLE001 - the test reports whatever one raised
+                failed.append(exc)
+            finally:
+                db.close()
+
+        threads = [threading.Thread(target=upgrade) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == []
+        assert sorted(name for names in applied for name in names) == ["0001_runs_steps"]
+        db = Database(url)
+        assert db.pending_migrations() == []
+        assert db.query("SELECT COUNT(*) FROM schema_migrations") == [(1,)]
+        db.close()
+
+
 def test_writes_are_idempotent_and_a_new_attempt_replaces_its_steps(history: SqlHistory) -> None:
     """The same run stored twice is one row with one row per step; stored again at a later
     attempt with fewer steps, it keeps only that attempt's."""
@@ -99,6 +140,26 @@ def test_writes_are_idempotent_and_a_new_attempt_replaces_its_steps(history: Sql
     history.write([ended("r1", steps=three[:1], attempt=2, status=RunStatus.BLOCKED)])
     assert history.db.query("SELECT attempt, step FROM steps ORDER BY step") == [(2, 1)]
     assert history.db.query("SELECT status FROM runs WHERE run_id = 'r1'") == [("blocked",)]
+
+
+def test_model_cost_per_day(history: SqlHistory) -> None:
+    """What runs cost by the price table, summed per UTC day of their end; a run that called
+    no model is not counted."""
+    day = 86_400
+    start = T0 // day * day
+    paid = PhaseTotals(input_tokens=1000, output_tokens=100, cost=0.0028)
+    history.write([
+        ended("c1", at=start + 10, totals=paid),
+        ended("c2", at=start + day - 1, totals=paid),
+        ended("c3", at=start + day + 5, totals=paid),
+        ended("c4", at=start + 20),  # the rules decider: no tokens, no cost
+    ])  # fmt: skip
+    got = history.costs(start, start + 2 * day, bucket_s=day)
+    assert [(c.bucket, c.runs, c.input_tokens, c.output_tokens) for c in got] == [
+        (start, 2, 2000, 200),
+        (start + day, 1, 1000, 100),
+    ]
+    assert [c.cost for c in got] == pytest.approx([0.0056, 0.0028])
 
 
 def test_pass_and_flaky_rates_per_flow_and_device_class(history: SqlHistory) -> None:

@@ -9,15 +9,20 @@ from __future__ import annotations
 import io
 import time
 
+from journeykit import EMAIL, JOURNEY, PASSWORD
 from junitparser.xunit2 import JUnitXml
 from PIL import Image
+from rich.console import Console
 
+from scheduler.cli._render import steps_table
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import to_xml
 from scheduler.suites.outcome import THUMB_WIDTH, Report, attach_pictures, cases
-from workers.core.model import Action, ActionKind, Decision, Outcome, RunStatus, StepRow
+from workers.core.journey import run_journey
+from workers.core.model import Action, ActionKind, Decision, Inputs, Outcome, RunStatus, StepRow
 from workers.core.records import BatchRecord, RunRecord
 from workers.core.request import GoalRunRequest
+from workers.decide.rules import RulesDecider
 from workers.devices.sim.device import make_sim_device
 
 REQUEST = GoalRunRequest(goal="Sign in")
@@ -148,3 +153,31 @@ def test_what_a_screen_says_is_shown_not_run() -> None:
     assert "&lt;script&gt;" in html
     xml = to_xml(Report(batch, cases([run], lambda _r: rows), time.time()))
     assert b"<script>" not in xml
+
+
+def test_a_journey_reads_by_step_in_the_html_and_the_steps_table() -> None:
+    """A journey's rows are grouped by step in the HTML (the step's title, passed or why it
+    failed, who decided it) and `goalfleet steps` shows each row's step: from a real journey
+    on the sim, whose check fails."""
+    raw = [*JOURNEY[:2], "back", {"name": "theme is dark", "check": '"Theme: Dark" is visible'}]
+    steps = GoalRunRequest.model_validate({"steps": raw}).steps or []
+    inputs = Inputs.of(plain={"email": EMAIL}, secret={"password": PASSWORD})
+    result = run_journey(
+        make_sim_device("sim:settings-ios"), "j", steps=steps, decider=RulesDecider(), inputs=inputs
+    )
+    run = _run("journey", "ios-1", result.status, reason=result.reason).model_copy(
+        update={"result": result}
+    )
+    batch = BatchRecord(id="b" * 32, total=1, created_at=1000.0, suite="nightly")
+    html = to_html(Report(batch, cases([run], lambda _r: list(result.steps)), time.time()))
+    assert html.count('<tr class="step">') == 4
+    assert "step 1: 1. goal Sign in (rules) — passed" in html
+    assert "step 4: theme is dark (rules) — failed: &#x27;Theme: Dark&#x27; is not visible" in html
+    xml = to_xml(Report(batch, cases([run], lambda _r: list(result.steps)), time.time())).decode()
+    assert "  — step 2: 2. press Settings (plain) — passed" in xml
+    assert "theme is dark (rules) — failed" in xml
+    console = Console(width=200, record=True)
+    console.print(steps_table(list(result.steps)))
+    text = console.export_text()
+    assert "journey step" in text
+    assert "2. press Settings · plain" in text

@@ -7,10 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workers.core.errors import DecideError, DecisionInvalidError
+from workers.core.errors import (
+    BudgetExceededError,
+    DecideError,
+    DecisionInvalidError,
+)
 from workers.core.model import Attempt, DecideState, Decision, Outcome, RunStatus, Snapshot
 from workers.core.ports import Decider
 from workers.core.rows import End, Row, Step
+
+
+def decide_end(exc: DecideError) -> tuple[Outcome, End]:
+    """How a decider's failure ends the run: `over-budget` for a call the budget refused
+    (`workers.core.cost`: not made), else `errored` (the model's transport, infrastructure)."""
+    if isinstance(exc, BudgetExceededError):
+        return Outcome.BLOCKED, End(RunStatus.OVER_BUDGET, str(exc), exc)
+    return Outcome.ERRORED, End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
 
 
 @dataclass(frozen=True)
@@ -52,13 +64,13 @@ def ask(
                 End(RunStatus.ESCALATED, invalid, exc),
             )
             continue
-        except DecideError as exc:  # infrastructure: the chain does not paper over it
+        except DecideError as exc:  # infrastructure, or a budget: no chain papers over it
             ms = timer.ms
             if chain:
                 attempts.append(Attempt(decider=tier.name, ms=round(ms, 3), escalated=str(exc)))
                 row.attempts = tuple(attempts)
-            end = End(RunStatus.ERRORED, f"decider failed: {exc}", exc)
-            return row.finish(Outcome.ERRORED, error=str(exc)), end
+            outcome, end = decide_end(exc)
+            return row.finish(outcome, error=str(exc)), end
         ms = timer.ms
         row.decision = decision
         why, problem = escalation(decision, snap)

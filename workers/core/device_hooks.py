@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import Device, DevicePort
+from workers.core.ports import Device, DeviceAction, DevicePort, Direction
 from workers.core.shots import Screenshot
 
 __all__ = ["DeviceCommand", "DeviceHook", "HookedDevice", "with_hooks"]
@@ -32,7 +32,8 @@ class DeviceCommand:
     """One device command as the chain saw it: it returned `result` or raised `error`."""
 
     name: str
-    """snapshot | press | fill | screenshot | close"""
+    """snapshot | press | fill | screenshot | close, or a device action (scroll, back,
+    launch, relaunch, open, submit, wait)"""
     seconds: float
     meta: dict[str, object] = field(default_factory=dict)
     """The pinned ref, and a fill's input name and sensitivity: never a value."""
@@ -86,6 +87,31 @@ class HookedDevice(Device):
 
     def expect_known_screen(self) -> bool:
         return self.device.expect_known_screen()
+
+    def actions(self) -> frozenset[DeviceAction]:
+        return self.device.actions()
+
+    def action_refusal(self, action: DeviceAction) -> str:
+        return self.device.action_refusal(action)
+
+    def scroll(self, direction: Direction) -> ActionResult:
+        return self._send("scroll", lambda: self.device.scroll(direction), {"to": direction})
+
+    def back(self) -> ActionResult:
+        return self._send("back", self.device.back, {})
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        name = "relaunch" if relaunch else "launch"
+        return self._send(name, lambda: self.device.launch(relaunch=relaunch), {})
+
+    def open_link(self, target: str) -> ActionResult:
+        return self._send("open", lambda: self.device.open_link(target), {})
+
+    def submit(self) -> ActionResult:
+        return self._send("submit", self.device.submit, {})
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        return self._send("wait", lambda: self.device.wait(text, timeout_s), {})
 
     def close(self) -> None:
         self._send("close", self._close or self.device.close, {})

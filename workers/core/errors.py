@@ -17,7 +17,9 @@
     │       └── ProtocolError       the daemon speaks a protocol we do not
     ├── DecideError                 the decider could not produce a decision
     │   ├── DecisionInvalidError    the model answered, but not validly (after its re-ask)
-    │   └── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
+    │   ├── ModelUnavailableError   the model transport failed (infrastructure, not a decision)
+    │   └── BudgetExceededError     the next model call would cross the run's token or cost
+    │                               budget: the run ends `over-budget` before it is made
     ├── ClaimLostError              (workers.fleet.state.runs) another delivery took this run over
     ├── DeviceTakenError            (workers.fleet.state.devices) the device is registered elsewhere
     ├── LeaseLostError              (workers.fleet.fence) this worker's device lease is gone:
@@ -144,3 +146,7 @@ class DecisionInvalidError(DecideError, code="DECISION_INVALID"): ...
 
 
 class ModelUnavailableError(DecideError, code="MODEL_UNAVAILABLE"): ...
+
+
+class BudgetExceededError(DecideError, code="BUDGET_EXCEEDED"):
+    """The next decider call would cross the run's budget (`workers.core.cost`): not made."""

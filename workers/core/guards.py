@@ -15,8 +15,12 @@ class Guards:
     inputs: Inputs
     dangerous: re.Pattern[str] | None
 
-    def unsafe(self, d: Decision, snap: Snapshot) -> str | None:  # noqa: PLR0911 - one return per case
-        """Why this decision cannot be acted on safely, or None when it can."""
+    def unsafe(  # noqa: PLR0911 - one return per case
+        self, d: Decision, snap: Snapshot, *, by_caller: bool = False
+    ) -> str | None:
+        """Why this decision cannot be acted on safely, or None when it can. `by_caller`: the
+        caller named this control itself (a journey's plain press or fill): a dangerous one
+        is theirs to press, a secret still goes into secure fields only."""
         target = snap.candidate(d.target)
         if d.target == NONE:
             return "the decider chose no target but reported neither done nor blocked"
@@ -32,7 +36,7 @@ class Guards:
                 "secure field; secrets are typed only into secure fields (a caller allows one "
                 "into a plain field with plain_field: true, e.g. a one-time code)"
             )
-        if self._is_dangerous(target):
+        if not by_caller and self._is_dangerous(target):
             return f"{target.name!r} matches the dangerous-controls guard; a person must decide"
         return None
 

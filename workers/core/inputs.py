@@ -1,6 +1,10 @@
 """The caller's inputs of a goal run: names a decider sees, values it never does, and the
 scrubbing that keeps every value out of what a run records (`Inputs.scrub_row`) and what a
-decider is told (`Inputs.scrub_state`). Importable from `workers.core.model` too."""
+decider is told (`Inputs.scrub_state`). Importable from `workers.core.model` too.
+
+The records are `workers.core.model`'s, which imports this module: here they are known by
+their shape only (any pydantic record for a row, `ToldState` for a decider's state), so the
+two modules form no cycle."""
 
 from __future__ import annotations
 
@@ -8,19 +12,39 @@ import collections
 import functools
 import operator
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 from pydantic_core import PydanticSerializationError, to_json
 
-if TYPE_CHECKING:
-    from workers.core.model import DecideState, StepRow
+from workers.core.screen import Candidate
 
 INPUT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 MIN_SCRUB_CHARS = 3
 """Shorter values are not scrubbed from screen texts: they occur by chance everywhere."""
 _VALUE = operator.attrgetter("value")
+
+
+class ToldState(Protocol):
+    """What `Inputs.scrub_state` reads of a decider's state (`workers.core.model.DecideState`)."""
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]: ...
+    @property
+    def context(self) -> tuple[str, ...]: ...
+    @property
+    def history(self) -> tuple[str, ...]: ...
+    @property
+    def screen(self) -> str: ...
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Self: ...
+
+
+Row = TypeVar("Row", bound=BaseModel)
+State = TypeVar("State", bound=ToldState)
 
 
 class InputValue(BaseModel):
@@ -113,7 +137,7 @@ class Inputs(BaseModel):
         except PydanticSerializationError:
             return None
 
-    def _may_show(self, row: StepRow) -> bool:
+    def _may_show(self, row: BaseModel) -> bool:
         """Whether a text of `row` may hold a value (False: it surely holds none)."""
         forms = self._in_json
         if forms is None:
@@ -124,7 +148,7 @@ class Inputs(BaseModel):
             return True
         return any(form in dumped for form in forms)
 
-    def scrub_row(self, row: StepRow) -> StepRow:
+    def scrub_row(self, row: Row) -> Row:
         """`row` with every text field scrubbed (`scrub`): the screen's name, the reasons, the
         errors, a fill's shown value: a step row names an input, never holds its value.
         A row none of whose texts holds a value comes back as it is (no copy validated):
@@ -144,11 +168,9 @@ class Inputs(BaseModel):
                 return [walk(x) for x in v]
             return v
 
-        from workers.core.model import StepRow  # noqa: PLC0415 - model imports this module
+        return type(row).model_validate(walk(row.model_dump()))
 
-        return StepRow.model_validate(walk(row.model_dump()))
-
-    def scrub_state(self, state: DecideState) -> DecideState:
+    def scrub_state(self, state: State) -> State:
         """The state with candidate names and context texts scrubbed, and field values
         dropped (a switch's on/off state stays: it is the app's, not the caller's). Only
         what changes is copied: the loop does this every step."""

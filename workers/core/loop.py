@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.chain import Tier, ask
+from workers.core.cost import Budget, Ledger, Meter, PriceTable
 from workers.core.errors import (
     AppClosedError,
     DeviceError,
     EmptySnapshotError,
     StaleRefError,
 )
+from workers.core.failure import failure_report, final_screen
 from workers.core.guards import Guards
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
-    Action,
-    ActionKind,
     Candidate,
     DecideState,
     Decision,
@@ -47,7 +47,7 @@ from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.projection import kind_of
 from workers.core.repeats import Repeats
-from workers.core.rows import End, Row, Step, device_end, retry_transient, totals
+from workers.core.rows import End, Row, Step, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
 from workers.core.words import DEFAULT_DANGEROUS, word_pattern
@@ -263,20 +263,11 @@ class _Run:
         return state.step == 1 or (bool(snap.fingerprint) and snap.fingerprint == self.arrival)
 
     def _act(self, row: Row, snap: Snapshot, d: Decision, target: Candidate) -> Step:
-        pinned = snap.pin(target.ref)
         value = self.inputs.get(d.input) if target.kind.fillable else None
-        if value is not None:
-            if value.sensitive and self.shots is not None:
-                self.shots.filled_secret(snap, target.ref)
-            row.action = Action(
-                kind=ActionKind.FILL,
-                ref=target.ref,
-                pinned=pinned,
-                input=value.name,
-                shown_value=value.shown(),
-            )
-        else:
-            row.action = Action(kind=ActionKind.PRESS, ref=target.ref, pinned=pinned)
+        if value is not None and value.sensitive and self.shots is not None:
+            self.shots.filled_secret(snap, target.ref)
+        row.action = action_on(snap, target, value)
+        pinned = row.action.pinned
         try:
             with row.timed("action", self.clock):
                 if value is not None:
@@ -353,6 +344,18 @@ class _Run:
         if end.status is RunStatus.DONE and self.memory is not None and self.learned:
             writes = self.memory.remember(self.learned.values())
         error = end.error
+        duration_ms = (self.clock() - started) * 1000
+        failure = None
+        if end.status is not RunStatus.DONE:  # one more look: the screen it ended on
+            final = final_screen(
+                self.device,
+                self.inputs,
+                self.goal,
+                shots=self.shots,
+                sleep=self.sleep,
+                ended_by=end.error,
+            )
+            failure = failure_report(steps, final, self.tiers[0].name)
         return RunResult(
             status=end.status,
             reason=self.inputs.scrub(end.reason),
@@ -367,8 +370,9 @@ class _Run:
                 device_fault=error.device_fault,
             ),
             totals=totals(steps),
-            duration_ms=(self.clock() - started) * 1000,
+            duration_ms=duration_ms,
             memory_writes=writes,
+            failure=failure,
         )
 
 
@@ -402,6 +406,9 @@ def run_goal(
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
     memory: DecisionMemory | None = None,
     camera: Camera | None = None,
+    prices: PriceTable | None = None,
+    suite_budget: Budget | None = None,
+    ledger: Ledger | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunResult:
@@ -413,16 +420,23 @@ def run_goal(
     With `memory`, a screen decided before in a `done` run is decided from it (verified by
     the settle diff), and this run's decisions are remembered if it ends `done`.
     With `camera`, each step keeps a picture of the screen the decider saw, secrets masked,
-    the acted element marked (`workers.core.shots`); its artifact id is in the row."""
+    the acted element marked (`workers.core.shots`); its artifact id is in the row.
+    With `prices` (the operator's table), each decision's `usage.cost` is priced; with
+    `params.budget_tokens` / `budget_cost`, the call that would cross the budget is not made
+    and the run ends `over-budget` (`workers.core.cost`); so with `suite_budget`, what every
+    run of its suite spent together, kept in `ledger`."""
     given = inputs or Inputs()
     repeats = Repeats(given)
+    tiers = (Tier(decider_name or (memory.decider if memory else "decider"), decider), *escalate_to)
+    budget = Budget(tokens=params.budget_tokens, cost=params.budget_cost)
+    suite = suite_budget if ledger is not None and suite_budget is not None else Budget()
+    if prices is not None or budget != Budget() or suite != Budget():
+        meter = Meter(prices or PriceTable(), budget, suite, ledger)
+        tiers = tuple(meter.wrap(t) for t in tiers)
     return _Run(
         device=device,
         goal=goal,
-        tiers=(
-            Tier(decider_name or (memory.decider if memory else "decider"), decider),
-            *escalate_to,
-        ),
+        tiers=tiers,
         inputs=given,
         params=params,
         should_cancel=should_cancel,

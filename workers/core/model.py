@@ -61,6 +61,9 @@ class TokenUsage(_Frozen):
     requests: int = 0
     """Model requests this took (re-asks and a self-report fallback included); 0 for a
     decider that calls no model."""
+    cost: float = 0.0
+    """What these tokens cost by the operator's price table (`workers.core.cost`); 0 where
+    the model has no price there, or no model was called."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -68,6 +71,7 @@ class TokenUsage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             counted_input_tokens=self.counted_input_tokens + other.counted_input_tokens,
             requests=self.requests + other.requests,
+            cost=self.cost + other.cost,
         )
 
 
@@ -76,6 +80,17 @@ DecidedBy = Literal["", "rules", "scripted", "model", "memory", "human"]
 ConfidenceSource = Literal["", "self", "logprobs", "rules", "scripted", "memory", "human"]
 """Where `confidence` came from: the model's self-report, the chosen answer's token
 log-probability, a rule's fixed score, a script, the decision memory, a person."""
+
+
+class RankedCandidate(_Frozen):
+    """A candidate as a decider weighed it: its ref and the decider's confidence in it."""
+
+    ref: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+MAX_RANKED = 5
+"""The most candidates a decision or a failure report lists as ranked."""
 
 
 class Decision(_Frozen):
@@ -92,6 +107,9 @@ class Decision(_Frozen):
     usage: TokenUsage = TokenUsage()
     decided_by: DecidedBy = ""
     confidence_source: ConfidenceSource = ""
+    ranked: tuple[RankedCandidate, ...] = Field(default=(), max_length=MAX_RANKED)
+    """The candidates this decider weighed, best first, with its confidence in each (the rules
+    decider's scores); empty where a decider reports only its answer."""
 
 
 class DecideState(_Frozen):
@@ -131,6 +149,14 @@ class ActionResult(_Frozen):
 class ActionKind(StrEnum):
     PRESS = "press"
     FILL = "fill"
+    # a journey's device actions (`workers.core.journey`): no ref, `Action.ref` is ""
+    SCROLL = "scroll"
+    BACK = "back"
+    LAUNCH = "launch"
+    RELAUNCH = "relaunch"
+    OPEN = "open"
+    SUBMIT = "submit"
+    WAIT = "wait"
 
 
 class RunStatus(StrEnum):
@@ -144,6 +170,7 @@ class RunStatus(StrEnum):
     MAX_STEPS = "max-steps"  # the step budget ran out
     ERRORED = "errored"  # infrastructure failed (device, model transport, worker)
     CANCELLED = "cancelled"  # the caller cancelled it
+    OVER_BUDGET = "over-budget"  # the next model call would have crossed its token/cost budget
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
     UNPLACEABLE = "unplaceable"  # no device could take it (none registered; or all down past
     # its device_wait_s); expired unplaced
@@ -172,6 +199,12 @@ class Action(_Frozen):
     input: str | None = None
     shown_value: str | None = None
     """The typed value as it may be shown: the literal for plain inputs, stars for secrets."""
+
+
+StepSource = Literal["", "memory", "model", "rules", "person", "plain"]
+"""Who decided a journey row or step: the decision memory, a model (or the scripted decider
+standing in for one), the rules (a rules decider, `done_when`, a plain-text check), a person,
+or nobody (`plain`: a step that needs no decider)."""
 
 
 MemorySource = Literal["model", "rules", "scripted", "human"]
@@ -230,6 +263,28 @@ class StepRow(_Frozen):
     """Why the step has no picture ("" when it has one or none was asked for)."""
     screenshot_ms: float = 0.0
     app: AppUnderTest | None = None  # the app the run drove (`workers.core.app`)
+    journey_step: int = 0
+    """The journey step this row belongs to (1-based; 0: a one-goal run)."""
+    journey_name: str = ""
+    """That step's title (`JourneyStep.title`)."""
+    source: StepSource = ""
+    """Who decided this row (a journey's rows; "" in a one-goal run)."""
+
+
+class JourneyStepResult(_Frozen):
+    """How one journey step went (`RunResult.journey`)."""
+
+    index: int
+    title: str
+    kind: str
+    passed: bool | None = None
+    """None: not reached (an earlier step did not pass)."""
+    why: str = ""
+    source: StepSource = ""
+    rows: int = 0
+    decider_calls: int = 0
+    """Rows decided by a model (memory, rules, a person and plain steps are not counted)."""
+    ms: float = 0.0
 
 
 class ErrorInfo(_Frozen):
@@ -246,6 +301,62 @@ class PhaseTotals(_Frozen):
     action_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float = 0.0
+    """The run's model calls priced by the operator's table (`workers.core.cost`)."""
+
+
+class Ranking(_Frozen):
+    """One decider's answer on a step, and the candidates it ranked (`FailureReport`)."""
+
+    step: int
+    decider: str
+    answer: str
+    """What it said: a ref and the candidate's name, `done`, `blocked`, or `no valid answer`."""
+    candidates: tuple[tuple[str, str, float], ...] = ()
+    """(ref, name, confidence) best first: its ranking, else its one answer."""
+    escalated: str = ""
+    """Why its answer went up the chain ("" for the answer that was used)."""
+
+
+class Refusal(_Frozen):
+    """A claim or choice the loop's checks refused: the evidence check (a done claim the
+    screen does not corroborate), a guard, a confidence too low."""
+
+    step: int
+    decider: str
+    claim: str
+    why: str
+
+
+class FinalScreen(_Frozen):
+    """The screen a run that did not end `done` ended on: a fresh snapshot (and picture) taken
+    after the end, its texts scrubbed of every input value."""
+
+    screen: str = ""
+    fingerprint: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    context: tuple[str, ...] = ()
+    screenshot: str | None = None
+    """The picture's artifact id (secrets masked as a step's are)."""
+    screenshot_note: str = ""
+    error: str = ""
+    """Why there is no fresh snapshot (the device failed, or closed)."""
+
+
+class FailureReport(_Frozen):
+    """Why a run did not end `done` (`workers.core.failure`): where it ended, what each
+    decider ranked last, what the checks refused, and who was asked in turn."""
+
+    final: FinalScreen
+    rankings: tuple[Ranking, ...] = ()
+    """The last step a decider was asked on: each decider of its chain, in the order asked."""
+    refusals: tuple[Refusal, ...] = ()
+    """Every refusal of the run, in step order."""
+    escalation: tuple[str, ...] = ()
+    """The path the last step took up the chain: each decider asked, and how it ended."""
+    command: str = ""
+    """The command line that runs it again, where its host knows one (`goalfleet run`'s own);
+    else the reader says how to answer or re-run it (`scheduler.suites.failure`)."""
 
 
 class RunResult(_Frozen):
@@ -264,3 +375,8 @@ class RunResult(_Frozen):
     device_id: str | None = None
     attempt: int = 1
     app: AppUnderTest | None = None  # the app it drove, command and version, and its reset
+    journey: tuple[JourneyStepResult, ...] = ()
+    """A journey's steps in order, each passed, failed or not reached; the run's status is
+    the first that did not pass (its `reason` names it)."""
+    failure: FailureReport | None = None
+    """Why it did not end `done` (None for a `done` run)."""

@@ -52,6 +52,22 @@ class RunParams(BaseModel):
         str | None,
         Field(max_length=200, description="text whose appearance on screen means done"),
     ] = None
+    budget_tokens: Annotated[
+        int | None,
+        Field(
+            gt=0,
+            description="model tokens (input + output) the run may spend; the call that would "
+            "cross it is not made and the run ends over-budget",
+        ),
+    ] = None
+    budget_cost: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            description="what the run's model calls may cost, by the operator's price table "
+            "(GOALFLEET_PRICE_FILE); the call that would cross it is not made",
+        ),
+    ] = None
 
 
 DEFAULT_PARAMS = RunParams()

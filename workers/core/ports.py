@@ -11,11 +11,38 @@ the one device (`workers.core.device_hooks`).
 from __future__ import annotations
 
 import abc
-from typing import Protocol, runtime_checkable
+import time
+from typing import Literal, Protocol, runtime_checkable
 
 from workers.core.app import AppRequest, AppUnderTest, ResetPolicy
+from workers.core.errors import ConfigError
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
 from workers.core.shots import NoScreenshotsError, Screenshot
+
+DeviceAction = Literal["scroll", "back", "launch", "relaunch", "open", "submit", "wait"]
+"""The device actions a journey's plain steps use beyond snapshot, press and fill
+(`workers.core.journey`); `DevicePort.actions` says which of them a device can do."""
+DEVICE_ACTIONS: tuple[DeviceAction, ...] = (
+    "scroll",
+    "back",
+    "launch",
+    "relaunch",
+    "open",
+    "submit",
+    "wait",
+)
+Direction = Literal["up", "down", "left", "right"]
+WAIT_POLL_S = 0.25
+"""How often `Device.wait`'s default looks at the screen again."""
+
+
+class UnsupportedActionError(ConfigError, code="UNSUPPORTED_ACTION"):
+    """This device cannot do a device action; a journey that needs one is refused before its
+    first step (`workers.core.journey.refusal`), never halfway."""
+
+    def __init__(self, action: str, why: str) -> None:
+        super().__init__(f"this device cannot {action}: {why}")
+        self.action = action
 
 
 @runtime_checkable
@@ -60,6 +87,39 @@ class DevicePort(Protocol):
         the action as any other."""
         ...
 
+    def actions(self) -> frozenset[DeviceAction]:
+        """The device actions below this device can do; a journey needing another is refused
+        before it starts, with `action_refusal`'s reason."""
+        ...
+
+    def action_refusal(self, action: DeviceAction) -> str:
+        """Why this device cannot do `action` ("" when it can)."""
+        ...
+
+    def scroll(self, direction: Direction) -> ActionResult:
+        """Scroll the screen's content one page in `direction` and settle."""
+        ...
+
+    def back(self) -> ActionResult:
+        """Go back one screen (the app's back stack, or the system's back) and settle."""
+        ...
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        """Bring the device's app to the front (`relaunch`: terminate it first) and settle."""
+        ...
+
+    def open_link(self, target: str) -> ActionResult:
+        """Open a deep link or URL in the device's app and settle."""
+        ...
+
+    def submit(self) -> ActionResult:
+        """Press the keyboard's enter/go on the focused field and settle."""
+        ...
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for `text` to be visible; whether it became visible."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -86,8 +146,46 @@ class Device(abc.ABC):
     def expect_known_screen(self) -> bool:
         return False
 
+    def actions(self) -> frozenset[DeviceAction]:
+        return frozenset({"wait"})  # `wait` below needs only snapshots
+
+    def action_refusal(self, action: DeviceAction) -> str:
+        if action in self.actions():
+            return ""
+        return f"this device cannot {action}: {type(self).__name__} has no {action} command"
+
+    def scroll(self, direction: Direction) -> ActionResult:  # noqa: ARG002 - it cannot
+        raise self._cannot("scroll")
+
+    def back(self) -> ActionResult:
+        raise self._cannot("back")
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        raise self._cannot("relaunch" if relaunch else "launch")
+
+    def open_link(self, target: str) -> ActionResult:  # noqa: ARG002 - it cannot
+        raise self._cannot("open")
+
+    def submit(self) -> ActionResult:
+        raise self._cannot("submit")
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        """Look at the screen until `text` is visible (the one visibility predicate,
+        `Snapshot.shows`) or `timeout_s` passed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.snapshot().shows(text):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(WAIT_POLL_S)
+
     def close(self) -> None:
         return None
+
+    def _cannot(self, action: DeviceAction) -> UnsupportedActionError:
+        why = self.action_refusal(action) or f"{type(self).__name__} has no {action} command"
+        return UnsupportedActionError(action, why.removeprefix(f"this device cannot {action}: "))
 
 
 class DeviceHost(Protocol):

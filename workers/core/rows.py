@@ -10,10 +10,13 @@ from workers.core.backoff import Backoff
 from workers.core.errors import DeviceError, FatalDeviceError, GoalfleetError, TransientDeviceError
 from workers.core.model import (
     Action,
+    ActionKind,
     ActionResult,
     Attempt,
+    Candidate,
     DecideState,
     Decision,
+    InputValue,
     MemoryNote,
     Outcome,
     PhaseTotals,
@@ -59,6 +62,20 @@ def device_end(exc: DeviceError) -> End:
             RunStatus.ERRORED, f"device kept failing after {TRANSIENT_RETRIES} retries: {exc}", exc
         )
     return End(RunStatus.ERRORED, f"device error: {exc}", exc)
+
+
+def action_on(snap: Snapshot, target: Candidate, value: InputValue | None) -> Action:
+    """The row's action: fill `value` into `target`, or press it (None), pinned to `snap`."""
+    pinned = snap.pin(target.ref)
+    if value is None:
+        return Action(kind=ActionKind.PRESS, ref=target.ref, pinned=pinned)
+    return Action(
+        kind=ActionKind.FILL,
+        ref=target.ref,
+        pinned=pinned,
+        input=value.name,
+        shown_value=value.shown(),
+    )
 
 
 Phase = Literal["snapshot", "decide", "action"]
@@ -143,4 +160,11 @@ def totals(steps: tuple[StepRow, ...] | list[StepRow]) -> PhaseTotals:
         action_ms=round(sum(s.action_ms for s in steps), 3),
         input_tokens=sum(s.decision.usage.input_tokens for s in steps if s.decision),
         output_tokens=sum(s.decision.usage.output_tokens for s in steps if s.decision),
+        cost=sum(d.usage.cost for s in steps for d in paid_decisions(s)),
     )
+
+
+def paid_decisions(step: StepRow) -> list[Decision]:
+    """Every decision a step paid for: each decider of its chain (the last is the row's)."""
+    asked = [a.decision for a in step.attempts if a.decision is not None]
+    return asked or ([step.decision] if step.decision is not None else [])

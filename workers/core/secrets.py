@@ -72,9 +72,10 @@ class DictSecrets(EnvSecrets):
 
 def resolve_inputs(request: GoalRunRequest, secrets: SecretResolver) -> Inputs:
     """The run's `Inputs`: plain inputs as given, secrets resolved (marked sensitive)."""
-    resolved = {name: secrets.resolve(name, ref) for name, ref in request.secrets.items()}
+    plain, refs = request.every_input()  # a journey's goal steps' own too
+    resolved = {name: secrets.resolve(name, ref) for name, ref in refs.items()}
     try:
-        plain_fields = frozenset(n for n, ref in request.secrets.items() if ref.plain_field)
-        return Inputs.of(plain=dict(request.inputs), secret=resolved, plain_fields=plain_fields)
+        plain_fields = frozenset(n for n, ref in refs.items() if ref.plain_field)
+        return Inputs.of(plain=plain, secret=resolved, plain_fields=plain_fields)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -216,12 +216,25 @@ class ShotSession:
         if self.camera.mode == "failure-only" and row.outcome in SUCCESS:
             note = "kept on failure only"
         else:
-            artifact, note = self._store(pending, snap, row)
+            ref = row.action.ref if row.action is not None else None
+            artifact, note = self._store(pending, snap, ref)
             if artifact is not None:
                 return row.model_copy(update={"screenshot": artifact, "screenshot_ms": ms})
         return row.model_copy(update={"screenshot_note": note, "screenshot_ms": ms})
 
-    def _store(self, shot: Screenshot, snap: Snapshot, row: StepRow) -> tuple[str | None, str]:
+    def final(self, snap: Snapshot) -> tuple[str | None, str]:
+        """The picture of the screen a run ended on (`snap`, just taken), stored whatever the
+        mode but off: its artifact id, or None and why."""
+        self.capture(snap)
+        pending, self._pending, self._snap = self._pending, None, None
+        if pending is None:  # pragma: no cover - capture always leaves one
+            return None, "no picture"
+        if isinstance(pending, str):
+            return None, pending
+        return self._store(pending, snap, None)
+
+    def _store(self, shot: Screenshot, snap: Snapshot, acted: str | None) -> tuple[str | None, str]:
+        """`shot` masked, with `acted` (a ref) marked, stored within the budgets."""
         mask: list[Rect] = []
         if self.camera.mask:
             for ref in secret_refs(snap, self.inputs, self.filled, fragments=self._fragments):
@@ -229,7 +242,7 @@ class ShotSession:
                 if rect is None:
                     return None, f"withheld: {ref} shows a secret and the device gave no bounds"
                 mask.append(rect)
-        mark = shot.bounds.get(row.action.ref) if row.action is not None else None
+        mark = shot.bounds.get(acted) if acted is not None else None
         left = self.camera.run_budget_bytes - self.spent
         cap = min(self.camera.picture_max_bytes, left)
         data = self.camera.pictures.finish(shot, mask=tuple(mask), mark=mark, max_bytes=cap)

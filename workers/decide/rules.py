@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workers.core.fields import takes
-from workers.core.model import Candidate, DecideState, Decision
+from workers.core.model import MAX_RANKED, Candidate, DecideState, Decision, RankedCandidate
 from workers.core.words import (
     ACCEPTING,
     ACCESS_SUBJECTS,
@@ -135,17 +135,22 @@ class RulesDecider:
     @staticmethod
     def _press(presses: list[_Scored], state: DecideState) -> Decision:
         best = presses[0]
+        ranked = tuple(
+            RankedCandidate(ref=p.candidate.ref, confidence=p.score) for p in presses[:MAX_RANKED]
+        )
         tied = [p.candidate.name for p in presses if p.score == best.score]
         if len(tied) > 1:  # two equally good controls: a guess, so say so
             return Decision(
                 target=best.candidate.ref,
                 confidence=AMBIGUOUS,
                 reason=f"ambiguous: {', '.join(repr(n) for n in tied[:3])} match equally"[:200],
+                ranked=ranked,
             )
         return Decision(
             target=best.candidate.ref,
             confidence=best.score,
             reason=f"press {best.candidate.name!r}: {best.why}{_tried(state)}"[:200],
+            ranked=ranked,
         )
 
     @staticmethod

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from workers.core.shots import ARTIFACT_ID, Camera, artifact_id
+from workers.core.shots import ARTIFACT_ID, ArtifactStore, Camera, artifact_id
 from workers.settings import Settings
 
 _log = structlog.stdlib.get_logger("goalfleet.artifacts")
@@ -121,14 +121,15 @@ def artifacts(settings: Settings) -> FileArtifacts:
     return FileArtifacts(settings.artifact_dir)
 
 
-def make_camera(settings: Settings) -> Camera | None:
-    """The worker's camera from Settings; None when screenshots are off."""
+def make_camera(settings: Settings, store: ArtifactStore | None = None) -> Camera | None:
+    """The worker's camera from Settings (pictures into `store`, default the fleet's
+    `artifact_dir`); None when screenshots are off."""
     if settings.screenshots == "off":
         return None
     from workers.devices.pictures import PillowPictures  # noqa: PLC0415 - only workers draw
 
     return Camera(
-        artifacts(settings),
+        artifacts(settings) if store is None else store,
         PillowPictures(),
         mode=settings.screenshots,
         run_budget_bytes=settings.screenshot_run_budget_bytes,

@@ -115,6 +115,10 @@ class Keys:
     def batch(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}"
 
+    def batch_spend(self, batch_id: str) -> str:
+        """A suite's spending across its runs (`workers.fleet.spend`): tokens, cost."""
+        return f"{self.prefix}:batch:{batch_id}:spend"
+
     def batch_of(self, batch_id: str | None) -> str:
         """The batch key of a run, or '' for a run in no batch (the scripts skip '')."""
         return self.batch(batch_id) if batch_id else ""

@@ -8,6 +8,7 @@ without a worker. `register_tasks` binds it to an app.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
+from workers.core.journey import run_journey
 from workers.core.loop import run_goal
 from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
@@ -26,11 +28,13 @@ from workers.core.request import GoalRunRequest
 from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
 from workers.fleet import runtime as runtime_mod
+from workers.fleet.artifacts import RUN_MARGIN_S
 from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.outages import describe, is_outage, requeue_delay_s
 from workers.fleet.runtime import WorkerRuntime
+from workers.fleet.spend import RedisLedger
 from workers.fleet.state.questions import QuestionStore, question_for
 from workers.fleet.state.runs import Claim, ClaimKind, ClaimLostError
 from workers.fleet.state.states import Failure
@@ -52,7 +56,12 @@ def failure_of(result: RunResult) -> Failure:
         if result.error is None or result.error.device_fault:
             return Failure.INFRA
         return Failure.NEUTRAL
-    if result.status in {RunStatus.BLOCKED, RunStatus.ESCALATED, RunStatus.MAX_STEPS}:
+    if result.status in {
+        RunStatus.BLOCKED,
+        RunStatus.ESCALATED,
+        RunStatus.MAX_STEPS,
+        RunStatus.OVER_BUDGET,
+    }:
         return Failure.DECISION
     return Failure.NEUTRAL
 
@@ -251,7 +260,15 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
         if rt.host is not None:
             app = rt.host.prepare(req.app, req.reset)
         device = open_fenced(rt.open_device, record.id, rt.fence)
-        result = run_goal(
+        steps = req.steps
+        run = (
+            functools.partial(
+                run_journey, steps=steps, base_inputs=frozenset({*req.inputs, *req.secrets})
+            )
+            if steps
+            else run_goal
+        )
+        result = run(
             device,
             req.goal,
             decider=decider,
@@ -266,6 +283,9 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             on_step=on_step,
             should_cancel=should_cancel,
             camera=rt.camera,
+            prices=rt.settings.prices,
+            suite_budget=req.suite_budget,
+            ledger=_ledger(rt, record),
             dangerous=tuple(rt.settings.dangerous_controls),
         )
         # every row went through `on_step`, which gave it the app
@@ -281,6 +301,14 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
         if device is not None:
             with contextlib.suppress(DeviceError):
                 device.close()
+
+
+def _ledger(rt: WorkerRuntime, record: RunRecord) -> RedisLedger | None:
+    """The batch's spending, when the run's suite has a budget."""
+    if record.batch is None or record.request.suite_budget is None:
+        return None
+    ttl = rt.settings.retention_s + RUN_MARGIN_S if rt.settings.retention_s else 0
+    return RedisLedger.of(rt.redis, rt.store.k, record.batch, ttl_s=ttl)
 
 
 _WHY: tuple[tuple[type[Exception], str], ...] = (

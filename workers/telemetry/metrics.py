@@ -148,6 +148,14 @@ class WorkerMetrics:
             ("platform", "direction"),
         ),
     ]
+    decide_cost: Annotated[
+        Counter,
+        Spec(
+            "What decisions cost by the operator's price table (GOALFLEET_PRICE_FILE), in its "
+            "currency; every decider of a step's chain counts.",
+            ("platform",),
+        ),
+    ]
     stale_ref_resnapshots: Annotated[
         Counter,
         Spec(

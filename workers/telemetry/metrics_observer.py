@@ -13,7 +13,9 @@ from collections.abc import Callable
 from workers.core.device_hooks import DeviceCommand, DeviceHook
 from workers.core.errors import TransientDeviceError
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
+from workers.core.ports import DEVICE_ACTIONS
 from workers.core.records import Question, RunRecord
+from workers.core.rows import paid_decisions
 from workers.telemetry.metrics import WorkerMetrics, labelled, worker_metrics
 
 PHASES = ("snapshot", "decide", "action")
@@ -81,7 +83,7 @@ class MetricsObserver:
             labelled(m.decide_tokens, self.platform, direction)
         labelled(m.stale_ref_resnapshots, self.platform)
         labelled(m.run_redeliveries, self.platform)
-        for command in ("snapshot", "press", "fill"):
+        for command in ("snapshot", "press", "fill", *DEVICE_ACTIONS):
             labelled(m.device_transient_errors, self.platform, command)
             labelled(m.device_command_seconds, self.platform, command)
         labelled(m.worker_busy, self.platform).set(0)
@@ -113,6 +115,9 @@ class MetricsObserver:
             usage = row.decision.usage
             labelled(m.decide_tokens, self.platform, "input").inc(usage.input_tokens)
             labelled(m.decide_tokens, self.platform, "output").inc(usage.output_tokens)
+        cost = sum(d.usage.cost for d in paid_decisions(row))
+        if cost:
+            labelled(m.decide_cost, self.platform).inc(cost)
         if row.outcome is Outcome.STALE:
             labelled(m.stale_ref_resnapshots, self.platform).inc()
         for decider, cause in escalations(row):

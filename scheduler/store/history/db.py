@@ -30,6 +30,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 WORK_MEM = "32MB"
 """PostgreSQL's sort memory for this connection: the questions' window sorts (tens of thousands
 of step-time counts) stay in memory instead of spilling to disk at the 4 MB default."""
+MIGRATE_LOCK = 0x6766_6D69  # "gfmi"
+"""The PostgreSQL advisory lock a migration holds (`Database.upgrade`)."""
 Dialect = Literal["postgresql", "sqlite"]
 
 
@@ -133,18 +135,22 @@ class Database:
 
     def upgrade(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction; returns their
-        names."""
+        names. Each transaction first takes the database's migration lock (PostgreSQL: an
+        advisory lock; SQLite: the write lock), so processes that start at once (the API, the
+        scheduler, a CLI command on the embedded database) apply each migration once."""
         done: list[str] = []
-        with self.transaction() as cur:
-            cur.run(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-            )
-            applied = {r[0] for r in cur.fetch("SELECT name FROM schema_migrations")}
         for path in sorted(MIGRATIONS.glob("*.sql")):
-            if path.stem in applied:
-                continue
             with self.transaction() as cur:
+                if self.dialect == "sqlite":
+                    cur.run("BEGIN IMMEDIATE")  # DDL opens no transaction of its own
+                else:
+                    cur.run("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
+                cur.run(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+                )
+                if cur.fetch("SELECT 1 FROM schema_migrations WHERE name = ?", (path.stem,)):
+                    continue
                 for statement in _statements(path.read_text()):
                     cur.run(statement)
                 cur.run(

@@ -60,6 +60,44 @@ class Outlier:
     z: float
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What the runs that ended in one bucket spent on model calls."""
+
+    bucket: float
+    """The bucket's start (Unix seconds, whole UTC days)."""
+    runs: int
+    """Runs that called a model (tokens or a cost)."""
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+COSTS_SQL = """
+SELECT finished_at, input_tokens, output_tokens, cost FROM runs
+WHERE finished_at >= ? AND finished_at < ? AND (input_tokens > 0 OR output_tokens > 0 OR cost > 0)
+"""
+
+
+def costs(db: Database, since: float, until: float, *, bucket_s: int) -> list[Cost]:
+    """Model spending per `bucket_s` (whole UTC days) of the runs that ended in the window,
+    summed here: the bucket's start differs between SQLite's and PostgreSQL's casts, and only
+    runs that called a model are read."""
+    sums: dict[int, list[float]] = {}
+    for finished, tin, tout, cost in db.query(COSTS_SQL, (since, until)):
+        bucket = int(float(finished) // bucket_s * bucket_s)
+        acc = sums.setdefault(bucket, [0, 0, 0, 0.0])
+        acc[0] += 1
+        acc[1] += int(tin)
+        acc[2] += int(tout)
+        acc[3] += float(cost)
+    return [
+        Cost(bucket=float(b), runs=int(a[0]), input_tokens=int(a[1]), output_tokens=int(a[2]),
+             cost=a[3])
+        for b, a in sorted(sums.items())
+    ]  # fmt: skip
+
+
 RATES_SQL = """
 SELECT flow, device_class, COUNT(*), SUM(passed), SUM(flipped), SUM(follows)
 FROM runs WHERE finished_at >= ? AND finished_at < ? AND counted = 1

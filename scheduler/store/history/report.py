@@ -8,7 +8,7 @@ import datetime as dt
 import re
 from dataclasses import asdict, dataclass
 
-from scheduler.store.history.queries import Outlier, PassRate, StepTime
+from scheduler.store.history.queries import Cost, Outlier, PassRate, StepTime
 from scheduler.store.history.store import HistoryStore
 from workers.core.errors import ConfigError
 
@@ -52,6 +52,8 @@ class HistoryReport:
     pass_rates: list[PassRate]
     step_times: list[StepTime]
     outliers: list[Outlier]
+    costs: list[Cost]
+    """Model spending per bucket (`queries.costs`)."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -70,4 +72,5 @@ def history_report(
         pass_rates=store.pass_rates(since, until),
         step_times=store.step_times(since, until, bucket_s=bucket_s),
         outliers=store.outliers(since, until, min_runs=min_runs),
+        costs=store.costs(since, until, bucket_s=bucket_s),
     )

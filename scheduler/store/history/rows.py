@@ -52,6 +52,8 @@ class RunRow:
     input_tokens: int
     output_tokens: int
     decided_by: str
+    cost: float = 0.0
+    """What its model calls cost by the operator's price table (`workers.core.cost`)."""
     follows: int = 0
     """1 when a counted run of this flow on this device ended before it (set by the write)."""
     flipped: int = 0
@@ -167,6 +169,7 @@ def history_of(
         input_tokens=totals.input_tokens if totals else 0,
         output_tokens=totals.output_tokens if totals else 0,
         decided_by=json.dumps(dict(sorted(decided.items()))),
+        cost=totals.cost if totals else 0.0,
     )
     rows = tuple(
         StepHistory(

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from scheduler.store.history import hist, queries
 from scheduler.store.history.db import Database
-from scheduler.store.history.queries import Outlier, PassRate, StepTime
+from scheduler.store.history.queries import Cost, Outlier, PassRate, StepTime
 from scheduler.store.history.rows import RUN_COLUMNS, STEP_COLUMNS, RunHistory
 
 PRUNE_SLICE = 10_000
@@ -49,6 +49,8 @@ class HistoryStore(Protocol):
     def step_times(self, since: float, until: float, *, bucket_s: int) -> list[StepTime]: ...
 
     def outliers(self, since: float, until: float, *, min_runs: int = 10) -> list[Outlier]: ...
+
+    def costs(self, since: float, until: float, *, bucket_s: int) -> list[Cost]: ...
 
     def close(self) -> None: ...
 
@@ -202,6 +204,9 @@ class SqlHistory:
 
     def outliers(self, since: float, until: float, *, min_runs: int = 10) -> list[Outlier]:
         return queries.outliers(self.db, since, until, min_runs=min_runs)
+
+    def costs(self, since: float, until: float, *, bucket_s: int) -> list[Cost]:
+        return queries.costs(self.db, since, until, bucket_s=bucket_s)
 
     def close(self) -> None:
         self.db.close()

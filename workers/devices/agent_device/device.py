@@ -40,7 +40,13 @@ from workers.core.errors import (
     ProtocolError,
 )
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import Device
+from workers.core.ports import (
+    DEVICE_ACTIONS,
+    Device,
+    DeviceAction,
+    Direction,
+    UnsupportedActionError,
+)
 from workers.core.projection import build_snapshot
 from workers.core.screen import require_pinned
 from workers.core.shots import Screenshot
@@ -66,6 +72,19 @@ from workers.devices.agent_device.wire import (
     JsonObject,
     SocketTransport,
 )
+
+LINUX_CANNOT: dict[DeviceAction, str] = {
+    "launch": "on the Linux target the worker starts the app itself (`--app-command`); a run "
+    "gets a fresh one through the worker's reset policy, not mid-journey",
+    "relaunch": "on the Linux target the worker starts the app itself (`--app-command`); a "
+    "run gets a fresh one through the worker's reset policy, not mid-journey",
+    "open": "the Linux desktop has no deep links (agent-device opens apps there, not URLs)",
+    "submit": "agent-device 0.21.5's Linux interactor has no keyboard enter; press the "
+    "form's button instead",
+}
+"""What the Linux target cannot do, and why. Its scroll (an xdotool wheel over the screen)
+and back (alt+Left, which GTK honours only where the app binds it) are agent-device's own;
+wait is its `wait text`."""
 
 __all__ = [
     "AgentDeviceDevice",
@@ -273,6 +292,86 @@ class AgentDeviceDevice(Device):
     def screenshot(self) -> Screenshot:
         """The screen the last snapshot described (`agent_device.shots`)."""
         return capture(self._call, self._bounds, self._platform)
+
+    # -- device actions: agent-device's own commands ----------------------------------------
+
+    def actions(self) -> frozenset[DeviceAction]:
+        if self._platform is Platform.LINUX:
+            return frozenset(a for a in DEVICE_ACTIONS if a not in LINUX_CANNOT)
+        return frozenset(DEVICE_ACTIONS)
+
+    def action_refusal(self, action: DeviceAction) -> str:
+        if self._platform is Platform.LINUX and action in LINUX_CANNOT:
+            return f"this device cannot {action}: {LINUX_CANNOT[action]}"
+        return ""
+
+    def scroll(self, direction: Direction) -> ActionResult:
+        """`scroll <direction> --settle`: the settle diff says whether the content moved."""
+        self._refuse("scroll")
+        return self._settled_action("scroll", [direction])
+
+    def back(self) -> ActionResult:
+        """`back --settle` (the platform's back: the app's stack, Android's back key, Linux
+        alt+Left)."""
+        self._refuse("back")
+        return self._settled_action("back", [])
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        """`open <app>` in the session (`--relaunch`: terminated first); the effect is read
+        from the snapshot after it (open takes no settle)."""
+        self._refuse("relaunch" if relaunch else "launch")
+        if not self._app:
+            raise ConfigError("this device has no app id to launch; start the worker with one")
+        flags: dict[str, Any] = {"platform": self._platform.value, **self._device}
+        if relaunch:
+            flags["relaunch"] = True
+        return self._looked("open", [self._app], flags)
+
+    def open_link(self, target: str) -> ActionResult:
+        """`open [<app>] <url>`: a deep link or URL, in the app when the device has one."""
+        self._refuse("open")
+        positionals = [self._app, target] if self._app else [target]
+        flags = {"platform": self._platform.value, **self._device}
+        return self._looked("open", positionals, flags)
+
+    def submit(self) -> ActionResult:
+        """`keyboard enter`: the keyboard's enter/go on the focused field."""
+        self._refuse("submit")
+        return self._looked("keyboard", ["enter"], {})
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        """`wait text <text> <timeoutMs>`, then the screen itself says (the one visibility
+        predicate): agent-device's text match is not ours."""
+        try:
+            self._call("wait", ["text", text, str(round(timeout_s * 1000))], {})
+        except DeviceError as exc:
+            _log.debug("wait_not_met", code=exc.code)
+        return self.snapshot().shows(text)
+
+    def _refuse(self, action: DeviceAction) -> None:
+        if why := self.action_refusal(action):
+            raise UnsupportedActionError(action, why.removeprefix(f"this device cannot {action}: "))
+
+    def _settled_action(self, command: str, positionals: list[str]) -> ActionResult:
+        self._quick, self._next = False, None
+        flags = {
+            "settle": True,
+            "settleQuietMs": self.settle_quiet_ms,
+            "timeoutMs": self.action_timeout_ms,
+        }
+        data = self._call(command, positionals, flags)
+        return settle_result(data, where=command)
+
+    def _looked(self, command: str, positionals: list[str], flags: dict[str, Any]) -> ActionResult:
+        """A command without a settle diff: its effect is the snapshot after it against the
+        last one (kept for the loop's next snapshot)."""
+        self._quick = False
+        before = self._last
+        self._call(command, positionals, flags)
+        after = self._snapshot_now()
+        self._last = self._next = after
+        changed = before is None or before.fingerprint != after.fingerprint
+        return ActionResult(changed=changed, refs_generation=after.refs_generation)
 
     def close(self) -> None:
         try:

@@ -351,6 +351,52 @@ def _deadend() -> App:
     return App("deadend", "cookies", {**app.screens, "cookies": cookies})
 
 
+SETTINGS_ROWS = (
+    "Account", "Privacy", "Notifications", "Sounds", "Display", "Battery", "Storage",
+    "Network", "Bluetooth", "Wallpaper", "Keyboard", "Language", "Date & Time",
+    "Accessibility", "Passwords", "Updates", "Backup", "Appearance", "About", "Help",
+)  # fmt: skip
+"""The settings list, longer than the screen: "Appearance" is 18th, three pages down."""
+SETTINGS_WINDOW = 7
+
+
+def _settings() -> App:
+    """A settings app for journeys: sign-in → a home screen ("Welcome", "Theme: Light") →
+    Settings, a list of 20 rows of which 7 show at a time → Appearance (far below the
+    fold) with a "Dark mode" switch → back, back → home, which now reads "Theme: Dark".
+    A back stack, a toggle, a text that changes; `acme://settings` opens the list. The list
+    is slow to load: "Please wait…" first, the rows at the next snapshot."""
+    theme = Element("text", "Theme: Light", "theme", when_on=("dark_mode", "Theme: Dark"))
+    home = titled(
+        "welcome",
+        "Welcome",
+        theme,
+        Element("button", "Settings", "open_settings", goto="settings", slow=True),
+        Element("button", "Sign out", "sign_out", goto="email"),
+        title_id="welcome_title",
+    )
+    rows = tuple(
+        Element(
+            "button",
+            label,
+            "row_" + "".join(c for c in label.casefold() if c.isalnum()),
+            goto="appearance" if label == "Appearance" else None,
+        )
+        for label in SETTINGS_ROWS
+    )
+    settings = Screen("settings", titled("settings", "Settings", *rows).elements, SETTINGS_WINDOW)
+    appearance = titled(
+        "appearance",
+        "Appearance",
+        Element("switch", "Dark mode", "dark_mode"),
+        dataclasses.replace(theme, id="appearance_theme"),
+    )
+    app = sign_in("settings")
+    screens = {**app.screens, "welcome": home, "settings": settings, "appearance": appearance}
+    links = {"acme://settings": "settings", "acme://home": "welcome"}
+    return App("settings", "email", screens, links=links)
+
+
 _FLAKY_OPENS: Counter[int] = Counter()
 """How many times this process (by pid: a forked pool child starts at 0) opened `flaky`."""
 
@@ -391,6 +437,7 @@ APPS = {
     "flaky": _flaky,
     "unnamed": _unnamed,
     "deadend": _deadend,
+    "settings": _settings,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""

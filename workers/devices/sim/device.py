@@ -10,6 +10,7 @@ a seed. The fleet's demo, tests, load tests and benchmarks run on it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -29,7 +30,7 @@ from workers.core.errors import (
     TransientDeviceError,
 )
 from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
-from workers.core.ports import Device
+from workers.core.ports import WAIT_POLL_S, Device, DeviceAction, Direction
 from workers.core.projection import build_snapshot
 from workers.core.shots import Screenshot
 from workers.devices.pictures import Widget, draw_screen
@@ -108,6 +109,12 @@ class SimDevice(Device):
     masks secrets it typed, so the sim does too)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _quick: bool = False
+    _stack: list[str] = field(default_factory=list)
+    """The back stack: the screens a press left, newest last."""
+    _scrolled: dict[str, int] = field(default_factory=dict)
+    """Screen → the index of the first list row shown (`Screen.window`)."""
+    _focus: str | None = None
+    """The text field typed into last (where the keyboard's enter goes: `submit`)."""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -144,7 +151,9 @@ class SimDevice(Device):
         for el, node in self._render():
             value = self.values.get(el.id, "")
             shown = "•" * len(value) if el.kind == "secure" else value
-            widgets.append(Widget(node.ref, el.kind, el.label, shown, node.enabled is not False))
+            widgets.append(
+                Widget(node.ref, el.kind, node.label or el.label, shown, node.enabled is not False)
+            )
         return draw_screen(widgets)
 
     def expect_known_screen(self) -> bool:
@@ -158,6 +167,98 @@ class SimDevice(Device):
         if not self.closed:
             self.closed = True
             self._log_session("close")
+
+    # -- device actions: a real device's scroll, back, launch, open, submit and wait -------
+
+    def actions(self) -> frozenset[DeviceAction]:
+        return frozenset({"scroll", "back", "launch", "relaunch", "open", "submit", "wait"})
+
+    def scroll(self, direction: Direction) -> ActionResult:
+        """Move the screen's list (`Screen.window`) a page less one row; a screen that fits,
+        or a list at its end, changes nothing."""
+        with self._acting("scroll"):
+            return self._changing(lambda: self._scroll(direction))
+
+    def back(self) -> ActionResult:
+        """The screen the last press came from (the app's back stack); none: nothing."""
+        with self._acting("back"):
+            return self._changing(self._back)
+
+    def launch(self, *, relaunch: bool = False) -> ActionResult:
+        """`relaunch`: the app starts again on its first screen, its fields empty and its
+        back stack gone (its settings, the switches, are kept as an app's data is); `launch`
+        of the running app brings it to the front: nothing changes."""
+        with self._acting("relaunch" if relaunch else "launch"):
+            return self._changing(self._relaunch if relaunch else lambda: None)
+
+    def open_link(self, target: str) -> ActionResult:
+        screen = self.app.links.get(target)
+        if screen is None:
+            known = ", ".join(sorted(self.app.links)) or "none"
+            raise FatalDeviceError(
+                f"the app opens no link {target!r}",
+                code="COMMAND_FAILED",
+                hint=f"its links: {known}",
+            )
+        with self._acting("open"):
+            return self._changing(lambda: self._go(screen))
+
+    def submit(self) -> ActionResult:
+        """The keyboard's enter on the field typed into last: the screen's button that needs
+        that field is pressed, as a form's Go does; no field typed into: nothing."""
+        with self._acting("submit"):
+            return self._changing(self._submit)
+
+    def wait(self, text: str, timeout_s: float) -> bool:
+        """Snapshots until `text` shows (a slow transition completes at a snapshot), within
+        `timeout_s` of the device's own sleep."""
+        for _ in range(max(1, round(timeout_s / WAIT_POLL_S)) + 1):
+            if self.snapshot().shows(text):
+                return True
+            self.sleep(WAIT_POLL_S)
+        return False
+
+    def _changing(self, change: Callable[[], None]) -> ActionResult:
+        self._command()
+        self._acted(self.latencies.press_ms, quick=False)
+        before = self._render()
+        change()
+        return self._settle(before, quick=False)
+
+    def _scroll(self, direction: Direction) -> None:
+        screen = self._current()
+        rows = len(screen.elements) - 1
+        if not screen.window or rows <= screen.window or direction not in {"up", "down"}:
+            return
+        step = max(1, screen.window - 1) * (1 if direction == "down" else -1)
+        first = self._scrolled.get(screen.name, 0) + step
+        self._scrolled[screen.name] = min(max(0, first), rows - screen.window)
+
+    def _back(self) -> None:
+        if self._stack:
+            self.screen, self._pending = self._stack.pop(), None  # a slow load is abandoned
+            self._errors.pop(self.screen, None)
+
+    def _relaunch(self) -> None:
+        self.screen, self._pending, self._focus = self.app.start, None, None
+        self._stack.clear()
+        self._scrolled.clear()
+        self._errors.clear()
+        for el in (e for screen in self.app.screens.values() for e in screen.elements):
+            if el.kind in TEXT_KINDS:
+                self.values.pop(el.id, None)
+
+    def _submit(self) -> None:
+        focus = self._focus
+        for el in self._current().elements:
+            if focus is not None and el.kind in {"button", "link"} and focus in el.requires:
+                self._press(el)
+                return
+
+    def _go(self, screen: str) -> None:
+        if screen != self.screen:
+            self._stack.append(self.screen)
+            self.screen = screen
 
     # -- the commands -----------------------------------------------------------------------
 
@@ -199,11 +300,15 @@ class SimDevice(Device):
         else:
             self._sensitive.discard(element.id)
         self._errors.pop(self.screen, None)
+        self._focus = element.id
         return self._settle(before, quick=quick)
 
     # -- what the app does ------------------------------------------------------------------
 
     def _press(self, element: Element) -> None:
+        if element.kind == "switch":
+            self.values[element.id] = "" if self.values.get(element.id) else "1"
+            return
         if element.requires and not self._satisfied(element):
             if not element.disabled_until_valid and element.error:
                 self._errors[self.screen] = element.error
@@ -215,6 +320,7 @@ class SimDevice(Device):
         self._errors.pop(self.screen, None)
         if element.goto is None:
             return
+        self._stack.append(self.screen)
         if element.slow:
             self.screen, self._pending = WAIT_SCREEN.name, element.goto
             self._wait(self.latencies.network_ms)
@@ -242,7 +348,11 @@ class SimDevice(Device):
     def _render(self) -> list[tuple[Element, Node]]:
         screen = self._current()
         out: list[tuple[Element, Node]] = []
-        elements = [*self.app.chrome, *screen.elements]
+        shown = list(screen.elements)
+        if screen.window:  # the title, then the rows the list shows now
+            first = self._scrolled.get(screen.name, 0) + 1
+            shown = [shown[0], *shown[first : first + screen.window]]
+        elements = [*self.app.chrome, *shown]
         if screen.name in self._errors:  # under the screen's title
             elements.insert(
                 len(self.app.chrome) + 1, Element("text", self._errors[screen.name], "error")
@@ -252,6 +362,8 @@ class SimDevice(Device):
         return out
 
     def _node(self, ref: str, el: Element) -> Node:
+        if el.when_on is not None and self.values.get(el.when_on[0]):
+            el = dataclasses.replace(el, label=el.when_on[1])
         value = self.values.get(el.id, "")
         secure = el.kind == "secure"
         if value and (secure or el.id in self._sensitive):
@@ -261,12 +373,14 @@ class SimDevice(Device):
             enabled = False
         android = self.platform_ is Platform.ANDROID
         holds_text = el.kind in TEXT_KINDS
+        if el.kind == "switch":  # on or off, as both platforms report a switch's state
+            value = "1" if value else "0"
         return Node(
             ref=ref,
             type=_NODE_TYPES[el.kind][1 if android else 0],
             # a filled Android EditText shows its text instead of its hint
             label="" if (android and holds_text and value) or not el.named else el.label,
-            value=value if holds_text or not android else "",
+            value=value if holds_text or not android or el.kind == "switch" else "",
             identifier="" if not el.named else f"com.acme.app:id/{el.id}" if android else el.id,
             enabled=enabled,
             hittable=not android or el.kind != "text",

@@ -43,12 +43,18 @@ class Element:
     named: bool = True
     """False: no accessible name (no label, no id), as dialog toolkits draw an entry beside
     its label: only the text before it says what it takes."""
+    when_on: tuple[str, str] | None = None
+    """(switch id, label): the label this element shows while that switch is on (a text
+    that changes with a setting)."""
 
 
 @dataclass(frozen=True)
 class Screen:
     name: str
     elements: tuple[Element, ...]
+    window: int = 0
+    """0: everything fits. N: the elements after the title are a list of which N show at a
+    time, as on a phone's screen; `SimDevice.scroll` moves it (a page less one row)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class App:
     chrome: tuple[Element, ...] = ()
     """What the toolkit shows around every screen (the application's name, the window's
     title: `chrome`), before the screen's own elements."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Deep link → the screen it opens (`SimDevice.open_link`)."""
 
     def screen(self, name: str) -> Screen:
         return self.screens[name]
