@@ -2,7 +2,9 @@
 
 A run's status is its JSON as the API answered it (`--json`), or its status line (`_line`);
 only an ended run's step table loads rich and the run models (`_render.result_table`), so a
-run still queued or running answers with neither imported (bench/bench_cli_start.py).
+run still queued or running answers with neither imported (bench/bench_cli_start.py). A run
+still pending also says why it waits: each device it can go to, quarantined (and why), down,
+or busy (`routing.waiting_for`, from `GET /v1/devices`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
         print_json(run)
         return EXIT_OK
     sys.stdout.write(status_line(run, colour=colours(sys.stdout)) + "\n")
+    if run.get("status") == "queued" and not run.get("device"):
+        why = _waiting(client, run)
+        if why:
+            sys.stdout.write(f"  why it waits: {visible(why)}\n")
     if run.get("result") is not None:
         from scheduler.cli._render import plain_console, result_table  # noqa: PLC0415 - rich
         from workers.core.records import RunRecord  # noqa: PLC0415
@@ -45,6 +51,21 @@ def main(client: FleetClient, args: argparse.Namespace) -> int:
             for line in failure_lines(record.result.failure, next_command(record)):
                 sys.stdout.write(visible(line) + "\n")
     return EXIT_OK
+
+
+def _waiting(client: FleetClient, run: dict[str, Any]) -> str:
+    """Why a queued run waits: the state of each device it can go to (`routing.waiting_for`),
+    "" when one is free (it is about to be placed)."""
+    from scheduler.dispatch.routing import waiting_for  # noqa: PLC0415 - queued runs only
+    from workers.core.records import Selector  # noqa: PLC0415
+
+    selector = run.get("selector")
+    sel = Selector.model_validate(selector) if selector else None
+    why = waiting_for(client.devices(), run.get("target"), sel)
+    bound = (run.get("request") or {}).get("device_wait_s")
+    if why and bound:
+        why += f" (it ends unplaceable after {bound:g} s of none up: device_wait_s)"
+    return why
 
 
 def _batch(client: FleetClient, args: argparse.Namespace) -> int:

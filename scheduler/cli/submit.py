@@ -38,6 +38,14 @@ def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is 
     )
     add_run_param_flags(p, server_defaults=True)
     p.add_argument("--priority", type=int, default=0, help="0 (highest) to 9 (default: 0)")
+    p.add_argument(
+        "--device-wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="end the run unplaceable if every device it can go to stays down or quarantined "
+        "this long (default: wait until one returns)",
+    )
     p.add_argument("--batch", action="store_true", help="one run on every matching device")
     p.add_argument(
         "--count",
@@ -68,6 +76,8 @@ def body_from(args: argparse.Namespace) -> dict[str, Any]:
         "decider": args.decider,
         "priority": args.priority,
     }
+    if args.device_wait is not None:
+        body["device_wait_s"] = args.device_wait
     body.update(run_params_from(args).model_dump(exclude_unset=True))
     selector = _selector(args)
     if args.batch:

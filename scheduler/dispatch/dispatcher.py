@@ -298,7 +298,8 @@ class Dispatcher:
 
     def expire_unplaceable(self, *, now: float | None = None) -> int:
         """End `unplaceable` every pending run older than `unplaceable_after_s` whose device
-        (or selector) matches no registered device."""
+        (or selector) matches no registered device, and every run past its `device_wait_s`
+        whose devices are all down or quarantined (its reason says why)."""
         if self.unplaceable_after_s is None:
             return 0
         now = time.time() if now is None else now
@@ -312,6 +313,18 @@ class Dispatcher:
                     waited_s=self.unplaceable_after_s,
                     hint="no registered device matches its device or selector",
                 )
+                ended += 1
+        late = self.placement.outwaited(devices, now=now)
+        if late:  # the view may be `view_max_age_s` old: judge, and say why, on a fresh read
+            self.view.refresh(
+                {d.info.id for p, _ in late for d in self.placement.candidates(p.klass, devices)}
+            )
+            late = self.placement.outwaited(self.view.all(), now=now)
+        for p, why in late:
+            wait = p.device_wait_s or 0.0
+            reason = f"waited {wait:g} s (device_wait_s) for {why}"
+            if self.store.expire_unplaceable(p.run_id, after_s=wait, reason=reason):
+                log.warning("run_outwaited_its_device", run_id=p.run_id, reason=reason)
                 ended += 1
         return ended
 

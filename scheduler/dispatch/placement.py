@@ -8,7 +8,9 @@ delays a placeable one behind it: the pass reads the pending index in pages to t
 loads only runs it has not seen before (a run's class never changes, so it is remembered).
 
 Runs whose class matches no *registered* device expire after `unplaceable_after_s` with the
-typed status `unplaceable` (see `FleetStore.expire_unplaceable`), instead of waiting for ever.
+typed status `unplaceable` (see `FleetStore.expire_unplaceable`), instead of waiting for ever;
+so does a run past its own `device_wait_s` while every device it can go to is down or
+quarantined, its reason saying which and why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from scheduler.dispatch.routing import matching
+from scheduler.dispatch.routing import matching, usable, waiting_for
 from scheduler.store.runs import FleetStore
 from workers.core.records import DeviceState, RunRecord
 
@@ -35,6 +37,8 @@ class Pending:
     run_id: str
     klass: str
     submitted_at: float
+    device_wait_s: float | None = None
+    """How long it may wait while every device it can go to is down (`GoalRunRequest`)."""
 
 
 def class_of(run: RunRecord) -> str:
@@ -70,7 +74,9 @@ class Placement:
             new = [i for i in ids if i not in self._known]
             for run in self.store.load_many(new):
                 k = class_of(run)
-                self._known[run.id] = Pending(run.id, k, run.submitted_at)
+                self._known[run.id] = Pending(
+                    run.id, k, run.submitted_at, run.request.device_wait_s
+                )
                 self._example.setdefault(k, run)
             for rid in ids:
                 p = self._known.get(rid)
@@ -108,4 +114,21 @@ class Placement:
                 verdict[p.klass] = not self.candidates(p.klass, devices)
             if verdict[p.klass]:
                 out.append(p.run_id)
+        return out
+
+    def outwaited(self, devices: list[DeviceState], *, now: float) -> list[tuple[Pending, str]]:
+        """Pending runs past their `device_wait_s` while no device they can go to is up (each
+        registered match down or quarantined), with why they waited (`waiting_for`)."""
+        out: list[tuple[Pending, str]] = []
+        verdict: dict[str, str] = {}
+        for p in self.pending():
+            if p.device_wait_s is None or p.submitted_at + p.device_wait_s > now:
+                continue
+            if p.klass not in verdict:
+                found = self.candidates(p.klass, devices)
+                run = self._example[p.klass]
+                down = bool(found) and not any(usable(d) for d in found)
+                verdict[p.klass] = waiting_for(found, run.target, run.selector) if down else ""
+            if verdict[p.klass]:
+                out.append((p, verdict[p.klass]))
         return out

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from workers.core.records import DeviceState, Selector
 
 ANY = Selector()
+MAX_NAMED = 3
+"""How many devices `waiting_for` names (a pool of 1,000 down devices is one line)."""
 
 
 def matching(
@@ -20,6 +22,39 @@ def matching(
         return [d for d in devices if d.info.id == target]
     sel = selector or ANY
     return [d for d in devices if sel.matches(d.info)]
+
+
+def waiting_for(
+    devices: Iterable[DeviceState], target: str | None, selector: Selector | None
+) -> str:
+    """Why a pending run waits, in one line: "" when an idle device can take it (it is about
+    to be placed), else each matching device's state (quarantined with its reason, down,
+    busy with its run)."""
+    matches = sorted(matching(devices, target, selector), key=lambda d: d.info.id)
+    if not matches:
+        return "no registered device matches"
+    if any(d.idle for d in matches):
+        return ""
+    states = "; ".join(f"{d.info.id}: {device_state(d)}" for d in matches[:MAX_NAMED])
+    more = f"; and {len(matches) - MAX_NAMED} more" if len(matches) > MAX_NAMED else ""
+    if target is not None:
+        return f"device {states}"
+    return f"{len(matches)} matching devices, none free: {states}{more}"
+
+
+def device_state(device: DeviceState) -> str:
+    """A device that cannot take a run now: why (quarantine first: it outlasts the rest)."""
+    if device.quarantined:
+        reason = device.quarantine_reason
+        return f"quarantined, {reason}" if reason else "quarantined"
+    if not device.alive:
+        return "down (its worker's lease lapsed)"
+    return f"busy with run {(device.run or '')[:8]}"
+
+
+def usable(device: DeviceState) -> bool:
+    """Up: alive and not quarantined (busy or not); a run waits for a usable device."""
+    return device.alive and not device.quarantined
 
 
 def choose(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import goalfleet
 
 from testing.linux_desktop import LinuxDesktop
 from workers.devices.agent_device.daemon import DaemonProcess
@@ -26,6 +28,18 @@ LEFTOVER = Path(__file__).with_name("leftover_owner.py")
 EMAIL = "alice@example.com"
 PASSWORD = "e2e-" + uuid.uuid4().hex[:12] + "-Pw!"
 """Fresh per test session, so a leak scan cannot pass by luck."""
+
+
+def sign_in_body(device: str) -> dict[str, Any]:
+    """A fleet run's body: sign in to the GTK app on `device`, the password by reference
+    (`GOALFLEET_SECRET_GF_PW` on the worker), done when "Welcome" shows."""
+    return {
+        "goal": "Sign in",
+        "device": device,
+        "inputs": {"email": EMAIL},
+        "secrets": {"password": {"ref": "env:GF_PW"}},
+        "done_when": "Welcome",
+    }
 
 
 @dataclass
@@ -125,3 +139,23 @@ def wait_until_visible(
     finally:
         call("close", {})
         wire.close()
+
+
+def run_signin(desktop: LinuxDesktop, *args: str) -> tuple[dict[str, Any], str]:
+    """`goalfleet run --device agent-device:linux --decider rules --goal "Sign in" <args>
+    --json` on the desktop's display, as a user would (`GF_TEST_PW` holds `PASSWORD`): its
+    result and everything it printed."""
+    env = {**desktop.env, "GF_TEST_PW": PASSWORD}
+    proc = goalfleet(
+        *("run", "--device", "agent-device:linux", "--decider", "rules", "--goal", "Sign in"),
+        *args,
+        "--json",
+        env={**os.environ, **env},
+        timeout_s=180,
+    )
+    return json.loads(proc.stdout), proc.stdout + proc.stderr
+
+
+def acts_of(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The run's actions of one kind (`fill`, `press`), in order."""
+    return [s["action"] for s in result["steps"] if s["action"] and s["action"]["kind"] == kind]

@@ -11,19 +11,16 @@ with the reason.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ad_support import EMAIL, PASSWORD, wait_until_visible
-from clikit import goalfleet
+from ad_support import EMAIL, PASSWORD, acts_of, run_signin, wait_until_visible
 
-from testing.linux_desktop import LinuxDesktop
+from testing.linux_desktop import LinuxDesktop, desktop_with_daemon
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.processes import Child
 
@@ -85,34 +82,18 @@ def dialog(
     proc.stop(grace_s=5)
 
 
-def _run(desktop: LinuxDesktop, *args: str) -> tuple[dict[str, Any], str]:
-    env = {**desktop.env, "GF_TEST_PW": PASSWORD}
-    proc = goalfleet(
-        *("run", "--device", "agent-device:linux", "--decider", "rules", "--goal", "Sign in"),
-        *args,
-        "--json",
-        env={**os.environ, **env},
-        timeout_s=180,
-    )
-    return json.loads(proc.stdout), proc.stdout + proc.stderr
-
-
-def _acts(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [s["action"] for s in result["steps"] if s["action"] and s["action"]["kind"] == kind]
-
-
 def test_each_input_lands_in_its_own_entry(desktop: LinuxDesktop, dialog: Dialog) -> None:
     """The identity goes into the entry its label names and the password into the secure
     one; "OK" is pressed once, the tool prints exactly what a person would have typed, and its
     window closing is said as such (not as a broken accessibility stack)."""
     identity = dialog.tool.identity
-    result, output = _run(
+    result, output = run_signin(
         desktop, "--input", f"{identity}={EMAIL}", "--secret", "password=env:GF_TEST_PW"
     )
     assert dialog.proc.wait(timeout=10) == 0
     assert dialog.printed() == dialog.tool.printed.format(id=EMAIL, pw=PASSWORD)
-    assert {a["input"] for a in _acts(result, "fill")} == {identity, "password"}
-    assert len(_acts(result, "press")) == 1
+    assert {a["input"] for a in acts_of(result, "fill")} == {identity, "password"}
+    assert len(acts_of(result, "press")) == 1
     assert result["status"] == "errored"
     assert result["reason"].startswith("the app's window closed after step 3 (pressed 'OK')")
     assert "DBUS" not in result["reason"]
@@ -122,11 +103,11 @@ def test_each_input_lands_in_its_own_entry(desktop: LinuxDesktop, dialog: Dialog
 def test_without_the_password_nothing_is_submitted(desktop: LinuxDesktop, dialog: Dialog) -> None:
     """No password supplied: the run ends `blocked` naming the field, "OK" is never pressed —
     the tool is still open and has printed nothing."""
-    result, _ = _run(desktop, "--input", f"{dialog.tool.identity}={EMAIL}")
+    result, _ = run_signin(desktop, "--input", f"{dialog.tool.identity}={EMAIL}")
     assert result["status"] == "blocked"
     assert result["reason"].startswith("this screen asks for 'Password")
     assert result["reason"].endswith("(the label beside it); no input named password was supplied")
-    assert _acts(result, "press") == []
+    assert acts_of(result, "press") == []
     assert dialog.proc.alive()
     assert dialog.printed() == ""
 
@@ -140,7 +121,7 @@ def test_a_gtk4_app_with_no_enabled_control_says_so(
     proc = desktop.start_app(["gtk4-demo-application"])
     try:
         wait_until_visible(daemon, label="Application Class")
-        result, _ = _run(desktop, "--input", f"email={EMAIL}")
+        result, _ = run_signin(desktop, "--input", f"email={EMAIL}")
     finally:
         proc.stop(grace_s=5)
     assert result["status"] == "blocked"
@@ -150,3 +131,75 @@ def test_a_gtk4_app_with_no_enabled_control_says_so(
         result["reason"],
     ), result["reason"]
     assert [s["action"] for s in result["steps"]] == [None]
+
+
+QT_A11Y = {"QT_ACCESSIBILITY": "1", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"}
+"""Qt's AT-SPI bridge on, with no desktop session that would ask for it."""
+QT_STARTS = 10
+"""Qt 5's AT-SPI bridge (Qt 5.15.8: lxqt-openssh-askpass, pinentry-qt) misses the accessibility
+bus at start in one start of four to two of three on the test desktop (more under load:
+"Error in contacting registry: Not connected to D-Bus server" with `QT_LOGGING_RULES=
+qt.accessibility*=true`; `AT_SPI_BUS_ADDRESS` set by hand does not help), and the app then
+stays out of the tree for good (0 nodes); started again, it registers. A registered one shows
+within about 3 s."""
+ASKPASS = "Password for alice@acme.example:"
+
+
+@dataclass
+class QtPrompt(Dialog):
+    desktop: LinuxDesktop
+
+
+@pytest.fixture
+def qt_prompt(tmp_path: Path) -> Iterator[QtPrompt]:
+    """Debian's `lxqt-openssh-askpass` (Qt 5 widgets), the password prompt ssh runs: its
+    entry has no accessible name (the label above it says what it takes); it prints what it
+    received on its stdout. On a desktop of its own: on the session's, after other apps (a
+    browser) came and went, Qt's bridge missed the bus ten starts in a row."""
+    out = tmp_path / "askpass.out"
+    script = f"exec lxqt-openssh-askpass {shlex.quote(ASKPASS)} > {shlex.quote(str(out))}"
+    with desktop_with_daemon(tmp_path / "qt") as (desktop, daemon):
+        for start in range(1, QT_STARTS + 1):
+            proc = desktop.start_app(["/bin/sh", "-c", script], extra_env=QT_A11Y)
+            try:
+                wait_until_visible(daemon, label="OK", timeout_s=6)
+                break
+            except pytest.fail.Exception:
+                proc.stop(grace_s=5)
+                if start == QT_STARTS:
+                    raise
+        yield QtPrompt(Tool(("lxqt-openssh-askpass",), "", "{pw}\n"), proc, out, desktop)
+        proc.stop(grace_s=5)
+
+
+def test_a_qt_prompt_whose_entry_does_not_take_the_typing_is_refused_before_ok(
+    qt_prompt: QtPrompt,
+) -> None:
+    """Qt 5 over AT-SPI cannot be driven by agent-device 0.x: Qt reports its extents in
+    screen coordinates whatever coordinate type is asked, agent-device adds the window's
+    origin again, and its clicks land at twice the position (the entry at (977, 653) for
+    AT-SPI's (494, 366)), so typing reaches nothing. The run fills once, sees the screen
+    unchanged and ends `blocked` saying so — "OK" never pressed, the prompt still open and
+    nothing received — instead of submitting an empty password."""
+    result, output = run_signin(qt_prompt.desktop, "--secret", "password=env:GF_TEST_PW")
+    assert result["status"] == "blocked", json.dumps(result, indent=1)[:4000]
+    assert result["reason"].startswith(
+        f"typing password into '{ASKPASS}' changed nothing: the field did not take it"
+    )
+    assert [a["input"] for a in acts_of(result, "fill")] == ["password"]
+    assert acts_of(result, "press") == []
+    assert qt_prompt.proc.alive()
+    assert qt_prompt.printed() == ""
+    assert PASSWORD not in output
+
+
+def test_a_qt_prompt_without_the_password_is_not_submitted(qt_prompt: QtPrompt) -> None:
+    """No password supplied: `blocked` naming the field by the label beside it, "OK" never
+    pressed, the prompt still open and nothing printed."""
+    result, _ = run_signin(qt_prompt.desktop, "--input", f"email={EMAIL}")
+    assert result["status"] == "blocked"
+    assert result["reason"].startswith(f"this screen asks for '{ASKPASS}"), result["reason"]
+    assert result["reason"].endswith("no input named password was supplied")
+    assert acts_of(result, "press") == []
+    assert qt_prompt.proc.alive()
+    assert qt_prompt.printed() == ""

@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ad_support import EMAIL, PASSWORD, App, daemons_under, kill_owner, start_leftover_owner
+from ad_support import (
+    PASSWORD,
+    App,
+    daemons_under,
+    kill_owner,
+    sign_in_body,
+    start_leftover_owner,
+)
 from fleetkit import quick_settings
 
 from scheduler.client.api_client import FleetClient
@@ -25,13 +32,7 @@ from workers.processes import spawn, stop_group
 
 TOKEN = "ad-worker-token"
 DEVICE = "lx-1"
-SIGN_IN = {
-    "goal": "Sign in",
-    "device": DEVICE,
-    "inputs": {"email": EMAIL},
-    "secrets": {"password": {"ref": "env:GF_PW"}},
-    "done_when": "Welcome",
-}
+SIGN_IN = sign_in_body(DEVICE)
 
 
 def children(pid: int) -> list[int]:

@@ -14,9 +14,11 @@ from scheduler.service.fleet import Fleet
 from scheduler.service.requests import BatchSubmit, RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
-from workers.core.model import RunStatus
+from workers.core.model import RunResult, RunStatus
+from workers.core.records import Selector
 from workers.fleet.keys import Keys
 from workers.fleet.state.runs import RunStore
+from workers.fleet.state.states import Failure
 
 FLOOD = 1500  # more than one page of the pending index (1,000)
 Parts = tuple[FleetStore, RunStore, RecordingEnqueuer, Fleet]
@@ -139,3 +141,65 @@ def test_a_pass_that_places_the_head_of_a_backlog_reads_one_short_page(
     store.pages.clear()
     assert fleet.dispatcher.dispatch() == 0  # d1 is busy: nothing idle, nothing read
     assert sum(store.pages) == 0
+
+
+def _quarantine(store: FleetStore, rs: RunStore, fleet: Fleet, did: str, why: str) -> None:
+    """`did` quarantined (one errored run that was its fault), its probe failing with `why`
+    (nothing wakes the scheduler's view of it)."""
+    run, _ = fleet.submit_run(RunSubmit(goal="breaks it", device=did))
+    claim = rs.claim(run.id, did, f"w@{did}", cap=3)
+    failed = RunResult(status=RunStatus.ERRORED, goal="g", reason="the app died")
+    assert rs.finish(
+        loaded(store, run.id), claim.token, failed,
+        failure=Failure.INFRA, quarantine_after=1, retention_s=60,
+    )  # fmt: skip
+    assert store.registry.probe_failed(did, why)
+
+
+def test_a_run_for_a_down_device_ends_after_its_device_wait_saying_why(
+    parts: Parts, client: redis.Redis
+) -> None:
+    """`device_wait_s` bounds how long a run waits for a device that is down: past it, a run
+    whose every matching device is quarantined ends `unplaceable` with the device's reason as
+    it is now (not as the dispatcher's view last read it); a run without the bound waits on,
+    and one whose device is only busy waits on too."""
+    store, rs, enq, fleet = parts
+    register(store, "d1")
+    register(store, "d2")
+    _quarantine(store, rs, fleet, "d1", "the app '/bin/true' exited with 0")
+    bounded, _ = fleet.submit_run(RunSubmit(goal="a", device="d1", device_wait_s=30))
+    unbounded, _ = fleet.submit_run(RunSubmit(goal="b", device="d1"))
+    fleet.submit_run(RunSubmit(goal="holds d2", device="d2"))
+    behind_busy, _ = fleet.submit_run(RunSubmit(goal="c", device="d2", device_wait_s=30))
+    d = Dispatcher(store, enq, unplaceable_after_s=600, view_max_age_s=3600)
+    assert d.sweep(now=time.time() + 10) == 0  # the view has read the devices
+    assert store.registry.probe_failed("d1", "the app '/bin/false' exited with 1")  # unwoken
+    assert d.sweep(now=time.time() + 40) == 1
+    ended = loaded(store, bounded.id)
+    assert ended.status is RunStatus.UNPLACEABLE
+    assert ended.result is not None
+    assert ended.result.reason == (
+        "waited 30 s (device_wait_s) for device d1: quarantined, down: the probe failed: "
+        "the app '/bin/false' exited with 1"
+    )
+    assert set(store.pending_ids()) == {unbounded.id, behind_busy.id}
+
+
+def test_why_a_run_waits_names_its_devices_states(parts: Parts) -> None:
+    """What `goalfleet status` says of a queued run: its device's state and reason."""
+    from scheduler.dispatch.routing import waiting_for  # noqa: PLC0415 - this test's
+
+    store, rs, _, fleet = parts
+    register(store, "d1", pool="p")
+    register(store, "d2", pool="p")
+    _quarantine(store, rs, fleet, "d1", "the app '/bin/false' exited with 1")
+    devices = store.registry.devices()
+    assert waiting_for(devices, "d1", None) == (
+        "device d1: quarantined, down: the probe failed: the app '/bin/false' exited with 1"
+    )
+    assert waiting_for(devices, "gone", None) == "no registered device matches"
+    sel = Selector(labels={"pool": "p"})
+    assert waiting_for(devices, None, sel) == ""  # d2 is idle: it is about to be placed
+    fleet.submit_run(RunSubmit(goal="holds d2", device="d2"))
+    devices = store.registry.devices()
+    assert waiting_for(devices, None, sel).startswith("2 matching devices, none free: d1: quar")

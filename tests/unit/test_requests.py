@@ -52,3 +52,17 @@ def test_a_name_cannot_be_both_input_and_secret() -> None:
         GoalRunRequest(
             goal="Sign in", inputs={"email": "a@b.c"}, secrets={"email": {"ref": "env:EMAIL"}}
         )
+
+
+@pytest.mark.parametrize("wait", [0, -5, 8 * 86400])
+def test_a_device_wait_out_of_bounds_is_refused_naming_the_field(wait: float) -> None:
+    """`device_wait_s` is more than 0 and at most 7 days; the refusal names the field."""
+    with pytest.raises(ValidationError) as refused:
+        RunSubmit(goal="Sign in", device="d1", device_wait_s=wait)
+    assert refused.value.errors()[0]["loc"] == ("device_wait_s",)
+
+
+def test_a_device_wait_reaches_the_stored_request() -> None:
+    """The bound travels with the run's request (the scheduler reads it from the record)."""
+    sub = RunSubmit(goal="Sign in", device="d1", device_wait_s=300)
+    assert sub.goal_request().device_wait_s == 300

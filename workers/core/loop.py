@@ -280,10 +280,17 @@ class _Run:
             return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
         self.stale = 0
         self.repeats.acted(snap, target.ref, value.name if value else None, changed=result.changed)
-        if value is not None and value.name not in self.used_inputs:
-            self.used_inputs.append(value.name)
         verb = f"filled {value.name} into" if value is not None else "pressed"
         what = self.inputs.scrub(target.name) or target.ref  # the screen may show a typed value
+        if value is not None and not result.changed:
+            why = (
+                f"typing {value.name} into {what!r} changed nothing: the field did not take "
+                "it, so nothing is submitted (the app's toolkit may report its controls where "
+                "a click does not reach them; see docs/devices.md)"
+            )
+            return row.finish(Outcome.BLOCKED), End(RunStatus.BLOCKED, why)
+        if value is not None and value.name not in self.used_inputs:
+            self.used_inputs.append(value.name)
         self.last_act = f"step {row.index} ({verb} {what!r})"
         if result.changed:
             self.unproductive = 0

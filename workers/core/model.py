@@ -172,7 +172,8 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"  # the caller cancelled it
     OVER_BUDGET = "over-budget"  # the next model call would have crossed its token/cost budget
     AWAITING_ANSWER = "awaiting_answer"  # escalated to a person; parked, its device released
-    UNPLACEABLE = "unplaceable"  # no registered device could ever take it; expired unplaced
+    UNPLACEABLE = "unplaceable"  # no device could take it (none registered; or all down past
+    # its device_wait_s); expired unplaced
 
     @property
     def terminal(self) -> bool:

@@ -21,6 +21,7 @@ class _Frozen(BaseModel):
 
 
 MAX_GOAL_CHARS = 500
+MAX_DEVICE_WAIT_S = 7 * 86400
 
 
 class SecretRef(_Frozen):
@@ -189,6 +190,10 @@ class GoalRunRequest(RunParams):
     reset: ResetPolicy | None = None
     """How the app is reset before the run (relaunch, clear-state, reinstall, none); None:
     the device's own policy (`goalfleet worker --reset`)."""
+    device_wait_s: Annotated[float, Field(gt=0, le=MAX_DEVICE_WAIT_S)] | None = None
+    """How long the run may wait while every device it can go to is down or quarantined;
+    past it, it ends `unplaceable` saying why. None: it waits until one returns (a busy device
+    is never down: the run waits for it)."""
     steps: (
         Annotated[list[JourneyStep], Field(min_length=1, max_length=MAX_JOURNEY_STEPS)] | None
     ) = None

@@ -334,13 +334,13 @@ class RunQueue(RedisStore):
                 return out
         return "retry"
 
-    def expire_unplaceable(self, run_id: str, *, after_s: float) -> bool:
+    def expire_unplaceable(self, run_id: str, *, after_s: float, reason: str = "") -> bool:
         """End a pending, unreserved run `unplaceable` (the caller found that no registered
-        device matches it); False if it was placed, cancelled or ended meanwhile."""
+        device matches it, or `reason`); False if it was placed, cancelled or ended meanwhile."""
         run = self.runs.load(run_id)
         if run is None:
             return False
-        reason = f"no registered device can take it (waited {after_s:g} s)"
+        reason = reason or f"no registered device can take it (waited {after_s:g} s)"
         result = RunResult(
             status=RunStatus.UNPLACEABLE,
             reason=reason,
