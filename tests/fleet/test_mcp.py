@@ -1,6 +1,6 @@
 """`goalfleet mcp` as an agent uses it: the real command in its own process against a real
 fleet (own Redis, the API, the scheduler, sim workers), driven by the MCP SDK's own client
-over stdio and over streamable HTTP. An agent lists the tools, submits a run and a flows file,
+over stdio and over streamable HTTP. An agent lists the tools, submits a run and a journey,
 waits with progress, reads the steps, one picture (a PNG) and the run's report, answers a
 parked question; a read-only token is refused on submit and a secret value as an input is
 refused, each as a tool error with the API's own message."""
@@ -53,11 +53,14 @@ defaults:
   params: {ask_person: false, memory: false}
 flows:
   - name: sign-in
-    goal: Sign in
     inputs: {email: ada@example.com}
     secrets: {password: env:MCP_PW}
     matrix: {platform: [ios, android], labels: {app: signin}}
+    steps:
+      - goal: Sign in
+      - check: '"Welcome" is visible'
 """
+"""A journey of a goal and a check: the flows-file tool takes journeys as the API does."""
 WORKERS = [
     SimWorker("mcp-ios", "ios", "17.5", "iPhone 15", {"app": "signin"}),
     SimWorker("mcp-android", "android", "14", "Pixel 8", {"app": "signin"}),
@@ -258,6 +261,9 @@ async def _flows_file(client: Client, flows: dict[str, str]) -> None:
     assert done["finished"]
     assert done["batch"]["counts"] == {"done": 2}, done["batch"]
     assert progressed[-1] == 2
+    runs = (await call(client, "get_batch", {"batch_id": batch["id"]}))["run_states"]
+    rows = (await call(client, "run_steps", {"run_id": runs[0]["id"]}))["steps"]
+    assert {r["journey_step"] for r in rows} == {1, 2}, rows  # the goal's rows, then the check
 
 
 async def _answer_a_question(client: Client, api_url: str) -> None:
@@ -289,7 +295,10 @@ async def _question(client: Client, run_id: str) -> dict[str, Any]:
         if mine:
             return mine[0]
         run = await call(client, "get_run", {"run_id": run_id})
-        assert run["status"] in {"queued", "pending", "dispatched", "running"}, run
+        # awaiting_answer: parked between the two reads; its question is listed next time
+        assert run["status"] in {"queued", "pending", "dispatched", "running", "awaiting_answer"}, (
+            run
+        )
         assert time.monotonic() < deadline, run
         await anyio.sleep(0.3)
 
