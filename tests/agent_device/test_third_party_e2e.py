@@ -172,22 +172,19 @@ def qt_prompt(tmp_path: Path) -> Iterator[QtPrompt]:
         proc.stop(grace_s=5)
 
 
-def test_a_qt_prompt_whose_entry_does_not_take_the_typing_is_refused_before_ok(
+def test_a_qt_prompt_whose_controls_cannot_be_reached_ends_blocked_with_nothing_sent(
     qt_prompt: QtPrompt,
 ) -> None:
     """Qt 5 over AT-SPI cannot be driven by agent-device 0.x: Qt reports its extents in
     screen coordinates whatever coordinate type is asked, agent-device adds the window's
     origin again, and its clicks land at twice the position (the entry at (977, 653) for
-    AT-SPI's (494, 366)), so typing reaches nothing. The run fills once, sees the screen
-    unchanged and ends `blocked` saying so — "OK" never pressed, the prompt still open and
-    nothing received — instead of submitting an empty password."""
+    AT-SPI's (494, 366)), so typing and pressing reach nothing. A secure field shows nothing
+    of what it holds (on GTK the settle diff says "nothing changed" for a password that did
+    arrive), so the typed password cannot be told from one that missed; the run still ends
+    `blocked` with the prompt still open and nothing received, the password in no output."""
     result, output = run_signin(qt_prompt.desktop, "--secret", "password=env:GF_TEST_PW")
     assert result["status"] == "blocked", json.dumps(result, indent=1)[:4000]
-    assert result["reason"].startswith(
-        f"typing password into '{ASKPASS}' changed nothing: the field did not take it"
-    )
-    assert [a["input"] for a in acts_of(result, "fill")] == ["password"]
-    assert acts_of(result, "press") == []
+    assert [a["input"] for a in acts_of(result, "fill")][:1] == ["password"]
     assert qt_prompt.proc.alive()
     assert qt_prompt.printed() == ""
     assert PASSWORD not in output

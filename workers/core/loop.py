@@ -35,6 +35,7 @@ from workers.core.model import (
     Decision,
     ErrorInfo,
     Inputs,
+    Kind,
     MemoryNote,
     MemorySource,
     Outcome,
@@ -282,7 +283,16 @@ class _Run:
         self.repeats.acted(snap, target.ref, value.name if value else None, changed=result.changed)
         verb = f"filled {value.name} into" if value is not None else "pressed"
         what = self.inputs.scrub(target.name) or target.ref  # the screen may show a typed value
-        if value is not None and not result.changed:
+        # a secure field shows nothing of what it holds (agent-device's settle diff on GTK says
+        # "nothing changed" for a password that did arrive), and a field that already held the
+        # value (an app kept from a run cut short) shows no change either: only a plain field
+        # that showed something else is judged here
+        if (
+            value is not None
+            and not result.changed
+            and target.kind is not Kind.SECURE_TEXT_FIELD
+            and target.value.strip() != value.value.get_secret_value().strip()
+        ):
             why = (
                 f"typing {value.name} into {what!r} changed nothing: the field did not take "
                 "it, so nothing is submitted (the app's toolkit may report its controls where "
