@@ -100,7 +100,7 @@ def load(url: str, runs: int, steps_per_run: int, now: float) -> None:
         run_rows.append(
             (rid, 1, "", "", flow, flow, device, cls, cls.split("/")[0], "{}", status,
              passed, 1, "", "", at - 8, at - 7, at, steps_per_run, 6000.0,
-             500.0, 4000.0, 1500.0, 2000, 100, "{}", int(prev is not None),
+             500.0, 4000.0, 1500.0, 2000, 100, "{}", 0.0, int(prev is not None),
              int(prev is not None and prev != passed))
         )  # fmt: skip
         step_rows.extend(
