@@ -369,12 +369,14 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
     ) -> Response:
         """A step's picture by its artifact id, as the run's rows name it, through the run:
         served when `who` may see that run's pictures (the API's screenshot route's question)
-        and a step of the run shows it; another run's picture, or none, is not found."""
+        and a step of the run showed it (a row since written anew, the run claimed again,
+        included: a page drawn before still shows it); another run's picture, or none, is
+        not found."""
         who = principal(signed_in(request))
         run = deps.pictured(who, run_id)
         failure = run.result.failure if run.result is not None else None
         final = failure.final.screenshot if failure is not None else None
-        if artifact != final and all(r.screenshot != artifact for r in deps.fleet.steps(run.id)):
+        if artifact != final and not deps.fleet.showed(run.id, artifact):
             raise NotFoundError(f"run {run.id!r} has no step picture {artifact!r}")
         data = deps.pictures.get(artifact)
         if data is None:

@@ -337,6 +337,11 @@ class Fleet:
         self.run(run_id)
         return self.store.steps(run_id, after=after)
 
+    def showed(self, run_id: str, artifact: str) -> bool:
+        """Whether a step of the run `run_id` (its id resolved) ever showed the picture
+        `artifact`, in a row since written anew or not."""
+        return self.store.showed(run_id, artifact)
+
     def batch(self, batch_id: str) -> BatchRecord:
         batch = self.store.batch(batch_id)
         if batch is None:

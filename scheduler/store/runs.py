@@ -130,6 +130,11 @@ class FleetStore(RunQueue):
         rows = [StepRow.model_validate_json(v) for k, v in raw.items() if int(k) > after]
         return sorted(rows, key=lambda r: r.index)
 
+    def showed(self, run_id: str, artifact: str) -> bool:
+        """Whether a step row of the run ever named the picture `artifact` (rows written anew
+        when the run was claimed again included: `Keys.pictures`)."""
+        return bool(self.r.sismember(self.k.pictures(run_id), artifact))
+
     def device_ids(self) -> list[str]:
         """`registry.device_ids()`, kept for `scheduler.api.app`'s health check until it reads the
         registry itself."""

@@ -31,12 +31,15 @@ from scheduler.service.schedules import Schedules
 from scheduler.store.enqueue import RecordingEnqueuer
 from workers.core.memory import Remembered
 from workers.core.model import (
+    Outcome,
     RunStatus,
+    StepRow,
 )
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
-from workers.fleet.artifacts import artifact_id
+from workers.fleet.artifacts import artifact_id, artifacts
 from workers.fleet.connections import redis_client
+from workers.fleet.keys import worker_name
 from workers.fleet.memory_store import RedisMemory
 from workers.settings import Settings
 
@@ -195,6 +198,33 @@ def test_a_picture_is_served_only_through_its_own_run(world: World) -> None:
     unknown = c.get(f"/ui/runs/{'0' * 32}/pictures/{picture}", headers=sign_in(c, "bob").headers)
     hidden = c.get(f"/ui/runs/{alice}/pictures/{picture}", headers=sign_in(c, "bob").headers)
     assert (unknown.status_code, hidden.status_code) == (404, 404)
+
+
+def test_a_picture_a_replaced_row_showed_is_still_served_through_its_run(world: World) -> None:
+    """A run claimed again (redelivered, or run again after an answer) writes its rows anew:
+    a page drawn before still shows the old rows' pictures, which stay the run's own (and
+    another run's strangers)."""
+    w, c = world, world.client
+    did = w.device()
+    run = str(w.post("alice", "/v1/runs", {"goal": "Sign in", "device": did})["id"])
+    shown = []
+    for attempt in (b"first", b"again"):
+        claim = w.runs.claim(run, did, worker_name(did), cap=3)
+        picture = artifacts(w.settings).put(World.picture(run) + attempt)
+        row = StepRow(index=1, screen="Sign in", refs_generation="s1", candidates=2,
+                      outcome=Outcome.ACTED, screenshot=picture)  # fmt: skip
+        w.runs.write_step(run, claim.token, row)
+        shown.append(picture)
+    assert [
+        StepRow.model_validate_json(v).screenshot for v in w.db.hvals(w.keys.steps(run))
+    ] == shown[1:]  # the first row is gone
+    session = sign_in(c, "alice")
+    for picture in shown:
+        got = c.get(f"/ui/runs/{run}/pictures/{picture}", headers=session.headers)
+        assert got.status_code == 200, (picture, got.text)
+    other = w.parked("alice")
+    stranger = c.get(f"/ui/runs/{other}/pictures/{shown[0]}", headers=session.headers)
+    assert stranger.status_code == 404
 
 
 def test_the_console_tells_an_answerer_no_more_than_the_api(world: World) -> None:

@@ -44,6 +44,7 @@ def _steps(n: int) -> tuple[StepRow, ...]:
             candidates=2,
             outcome=Outcome.ACTED,
             snapshot_ms=10.0 * i,
+            screenshot=f"{i:064x}",
         )
         for i in range(1, n + 1)
     )
@@ -126,6 +127,7 @@ def test_a_database_outage_mid_burst_loses_no_run_and_stores_none_twice(
         assert steps == [(600, 300)]
         assert 0 < client.ttl(burst.k.run("run0150")) <= RETENTION_S
         assert 0 < client.ttl(burst.k.steps("run0150")) <= RETENTION_S
+        assert 0 < client.ttl(burst.k.pictures("run0150")) <= RETENTION_S
         history.close()
 
 
@@ -175,6 +177,8 @@ def test_without_a_writer_runs_end_as_before(client: redis.Redis) -> None:
     burst.end(1)
     assert client.exists(burst.k.history_outbox) == 0
     assert 0 < client.ttl(burst.k.run("run0001")) <= RETENTION_S
+    assert client.smembers(burst.k.pictures("run0001")) == {f"{i:064x}" for i in (1, 2)}
+    assert 0 < client.ttl(burst.k.pictures("run0001")) <= RETENTION_S  # retention's one owner
 
 
 def test_every_script_that_ends_a_run_puts_it_in_the_outbox(client: redis.Redis) -> None:

@@ -2,6 +2,9 @@
 
 {p}:run:{id}            hash   one run record (see `workers.core.records.RunRecord`)
 {p}:run:{id}:steps      hash   step index -> StepRow JSON (upserted, so redelivery is safe)
+{p}:run:{id}:pictures   set    every picture id a step row of the run ever named (rows are
+                               written anew when a run is claimed again; their pictures
+                               stay the run's own), expiring with the run
 {p}:runs                zset   every run, by submit time (the run list; an entry of a run past
                                its retention is dropped when a read meets it)
 {p}:runs:{status}       zset   the runs that ended with `status`, by submit time
@@ -70,6 +73,10 @@ class Keys:
 
     def steps(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}:steps"
+
+    def pictures(self, run_id: str) -> str:
+        """Every picture id a step row of the run ever named (`lua/step.lua`)."""
+        return f"{self.prefix}:run:{run_id}:pictures"
 
     @property
     def runs(self) -> str:

@@ -161,8 +161,8 @@ class RunStore(RedisStore):
         device's lease."""
         lease, holder = self._lease(fence, "-")
         ok = self._step(
-            keys=[*self.k.run_and_steps(run_id), lease],
-            args=[token, row.index, row.model_dump_json(), holder],
+            keys=[*self.k.run_and_steps(run_id), lease, self.k.pictures(run_id)],
+            args=[token, row.index, row.model_dump_json(), holder, row.screenshot or ""],
         )
         check_fence(ok, fence, f"step {row.index} of run {run_id}")
         if not ok:

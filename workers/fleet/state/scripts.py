@@ -73,6 +73,7 @@ def _keys_prelude() -> str:
     k = Keys(_PREFIX)
     layouts = {
         "run": k.run(_ARG),
+        "pictures": k.pictures(_ARG),
         "lease": k.lease(_ARG),
         "device": k.device(_ARG),
         "pending": k.pending,
