@@ -16,7 +16,8 @@ from scheduler.service.requests import SuiteSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
-from workers.core.records import DeviceInfo, RunRecord
+from workers.core.records import DeviceInfo, RunRecord, Selector
+from workers.core.request import GoalRunRequest
 from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.state.runs import ClaimKind, RunStore, pending_score
 from workers.fleet.state.states import Failure
@@ -116,6 +117,61 @@ def test_a_failed_attempt_is_tried_again_on_its_device(parts, client: redis.Redi
     final = store.batch(batch.id)
     assert final is not None
     assert (final.total, final.finished) == (7, 3)
+
+
+def test_every_record_field_is_either_asked_for_or_the_attempt_s_own() -> None:
+    """The record's schema in one place: a field added to `RunRecord` must be placed in
+    `ASKED` (a retry copies it) or `ATTEMPT` (each attempt has its own), never neither."""
+    asked, own = set(RunRecord.ASKED), set(RunRecord.ATTEMPT)
+    assert asked.isdisjoint(own)
+    assert asked | own == set(RunRecord.model_fields)
+    assert asked <= set(
+        RunRecord(
+            id="r",
+            request=GoalRunRequest(goal="g"),
+            submitted_at=0,
+            target="t",
+            selector=Selector(),
+            batch="b",
+            priority=1,
+            schedule="s",
+            owner="o",
+            suite="u",
+            flow="f",
+        ).to_hash()
+    )
+
+
+def test_a_retry_copies_what_was_asked_and_nothing_of_the_attempt(
+    parts, client: redis.Redis
+) -> None:
+    """Whatever the failed attempt's hash holds beyond what was asked for (its claim, lease
+    holder, result, a field some script wrote), the next attempt starts without it."""
+    store, rs, fleet = parts
+    batch, _ = fleet.submit_suite(suite(retries=1))
+    reserve_all(fleet)
+    first = next(r for r in store.load_many(list(batch.runs)) if (r.flow, r.target) == ("a", "i1"))
+    client.hset(KEYS.run(first.id), mapping={"schedule": "sc1", "owner": "alice",
+                                             "quarantine_reason": "x", "future": "y"})  # fmt: skip
+    run_to_end(rs, store.load(first.id) or first, RunStatus.BLOCKED)
+    again_id = (store.batch(batch.id) or batch).runs[-1]
+    old, new = client.hgetall(KEYS.run(first.id)), client.hgetall(KEYS.run(again_id))
+    fresh = {"id", "status", "submitted_at", "retries", "retry", "retry_of"}
+    assert set(new) == fresh | {f for f in RunRecord.ASKED if f in old}
+    assert {f: new[f] for f in RunRecord.ASKED if f in old} == {
+        f: old[f] for f in RunRecord.ASKED if f in old
+    }
+    assert (new["schedule"], new["owner"], new["flow"], new["target"]) == (
+        "sc1",
+        "alice",
+        "a",
+        "i1",
+    )
+    again = store.load(again_id)
+    assert again is not None
+    assert (again.status, again.device, again.worker, again.attempt, again.result) == (
+        RunStatus.QUEUED, None, None, 0, None,
+    )  # fmt: skip
 
 
 def test_done_cancelled_and_retry_less_runs_are_not_tried_again(parts) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Self
+from typing import Annotated, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -153,6 +153,22 @@ class RunRecord(BaseModel):
     """Which attempt of its flow on its device this is: 0 the first, 1 the first retry."""
     retry_of: str | None = None
     """The attempt before this one."""
+
+    ASKED: ClassVar[tuple[str, ...]] = (
+        "request", "target", "selector", "batch", "priority", "schedule", "owner", "suite",
+        "flow",
+    )  # fmt: skip
+    """The hash fields of what was asked for, which a retry's next attempt copies, and only
+    these (`lua/lib/retry.lua`, through the scripts' prelude). Every other field is the
+    attempt's own: the retry writes the next attempt's `id`, `status`, `submitted_at`,
+    `retries`, `retry` and `retry_of`, and leaves the rest at their defaults (absent)."""
+    ATTEMPT: ClassVar[tuple[str, ...]] = (
+        "id", "status", "device", "worker", "attempt", "submitted_at", "dispatched_at",
+        "started_at", "finished_at", "reason", "result", "cancel_requested", "retries",
+        "retry", "retry_of",
+    )  # fmt: skip
+    """The fields each attempt has of its own; with `ASKED`, every field of the record (a
+    test holds the two to the model's fields, so a new field is placed in one of them)."""
 
     def to_hash(self) -> dict[str, str]:
         out = {

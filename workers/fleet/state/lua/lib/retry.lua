@@ -1,6 +1,7 @@
 -- A failed attempt of a run with retries left is tried again (`finish` calls it before the
 -- run counts as ended): a new run, queued, for the same device or selector, in the same
--- batch, whose id is derived from this one's (a repeated finish makes no second one). This
+-- batch, whose id is derived from this one's (a repeated finish makes no second one): what was
+-- asked for (`ASKED`, from `RunRecord.ASKED`) copied, the attempt's own fields new. This
 -- attempt keeps its record and its rows. The batch's total grows first, so the batch is never
 -- complete between the two attempts.
 local function retry_run(run, batch, status, now)
@@ -11,12 +12,17 @@ local function retry_run(run, batch, status, now)
   local next_id = string.sub(redis.sha1hex(id .. ':retry'), 1, 32)
   local next_run = K.run(prefix, next_id)
   if redis.call('EXISTS', next_run) == 1 then return end
-  redis.call('HSET', next_run, unpack(redis.call('HGETALL', run)))
   local try = tonumber(redis.call('HGET', run, 'retry') or '0') or 0
-  redis.call('HSET', next_run, 'id', next_id, 'status', S.QUEUED, 'device', '', 'worker', '',
-             'attempt', '0', 'claim', '', 'result', '', 'reason', '', 'dispatched_at', '',
-             'started_at', '', 'finished_at', '', 'cancel', '', 'submitted_at', now,
-             'retries', left - 1, 'retry', try + 1, 'retry_of', id)
+  local fields = {'id', next_id, 'status', S.QUEUED, 'submitted_at', now, 'retries', left - 1,
+                  'retry', try + 1, 'retry_of', id}
+  local asked = redis.call('HMGET', run, unpack(ASKED))
+  for i, name in ipairs(ASKED) do
+    if asked[i] then
+      fields[#fields + 1] = name
+      fields[#fields + 1] = asked[i]
+    end
+  end
+  redis.call('HSET', next_run, unpack(fields))
   local priority = tonumber(redis.call('HGET', run, 'priority') or '0') or 0
   redis.call('ZADD', K.pending(prefix), priority * PRIORITY_SPAN + math.floor(tonumber(now) * 1000),
              next_id)
