@@ -7,9 +7,11 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
+
+from scheduler.api.bodies import BoundedRoute
 
 ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",
@@ -24,22 +26,23 @@ def asset_paths() -> set[str]:
     return {PREFIX + name for name in ASSETS}
 
 
-def add_offline_docs(app: FastAPI) -> None:
-    """`app` must be created with `docs_url=None`; this adds `/docs` and its assets."""
+def docs_router(title: str, openapi_url: str | None) -> APIRouter:
+    """`/docs` and its assets, for an app created with `docs_url=None`."""
     root = Path(str(files("fastapi_swagger") / "resources"))
-    openapi_url = app.openapi_url or "/openapi.json"
+    openapi_url = openapi_url or "/openapi.json"
+    router = APIRouter(route_class=BoundedRoute)
 
-    @app.get("/docs", include_in_schema=False)
+    @router.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url=openapi_url,
-            title=f"{app.title} API",
+            title=f"{title} API",
             swagger_js_url=PREFIX + "swagger-ui-bundle.js",
             swagger_css_url=PREFIX + "swagger-ui.css",
             swagger_favicon_url=PREFIX + "favicon-32x32.png",
         )
 
-    @app.get(PREFIX + "{name}", include_in_schema=False)
+    @router.get(PREFIX + "{name}", include_in_schema=False)
     def asset(name: str) -> Response:
         if name not in ASSETS:
             return Response(status_code=404)
@@ -48,3 +51,5 @@ def add_offline_docs(app: FastAPI) -> None:
             media_type=ASSETS[name],
             headers={"Cache-Control": "max-age=86400"},
         )
+
+    return router

@@ -24,9 +24,16 @@ from typing import Any, Literal, Protocol, cast
 
 import redis
 import structlog
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 
+from scheduler.api.bodies import BoundedRoute
+from scheduler.api.edge import Tokens
+from scheduler.api.views import Who, need
 from scheduler.store.runs import FleetStore
+from workers.core.access import Action
 from workers.fleet.outages import is_outage
 
 log = structlog.stdlib.get_logger("goalfleet.api")
@@ -171,3 +178,28 @@ class Health:
             "at its next beat; if this stays, restart that worker"
             for device in sorted(beating - registered)
         ]
+
+
+def health_router(check: Health, tokens: Tokens, registry: CollectorRegistry) -> APIRouter:
+    """`/health` (open; the detail with a token) and `/metrics` (`metrics` role)."""
+    router = APIRouter(route_class=BoundedRoute)
+
+    @router.get(
+        "/health",
+        response_model=Detail | Up,
+        responses={503: {"model": Detail | Up, "description": "Redis is unreachable"}},
+    )
+    def health(request: Request) -> JSONResponse:
+        """Up or down; with a token, the detail (`degraded` and why)."""
+        authed = tokens.who(request.headers.get("authorization")) is not None
+        answer = check.detail() if authed else check.up()
+        return JSONResponse(
+            answer.model_dump(), status_code=503 if answer.status == "unavailable" else 200
+        )
+
+    @router.get("/metrics", response_class=Response)
+    def metrics(who: Who) -> Response:
+        need(who, Action.METRICS)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return router

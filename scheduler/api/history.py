@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, Query
 
+from scheduler.api.bodies import BoundedRoute
 from scheduler.api.views import Who, need
 from scheduler.errors import InvalidRequestError, UnavailableError
 from scheduler.store.history.db import HistoryUnavailableError
@@ -47,7 +48,8 @@ class _Window:
             raise InvalidRequestError("until", "the window ends before it starts", "")
 
 
-def add_history_routes(app: FastAPI, database_url: str | None) -> None:
+def history_router(database_url: str | None) -> APIRouter:
+    router = APIRouter(route_class=BoundedRoute)
     store: HistoryStore | None = None
     if database_url:  # an embedded (SQLite) one gets its tables here; PostgreSQL: `db upgrade`
         store = SqlHistory.open(database_url, upgrade=database_url.startswith("sqlite"))
@@ -65,7 +67,7 @@ def add_history_routes(app: FastAPI, database_url: str | None) -> None:
         except HistoryUnavailableError as exc:
             raise UnavailableError(str(exc)) from None
 
-    @app.get("/v1/history")
+    @router.get("/v1/history")
     def history(
         who: Who,
         since: Annotated[str, SINCE] = "7d",
@@ -83,7 +85,7 @@ def add_history_routes(app: FastAPI, database_url: str | None) -> None:
 
         return ask(report).as_dict()
 
-    @app.get("/v1/history/pass-rates", response_model=list[PassRate])
+    @router.get("/v1/history/pass-rates", response_model=list[PassRate])
     def pass_rates(
         who: Who, since: Annotated[str, SINCE] = "7d", until: Annotated[str | None, UNTIL] = None
     ) -> list[PassRate]:
@@ -91,7 +93,7 @@ def add_history_routes(app: FastAPI, database_url: str | None) -> None:
         w = _Window(since, until, "1d")
         return ask(lambda s: s.pass_rates(w.since, w.until))
 
-    @app.get("/v1/history/step-times", response_model=list[StepTime])
+    @router.get("/v1/history/step-times", response_model=list[StepTime])
     def step_times(
         who: Who,
         since: Annotated[str, SINCE] = "7d",
@@ -102,7 +104,7 @@ def add_history_routes(app: FastAPI, database_url: str | None) -> None:
         w = _Window(since, until, bucket)
         return ask(lambda s: s.step_times(w.since, w.until, bucket_s=w.bucket_s))
 
-    @app.get("/v1/history/outliers", response_model=list[Outlier])
+    @router.get("/v1/history/outliers", response_model=list[Outlier])
     def outliers(
         who: Who,
         since: Annotated[str, SINCE] = "7d",
@@ -112,3 +114,5 @@ def add_history_routes(app: FastAPI, database_url: str | None) -> None:
         need(who, Action.READ_ANY)  # fleet-wide aggregates: every run counts
         w = _Window(since, until, "1d")
         return ask(lambda s: s.outliers(w.since, w.until, min_runs=min_runs))
+
+    return router

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import redis
-from fastapi import FastAPI, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel
 
+from scheduler.api.bodies import BoundedRoute
 from scheduler.api.views import Who, need
 from scheduler.errors import InvalidRequestError, NotFoundError
 from workers.core.access import Action
@@ -28,10 +29,11 @@ class Forgotten(BaseModel):
     forgotten: int
 
 
-def add_memory_routes(app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: int) -> None:
+def memory_router(client: redis.Redis, keys: Keys, *, ttl_s: int) -> APIRouter:
     memory = RedisMemory(client, keys, decider="", ttl_s=ttl_s)
+    router = APIRouter(route_class=BoundedRoute)
 
-    @app.get("/v1/memory", response_model=list[Remembered])
+    @router.get("/v1/memory", response_model=list[Remembered])
     def list_memory(
         who: Who,
         goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
@@ -39,7 +41,7 @@ def add_memory_routes(app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: i
         need(who, Action.MEMORY_READ)
         return memory.entries(goal=goal)
 
-    @app.get("/v1/memory/{key}", response_model=Remembered)
+    @router.get("/v1/memory/{key}", response_model=Remembered)
     def show_memory(key: Annotated[str, KEY], who: Who) -> Remembered:
         need(who, Action.MEMORY_READ)
         entry = memory.get(key)
@@ -47,14 +49,14 @@ def add_memory_routes(app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: i
             raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
         return entry
 
-    @app.delete("/v1/memory/{key}", status_code=204)
+    @router.delete("/v1/memory/{key}", status_code=204)
     def forget_memory(key: Annotated[str, KEY], who: Who) -> Response:
         need(who, Action.MEMORY_FORGET)
         if not memory.forget(key):
             raise NotFoundError(f"no memory entry {key!r} (it may have expired)")
         return Response(status_code=204)
 
-    @app.delete("/v1/memory", response_model=Forgotten)
+    @router.delete("/v1/memory", response_model=Forgotten)
     def forget_many(
         who: Who,
         goal: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
@@ -66,3 +68,5 @@ def add_memory_routes(app: FastAPI, client: redis.Redis, keys: Keys, *, ttl_s: i
                 "goal", "say what to forget", "pass ?goal=<goal> for one goal, or ?all=true"
             )
         return Forgotten(forgotten=memory.forget_many(goal=goal))
+
+    return router

@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.api.bodies import BoundedRoute
 from scheduler.api.views import Who, need, shown_questions, shown_run
 from scheduler.errors import ConflictError, InvalidRequestError
 from scheduler.service.fleet import Fleet
@@ -57,56 +58,65 @@ class QuestionsCollector(Collector):
         )
 
 
-def add_question_routes(
-    app: FastAPI,
-    questions: QuestionStore,
-    fleet: Fleet,
-    *,
-    registry: CollectorRegistry,
-    resolve: Callable[[str], str] = str,
-) -> Callable[[str, Answer, Principal], RunRecord]:
-    """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole id.
-    Returns the answering code itself, `(run id, answer, who) -> the run`."""
-    answers = Counter(
-        "goalfleet_answers",
-        "Questions answered by a person, by answer kind (target, done, blocked).",
-        ["answer"],
-        registry=registry,
-    )
-    time_to_answer = Histogram(
-        "goalfleet_time_to_answer_seconds",
-        "From a run being parked to a person's answer.",
-        buckets=ANSWER_BUCKETS,
-        registry=registry,
-    )
-    registry.register(QuestionsCollector(questions))
+class Answers:
+    """A person's answer to a run's question, as the route and the console give it: the roles
+    checked, the answer recorded (`QuestionStore.answer`: one script), counted and timed."""
 
-    @app.get("/v1/questions", response_model=list[Question])
-    def list_questions(who: Who) -> list[Question]:
-        """Every open question for `read`, `answer` and `admin`; a `submit` token sees those
-        of its own runs."""
-        return shown_questions(who, questions.open(), fleet.store.owners)
+    def __init__(
+        self,
+        questions: QuestionStore,
+        fleet: Fleet,
+        *,
+        registry: CollectorRegistry,
+        resolve: Callable[[str], str] = str,
+    ) -> None:
+        """`resolve` turns a run id as given (a unique prefix of 6+ will do) into the whole
+        id."""
+        self.questions, self.fleet, self.resolve = questions, fleet, resolve
+        self.answers = Counter(
+            "goalfleet_answers",
+            "Questions answered by a person, by answer kind (target, done, blocked).",
+            ["answer"],
+            registry=registry,
+        )
+        self.time_to_answer = Histogram(
+            "goalfleet_time_to_answer_seconds",
+            "From a run being parked to a person's answer.",
+            buckets=ANSWER_BUCKETS,
+            registry=registry,
+        )
+        registry.register(QuestionsCollector(questions))
 
-    def answer_question(run_id: str, body: Answer, who: Principal) -> RunRecord:
+    def answer(self, run_id: str, body: Answer, who: Principal) -> RunRecord:
         """Answer the question of `run_id` (a unique prefix will do) as `who`, if its roles
         grant it: the route's code, and the console's (`scheduler.console.pages`)."""
         need(who, Action.ANSWER)
-        run_id = resolve(run_id)
-        question = questions.get(run_id)
+        run_id = self.resolve(run_id)
+        question = self.questions.get(run_id)
         try:
-            questions.answer(run_id, body, who=who.name)
+            self.questions.answer(run_id, body, who=who.name)
         except NotAwaitingError as exc:
             raise ConflictError(str(exc)) from None
         except ConfigError as exc:
             raise InvalidRequestError("target", str(exc), exc.hint) from None
         kind = "done" if body.done else "blocked" if body.blocked else "target"
-        answers.labels(kind).inc()
+        self.answers.labels(kind).inc()
         if question is not None:
-            time_to_answer.observe(max(0.0, time.time() - question.asked_at))
-        return fleet.run(run_id)
+            self.time_to_answer.observe(max(0.0, time.time() - question.asked_at))
+        return self.fleet.run(run_id)
 
-    @app.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
+
+def questions_router(answers: Answers) -> APIRouter:
+    router = APIRouter(route_class=BoundedRoute)
+
+    @router.get("/v1/questions", response_model=list[Question])
+    def list_questions(who: Who) -> list[Question]:
+        """Every open question for `read`, `answer` and `admin`; a `submit` token sees those
+        of its own runs."""
+        return shown_questions(who, answers.questions.open(), answers.fleet.store.owners)
+
+    @router.post("/v1/runs/{run_id}/answer", response_model=RunRecord)
     def answer(run_id: str, body: Answer, who: Who) -> RunRecord:
-        return shown_run(who, answer_question(run_id, body, who))
+        return shown_run(who, answers.answer(run_id, body, who))
 
-    return answer_question
+    return router

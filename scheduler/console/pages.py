@@ -33,10 +33,11 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import redis
-from fastapi import FastAPI, Form, Path, Query, Request
+from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from scheduler.api.bodies import BoundedRoute
 from scheduler.api.throttle import AuthFailures, client_of
 from scheduler.api.views import (
     need,
@@ -125,7 +126,17 @@ class SignIn(Exception):  # noqa: N818 - a control-flow signal, not an error
     """The request has no valid session: the page sends the person to sign in."""
 
 
-def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, PLR0915 - the routes
+async def to_sign_in(request: Request, _: Exception) -> Response:
+    """The app's handler of `SignIn` (a page to the sign-in form, a form or the rows a 401)."""
+    if request.method == "GET" and not request.url.path.endswith("/rows"):
+        target = quote(request.url.path, safe="/")
+        return RedirectResponse(f"/ui/login?next={target}", status_code=303)
+    return Response("sign in again", status_code=401, headers=SECURITY_HEADERS)
+
+
+def console_router(deps: ConsoleDeps) -> APIRouter:  # noqa: C901, PLR0915 - the routes
+    """The console's pages; the app installs `to_sign_in` as the handler of `SignIn`."""
+    router = APIRouter(route_class=BoundedRoute)
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -155,18 +166,11 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         need(who, *actions)
         return who
 
-    @app.exception_handler(SignIn)
-    async def to_sign_in(request: Request, _: SignIn) -> Response:
-        if request.method == "GET" and not request.url.path.endswith("/rows"):
-            target = quote(request.url.path, safe="/")
-            return RedirectResponse(f"/ui/login?next={target}", status_code=303)
-        return Response("sign in again", status_code=401, headers=SECURITY_HEADERS)
-
-    @app.get("/ui", include_in_schema=False)
+    @router.get("/ui", include_in_schema=False)
     def home() -> Response:
         return RedirectResponse("/ui/fleet", status_code=303)
 
-    @app.get("/ui/static/{name}", include_in_schema=False)
+    @router.get("/ui/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
         if name not in STATIC:
             return Response(status_code=404)
@@ -200,11 +204,11 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         error = f"Too many failed sign-ins from your address: try again in {wait_s} s."
         return login_page(request, next_, 429, error, wait_s)
 
-    @app.get("/ui/login", include_in_schema=False)
+    @router.get("/ui/login", include_in_schema=False)
     def login_form(request: Request, next: str = "/ui/fleet") -> HTMLResponse:  # noqa: A002 - the query's name
         return login_page(request, next)
 
-    @app.post("/ui/login", include_in_schema=False)
+    @router.post("/ui/login", include_in_schema=False)
     def login(
         request: Request,
         token: Annotated[str, Form(max_length=500)],
@@ -235,7 +239,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         set_cookie(resp, request, LOGIN_COOKIE, "", path="/ui/login", max_age=0)  # spent
         return resp
 
-    @app.post("/ui/logout", include_in_schema=False)
+    @router.post("/ui/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
         """Sign out: the session ends for every API process (a copy of the cookie opens
         nothing after it)."""
@@ -271,19 +275,19 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             rows.append(device_row(dev, run, steps, age))
         return rows
 
-    @app.get("/ui/fleet", include_in_schema=False)
+    @router.get("/ui/fleet", include_in_schema=False)
     def fleet_page(request: Request) -> HTMLResponse:
         session = signed_in(request)
         return page("fleet.html", session, devices=device_rows(principal(session)))
 
-    @app.get("/ui/fleet/rows", include_in_schema=False)
+    @router.get("/ui/fleet/rows", include_in_schema=False)
     def fleet_rows(request: Request) -> HTMLResponse:
         session = signed_in(request)
         return page("fleet_rows.html", session, devices=device_rows(principal(session)))
 
     # -- runs --------------------------------------------------------------------------------
 
-    @app.get("/ui/runs", include_in_schema=False)
+    @router.get("/ui/runs", include_in_schema=False)
     def runs_page(
         request: Request,
         *,
@@ -345,12 +349,12 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             "next_command": next_command(run) if failure is not None else "",
         }
 
-    @app.get("/ui/runs/{run_id}", include_in_schema=False)
+    @router.get("/ui/runs/{run_id}", include_in_schema=False)
     def run_page(request: Request, run_id: str) -> HTMLResponse:
         session = signed_in(request)
         return page("run.html", session, **run_parts(principal(session), run_id))
 
-    @app.get("/ui/runs/{run_id}/rows", include_in_schema=False)
+    @router.get("/ui/runs/{run_id}/rows", include_in_schema=False)
     def run_rows(request: Request, run_id: str) -> HTMLResponse:
         session = signed_in(request)
         parts = run_parts(principal(session), run_id)
@@ -363,7 +367,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         """`Principal.may_see_pictures` for `run` (as the API's screenshot route answers)."""
         return who.may_see_pictures(run.owner, waiting=run.status is RunStatus.AWAITING_ANSWER)
 
-    @app.get("/ui/runs/{run_id}/pictures/{artifact}", include_in_schema=False)
+    @router.get("/ui/runs/{run_id}/pictures/{artifact}", include_in_schema=False)
     def picture(
         request: Request, run_id: str, artifact: Annotated[str, Path(pattern=ARTIFACT)]
     ) -> Response:
@@ -386,13 +390,13 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     # -- questions ---------------------------------------------------------------------------
 
-    @app.get("/ui/questions", include_in_schema=False)
+    @router.get("/ui/questions", include_in_schema=False)
     def questions_page(request: Request) -> HTMLResponse:
         session = signed_in(request)
         shown = shown_questions(principal(session), deps.questions.open(), deps.fleet.store.owners)
         return page("questions.html", session, questions=sorted(shown, key=lambda q: q.asked_at))
 
-    @app.get("/ui/questions/{run_id}", include_in_schema=False)
+    @router.get("/ui/questions/{run_id}", include_in_schema=False)
     def question_page(request: Request, run_id: str) -> HTMLResponse:
         """An open question, for whoever `GET /v1/questions` lists it to; else the run as
         `GET /v1/runs/{id}` answers (an answerer, who reads no runs, learns nothing of a run
@@ -419,7 +423,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             may_answer=who.may(Action.ANSWER),
         )
 
-    @app.post("/ui/questions/{run_id}/answer", include_in_schema=False)
+    @router.post("/ui/questions/{run_id}/answer", include_in_schema=False)
     def answer(
         request: Request,
         run_id: str,
@@ -438,7 +442,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
 
     # -- memory ------------------------------------------------------------------------------
 
-    @app.get("/ui/memory", include_in_schema=False)
+    @router.get("/ui/memory", include_in_schema=False)
     def memory_page(
         request: Request, goal: Annotated[str | None, Query(max_length=500)] = None
     ) -> HTMLResponse:
@@ -453,7 +457,7 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             may_forget=who.may(Action.MEMORY_FORGET),
         )
 
-    @app.post("/ui/memory/{key}/forget", include_in_schema=False)
+    @router.post("/ui/memory/{key}/forget", include_in_schema=False)
     def forget(
         request: Request,
         key: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")],
@@ -462,6 +466,8 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
         acting(request, csrf, Action.MEMORY_FORGET)
         deps.memory.forget(key)
         return RedirectResponse("/ui/memory", status_code=303)
+
+    return router
 
 
 def _local(path: str) -> str:
