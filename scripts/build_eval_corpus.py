@@ -110,7 +110,12 @@ SCREEN_TAGS = {
     "Welcome to Acme": "chooser",
 }
 """The kind of screen a sim case is, beyond its app (`goalfleet eval` reports each tag)."""
-APP_TAGS = {"german": "non-english", "chrome": "chrome-title", "unnamed": "unnamed-field"}
+APP_TAGS = {
+    "german": "non-english",
+    "chrome": "chrome-title",
+    "unnamed": "unnamed-field",
+    "fold": "below-the-fold",
+}
 """`chrome` runs as `cookie-consent-demo` in a window "Allow notifications · Privacy": its
 cases show what a decider is told of such an app (the content, never the chrome)."""
 
@@ -132,6 +137,9 @@ class Oracle:
             for c in state.candidates:
                 if c.name == wanted:
                     return Expect(target=_key(state, c))
+        down = next((c for c in state.candidates if c.name == "scroll down"), None)
+        if PRESS_ON_SCREEN.get(state.screen) and down is not None:  # below the fold
+            return Expect(target=_key(state, down))
         return Expect(blocked=True)
 
     def decide(self, state: DecideState) -> Decision:

@@ -33,7 +33,7 @@ class Recording(Device):
 
     inner: SimDevice
     last: Snapshot | None = None
-    actions: list[tuple[str, Snapshot | None, str | None]] = field(default_factory=list)
+    made: list[tuple[str, Snapshot | None, str | None]] = field(default_factory=list)
 
     @property
     def platform(self):
@@ -44,11 +44,11 @@ class Recording(Device):
         return self.last
 
     def press(self, pinned_ref: str) -> ActionResult:
-        self.actions.append((pinned_ref, self.last, None))
+        self.made.append((pinned_ref, self.last, None))
         return self.inner.press(pinned_ref)
 
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        self.actions.append((pinned_ref, self.last, value.reveal()))
+        self.made.append((pinned_ref, self.last, value.reveal()))
         return self.inner.fill(pinned_ref, value)
 
     def close(self) -> None:
@@ -115,7 +115,7 @@ def test_loop_invariants(
     )
     assert result.status.terminal
     assert len(result.steps) <= max_steps
-    for pinned, snap, text in device.actions:
+    for pinned, snap, text in device.made:
         assert snap is not None
         ref = pinned.removeprefix("@").split("~s")[0]
         assert pinned == snap.pin(ref), "every mutation is pinned to the latest snapshot"

@@ -75,7 +75,7 @@ class CancelledAt(Device):
         self.inner = make_sim_device("sim:signin-ios")
         self.cancel = cancel
         self.at = at
-        self.actions = 0
+        self.acted = 0
 
     @property
     def platform(self) -> Platform:
@@ -85,8 +85,8 @@ class CancelledAt(Device):
         return self.inner.snapshot()
 
     def _acting(self) -> None:
-        self.actions += 1
-        if self.actions == self.at:
+        self.acted += 1
+        if self.acted == self.at:
             self.cancel()  # type: ignore[operator]
 
     def press(self, pinned_ref: str) -> ActionResult:

@@ -1,6 +1,7 @@
 """The guards every decision passes before it is acted on, whoever made it (a decider, the
 decision memory, a person): a target on this screen, an input the caller supplied for a text
-field, secrets only into secure fields, and no dangerous control without a person."""
+field, secrets only into secure fields, and no dangerous control without a person. A move
+(`workers.core.moves`: scroll, back) is the device's, and passes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from workers.core.model import NONE, Candidate, Decision, Inputs, Kind, Snapshot
+from workers.core.moves import move_of
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,8 @@ class Guards:
         """Why this decision cannot be acted on safely, or None when it can. `by_caller`: the
         caller named this control itself (a journey's plain press or fill): a dangerous one
         is theirs to press, a secret still goes into secure fields only."""
+        if move_of(d.target) is not None:  # the device's scroll or back: safe, types nothing
+            return None
         target = snap.candidate(d.target)
         if d.target == NONE:
             return "the decider chose no target but reported neither done nor blocked"

@@ -30,6 +30,7 @@ from workers.core.failure import failure_report, final_screen
 from workers.core.guards import Guards
 from workers.core.memory import DecisionMemory, Remembered, memory_key, remembered_from
 from workers.core.model import (
+    Action,
     Candidate,
     DecideState,
     Decision,
@@ -44,6 +45,7 @@ from workers.core.model import (
     Snapshot,
     StepRow,
 )
+from workers.core.moves import Move, move_of, offered
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.projection import kind_of
@@ -95,6 +97,10 @@ class _Run:
     last_act: str = ""
     """The run's last action that went through, as "step 3 (pressed 'OK')"."""
     last_snap: Snapshot | None = None
+    moves: tuple[Candidate, ...] = ()
+    """The moves offered beside each screen's elements (`workers.core.moves`)."""
+    futile_moves: set[tuple[str, str]] = field(default_factory=set)
+    """(screen fingerprint, move ref): a move that changed nothing there, not offered again."""
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retry_transient(call, self.sleep)
@@ -163,6 +169,12 @@ class _Run:
         if isinstance(asked, tuple):
             return asked
         decision = asked
+        move = move_of(decision.target) if not (decision.done or decision.blocked) else None
+        if move is not None:
+            stepped = self._move(row, snap, move)
+            if stepped[0].outcome is Outcome.ACTED:
+                self._learn(state, decision, row)
+            return stepped
         verdict = self.judge.verdict(decision, snap, state, checked=True)  # the chain checked
         if verdict is not None:
             stepped = verdict(row)
@@ -208,15 +220,19 @@ class _Run:
             return None
         row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
         row.seen, row.decision = state, decision
-        verdict = self.judge.verdict(decision, snap, state, arrival=arrival)  # every guard too
-        if verdict is not None:
-            return verdict(row)
-        target = snap.candidate(decision.target)
-        if target is None:  # decision_for maps to a ref of this screen
-            raise AssertionError("remembered decision has no target")
         counters = (self.unproductive, self.stale)
-        self.device.expect_known_screen()  # this action led on from this screen before
-        stepped = self._act(row, snap, decision, target)
+        move = move_of(decision.target) if not (decision.done or decision.blocked) else None
+        if move is not None:
+            stepped = self._move(row, snap, move)
+        else:
+            verdict = self.judge.verdict(decision, snap, state, arrival=arrival)  # every guard
+            if verdict is not None:
+                return verdict(row)
+            target = snap.candidate(decision.target)
+            if target is None:  # decision_for maps to a ref of this screen
+                raise AssertionError("remembered decision has no target")
+            self.device.expect_known_screen()  # this action led on from this screen before
+            stepped = self._act(row, snap, decision, target)
         if stepped[0].outcome is Outcome.ACTED or stepped[0].outcome is Outcome.ERRORED:
             return stepped
         unproductive = stepped[0].outcome is Outcome.UNPRODUCTIVE
@@ -248,7 +264,10 @@ class _Run:
             DecideState(
                 goal=self.goal,
                 step=index,
-                candidates=snap.candidates,
+                candidates=(
+                    *snap.candidates,
+                    *(m for m in self.moves if (snap.fingerprint, m.ref) not in self.futile_moves),
+                ),
                 context=snap.context,
                 input_names=self.inputs.names(),
                 used_inputs=tuple(self.used_inputs),
@@ -307,6 +326,27 @@ class _Run:
             self.history.append(f"{row.index}: {verb} {what}; screen changed")
             return row.finish(Outcome.ACTED), None
         return self._unproductive(row, f"{row.index}: {verb} {what}; nothing changed")
+
+    def _move(self, row: Row, snap: Snapshot, move: Move) -> Step:
+        """Make the device's `move` (the decider chose it among the screen's elements): one
+        action, settled, judged by the settle diff as a press is."""
+        row.action = Action(kind=move.kind, ref="", pinned="")
+        direction = move.direction
+        try:
+            with row.timed("action", self.clock):
+                row.result = result = self._retrying(
+                    (lambda: self.device.scroll(direction)) if direction else self.device.back
+                )
+        except DeviceError as exc:
+            return row.finish(Outcome.ERRORED, error=str(exc)), device_end(exc)
+        self.stale = 0
+        self.last_act = f"step {row.index} ({move.name})"
+        if result.changed:
+            self.unproductive = 0
+            self.history.append(f"{row.index}: {move.name}; screen changed")
+            return row.finish(Outcome.ACTED), None
+        self.futile_moves.add((snap.fingerprint, move.ref))
+        return self._unproductive(row, f"{row.index}: {move.name}; nothing changed")
 
     def _unproductive(self, row: Row, line: str, refused: str | None = None) -> Step:
         """A step whose action changed nothing, or was `refused` as a repeat."""
@@ -456,4 +496,5 @@ def run_goal(
         clock=clock,
         memory=memory,
         shots=None if camera is None else camera.session(device, inputs or Inputs(), clock),
+        moves=offered(device.actions()) if params.moves else (),
     ).run(on_step)

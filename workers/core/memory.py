@@ -59,6 +59,8 @@ def screen_fingerprint(state: DecideState) -> str:
     screen as a decider sees it, without refs, generations, values or platform dialect."""
     h = hashlib.blake2b(digest_size=12)
     for c in state.candidates:
+        if c.kind is Kind.MOVE:  # the device's, not the screen's: the same on every screen
+            continue
         h.update(f"c|{role(c.kind)}|{c.name}|{int(c.enabled)}\n".encode())
     for text in state.context:
         h.update(f"t|{text}\n".encode())

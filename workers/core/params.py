@@ -52,6 +52,14 @@ class RunParams(BaseModel):
         str | None,
         Field(max_length=200, description="text whose appearance on screen means done"),
     ] = None
+    moves: Annotated[
+        bool,
+        Field(
+            description="offer the decider the device's moves (scroll down, scroll up, go "
+            "back) beside the screen's elements, to reach a target off screen; false: the "
+            "elements only",
+        ),
+    ] = True
     budget_tokens: Annotated[
         int | None,
         Field(

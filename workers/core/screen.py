@@ -39,6 +39,9 @@ class Kind(StrEnum):
     IMAGE = "image"
     CONTAINER = "container"
     OTHER = "other"
+    MOVE = "move"
+    """Not an element: a move the device makes (scroll, back) offered to the decider beside
+    the screen's elements (`workers.core.moves`)."""
 
     @property
     def fillable(self) -> bool:

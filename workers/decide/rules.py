@@ -16,7 +16,8 @@ Each step, in order:
    verbs on alerts (allow, accept, agree, ok). Never a distractor — "Forgot password?",
    "Create account", "Sign up", "Sign in with Apple", "Don't Allow", "Cancel", "Back",
    "Resend code" — unless the goal names it.
-5. **Blocked** when nothing applies.
+5. **Scroll down** when nothing applies and the loop offers the move (`workers.core.moves`);
+   **blocked** when nothing applies and it does not, or the scroll moved nothing.
 
 It first checks that it understands the goal: the sign-in family only ("Sign in", "Log in",
 "Continue as ada", "Sign in with email", ...). Any other goal ("Delete account", "xyzzy") is
@@ -33,8 +34,9 @@ Limits (honest): it reads English labels only; it knows a fixed vocabulary of fi
 verbs, so an app that says "Proceed" or "Let's go", an icon-only button, or a field named
 "Your handle" defeats it; it types each input once (a field re-shown after a wrong password is
 not retyped, so the run goes unproductive and ends blocked); it cannot solve a code split over
-six one-digit boxes, a captcha, a picker, a scroll to reveal a button, or any screen that needs
-reading comprehension; "success" is a word list, not an understanding of the screen.
+six one-digit boxes, a captcha, a picker, or any screen that needs reading comprehension (a
+button below the fold it reaches by scrolling down, where the loop offers the move, when
+nothing on screen applies); "success" is a word list, not an understanding of the screen.
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workers.core.fields import takes
-from workers.core.model import MAX_RANKED, Candidate, DecideState, Decision, RankedCandidate
+from workers.core.model import (
+    MAX_RANKED,
+    Candidate,
+    DecideState,
+    Decision,
+    Kind,
+    RankedCandidate,
+)
 from workers.core.words import (
     ACCEPTING,
     ACCESS_SUBJECTS,
@@ -74,6 +83,9 @@ AMBIGUOUS = 0.4
 """The confidence of a guess (a press between equally matching controls, a grant no narrower
 choice replaces): below the default `min_confidence`, so the step escalates (to the next
 decider, then a person)."""
+SCROLL_ON = 0.7
+"""The confidence of a scroll down when nothing on screen applies (`workers.core.moves`): the
+loop offers it only where the device scrolls, and not again on a screen it did not move."""
 UNDERSTOOD = '"Sign in", "Log in", "Continue as <name>", "Sign in with <method>"'
 
 
@@ -125,6 +137,15 @@ class RulesDecider:
         fresh = [p for p in presses if p.candidate.ref not in state.futile]
         if fresh:
             return self._press(fresh, state)
+        down = next(
+            (c for c in state.candidates if c.kind is Kind.MOVE and c.name == "scroll down"), None
+        )
+        if down is not None:  # the rest of the form may be below the fold
+            return Decision(
+                target=down.ref,
+                confidence=SCROLL_ON,
+                reason="nothing on screen advances the goal: the rest may be below",
+            )
         names = ", ".join(repr(c.name) for c in state.candidates[:6]) or "no candidates"
         return Decision(
             blocked=True,

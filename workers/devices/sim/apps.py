@@ -397,6 +397,33 @@ def _settings() -> App:
     return App("settings", "email", screens, links=links)
 
 
+FOLD_WINDOW = 3
+"""Rows of the long password screen shown at a time: "Sign in" is two scrolls down."""
+
+
+def _fold() -> App:
+    """Sign-in whose password screen is longer than the phone's: the password field and the
+    terms first, "Sign in" below the fold (`Screen.window`), reached by scrolling down — the
+    loop's moves (`workers.core.moves`)."""
+    app = sign_in("fold")
+    password = app.screen("password")
+    title, field, submit, forgot = password.elements
+    terms = tuple(
+        Element("text", text, f"terms_{i}")
+        for i, text in enumerate(
+            (
+                "By signing in you agree to the Terms.",
+                "We keep your data in the EU.",
+                "You can delete your account at any time.",
+                "Read the privacy notice in Settings.",
+            ),
+            start=1,
+        )
+    )
+    long = Screen("password", (title, field, *terms, submit, forgot), FOLD_WINDOW)
+    return dataclasses.replace(app, screens={**app.screens, "password": long})
+
+
 _FLAKY_OPENS: Counter[int] = Counter()
 """How many times this process (by pid: a forked pool child starts at 0) opened `flaky`."""
 
@@ -438,6 +465,7 @@ APPS = {
     "unnamed": _unnamed,
     "deadend": _deadend,
     "settings": _settings,
+    "fold": _fold,
 }
 SEEDED = frozenset({"relabel"})
 """Apps whose screens depend on the device's seed."""
