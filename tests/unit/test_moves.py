@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory, memory_key
-from workers.core.model import ActionKind, Decision, Inputs, Kind, Outcome, RunStatus
+from workers.core.model import ActionKind, DecideState, Decision, Inputs, Kind, Outcome, RunStatus
 from workers.core.moves import offered
 from workers.core.params import RunParams
 from workers.decide.rules import RulesDecider
@@ -116,3 +116,14 @@ def test_the_moves_leave_a_screen_s_memory_key_alone() -> None:
     )
     assert len(bare.candidates) < len(state.candidates)
     assert memory_key(state, "rules") == memory_key(bare, "rules")
+
+
+def test_the_rules_block_a_screen_with_no_control_rather_than_scroll_it() -> None:
+    """Nothing usable on screen (a toolkit that reports every control disabled): blocked at
+    once, with the counts (issue 42), not a scroll; after a scroll down that moved the screen
+    into a stretch of text, the rules go on scrolling."""
+    moves = offered(frozenset({"scroll", "back"}))
+    bare = DecideState(goal="Sign in", step=1, candidates=moves, context=(), input_names=("email",))
+    assert RulesDecider().decide(bare).blocked
+    after = bare.model_copy(update={"step": 5, "history": ("4: scroll down; screen changed",)})
+    assert RulesDecider().decide(after).target == "m1"

@@ -140,7 +140,16 @@ class RulesDecider:
         down = next(
             (c for c in state.candidates if c.kind is Kind.MOVE and c.name == "scroll down"), None
         )
-        if down is not None:  # the rest of the form may be below the fold
+        # the rest of the form may be below the fold; a screen with no usable control at all
+        # is blocked with its counts at once (its toolkit may not report its controls' state),
+        # unless the last step scrolled down into it (a stretch of text between the fields
+        # and the button)
+        scrolling = bool(state.history) and state.history[-1].endswith(
+            f"{down.name if down else ''}; screen changed"
+        )
+        if down is not None and (
+            scrolling or any(c.kind is not Kind.MOVE for c in state.candidates)
+        ):
             return Decision(
                 target=down.ref,
                 confidence=SCROLL_ON,
