@@ -67,7 +67,7 @@ STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {
@@ -381,6 +381,19 @@ def add_console_routes(app: FastAPI, deps: ConsoleDeps) -> None:  # noqa: C901, 
             raise NotFoundError(f"the picture {artifact!r} is no longer kept")
         cache = {"Cache-Control": "private, max-age=86400, immutable"}
         return Response(data, media_type="image/png", headers=cache)
+
+    @app.get("/ui/runs/{run_id}/video", include_in_schema=False)
+    def video(request: Request, run_id: str) -> Response:
+        """The run's video (WebM), served when `who` may see that run's pictures (the API's
+        video route's question)."""
+        who = principal(signed_in(request))
+        run = deps.pictured(who, run_id)
+        artifact = run.result.video if run.result is not None else None
+        data = deps.pictures.get(artifact, "webm") if artifact is not None else None
+        if data is None:
+            raise NotFoundError(f"run {run.id!r} has no video (kept)")
+        cache = {"Cache-Control": "private, max-age=86400, immutable"}
+        return Response(data, media_type="video/webm", headers=cache)
 
     # -- questions ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -83,13 +83,17 @@ class Pictures(Protocol):
     ) -> bytes | None: ...
 
 
+ArtifactKind = Literal["png", "webm"]
+"""What an artifact is: a step picture or a run's video (the file's extension)."""
+
+
 class ArtifactStore(Protocol):
     """Content-addressed bytes: `put` returns the sha256 hex of `data`; the same bytes put
     twice are stored once."""
 
-    def put(self, data: bytes) -> str: ...
+    def put(self, data: bytes, kind: ArtifactKind = "png") -> str: ...
 
-    def get(self, artifact_id: str) -> bytes | None: ...
+    def get(self, artifact_id: str, kind: ArtifactKind = "png") -> bytes | None: ...
 
 
 def artifact_id(data: bytes) -> str:
@@ -103,13 +107,13 @@ class MemoryArtifacts:
     blobs: dict[str, bytes] = field(default_factory=dict)
     puts: int = 0
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, kind: ArtifactKind = "png") -> str:  # noqa: ARG002 - one dict
         key = artifact_id(data)
         self.puts += 1
         self.blobs.setdefault(key, data)
         return key
 
-    def get(self, artifact_id: str) -> bytes | None:
+    def get(self, artifact_id: str, kind: ArtifactKind = "png") -> bytes | None:  # noqa: ARG002
         return self.blobs.get(artifact_id)
 
 

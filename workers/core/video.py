@@ -212,7 +212,7 @@ class VideoSession:
             data = self.camera.films.finish(clip, painted, max_bytes=self.camera.max_bytes)
             if data is None:
                 return None, f"the run's video is over its cap ({self.camera.max_bytes} B)"
-            return self.camera.store.put(data), ""
+            return self.camera.store.put(data, kind="webm"), ""
         except VideoUnavailableError as exc:
             return None, f"no video: {exc}"
         finally:

@@ -267,7 +267,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
                 run_journey, steps=steps, base_inputs=frozenset({*req.inputs, *req.secrets})
             )
             if steps
-            else run_goal
+            else functools.partial(run_goal, video=rt.video)
         )
         result = run(
             device,
@@ -289,6 +289,9 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             ledger=_ledger(rt, record),
             dangerous=tuple(rt.settings.dangerous_controls),
         )
+        if steps and rt.video is not None:
+            note = "a journey keeps no video yet: its steps' pictures are the sequence"
+            result = result.model_copy(update={"video_note": note})
         # every row went through `on_step`, which gave it the app
         return result.model_copy(update={"app": app, "steps": tuple(rows)}) if app else result
     except LeaseLostError:
