@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from workers.core.errors import DeviceError, FatalDeviceError, ToolMissingError
+from workers.core.errors import DeviceError
 from workers.core.model import Platform
 from workers.core.video import Clip, VideoUnavailableError
 
@@ -50,10 +50,8 @@ class DaemonRecording:
         command, args, flags = record_start_argv(self.path)
         try:
             call(command, args, flags)
-        except DeviceError as exc:
+        except DeviceError as exc:  # a dead daemon: the run's first snapshot says so
             self.discard()
-            if isinstance(exc, FatalDeviceError) and not isinstance(exc, ToolMissingError):
-                raise
             raise VideoUnavailableError(f"agent-device records none: {exc}") from exc
         self._live = True
 
