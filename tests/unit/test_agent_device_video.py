@@ -16,7 +16,7 @@ from test_agent_device_adapter import OK_OPEN, ScriptedDaemon
 
 from workers.core.model import Platform
 from workers.core.shots import Rect
-from workers.core.video import Box, Clip, NoVideoError, VideoUnavailableError
+from workers.core.video import Box, Clip, VideoUnavailableError
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.agent_device.video import RECORD_START_FLAGS
 from workers.devices.video import FfmpegFilms, drawboxes
@@ -108,10 +108,3 @@ def test_the_boxes_are_geometry_and_times_only() -> None:
         "drawbox=x=7:y=17:w=106:h=36:color=black:t=fill:enable='between(t\\,0.500\\,2.250)',"
         "drawbox=x=0:y=0:w=360:h=280:color=black:t=fill:enable='between(t\\,0.000\\,1.000)'"
     )
-
-
-def test_the_device_base_records_nothing() -> None:
-    from workers.devices.sim.device import SimDevice  # noqa: PLC0415
-
-    with pytest.raises(NoVideoError, match="records no video"):
-        SimDevice.__new__(SimDevice).record()
