@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fleetkit import quick_settings
 
-from scheduler.client.api_client import FleetClient
+from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from testing.linux_desktop import LinuxDesktop
@@ -172,7 +172,8 @@ def test_a_run_keeps_a_video_where_the_device_records(
     fleet: LocalFleet, request: pytest.FixtureRequest
 ):
     """The Linux target films the app's window: the run's video is WebM, served under the
-    pictures' rule and played in the console. The sim has no screen to film: it says so."""
+    pictures' rule and played in the console; a run may turn its own off (`"video"`, a bad
+    value refused naming the field). The sim has no screen to film: it says so."""
     with fleet.client() as c:
         run, _ = finished(c, c.submit_run(SIGN_IN).id)
         assert run.result is not None
@@ -182,6 +183,11 @@ def test_a_run_keeps_a_video_where_the_device_records(
             return
         assert run.result.video is not None, run.result.video_note
         data = c.video(run.id)
+        off, _ = finished(c, c.submit_run({**SIGN_IN, "video": "off"}).id)  # the run's own
+        assert off.result is not None
+        assert (off.result.video, off.result.video_note) == (None, "video is off")
+        with pytest.raises(ApiError, match="video"):
+            c.submit_run({**SIGN_IN, "video": "sometimes"})
     assert data[:4] == b"\x1a\x45\xdf\xa3"  # Matroska/WebM
     assert PASSWORD.encode() not in data
     assert played_duration(fleet.api_url, run.id) > 0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from workers.core.shot_mode import ShotMode
 from workers.core.shots import ARTIFACT_ID, ArtifactKind, ArtifactStore, Camera, artifact_id
 from workers.core.video import Videographer
 from workers.settings import Settings
@@ -139,14 +140,14 @@ def make_camera(settings: Settings, store: ArtifactStore | None = None) -> Camer
 
 
 def make_videographer(
-    settings: Settings, store: ArtifactStore | None = None
+    settings: Settings, store: ArtifactStore | None = None, *, mode: ShotMode | None = None
 ) -> Videographer | None:
     """The worker's video policy from Settings (videos into `store`, default the fleet's
-    `artifact_dir`, within `video_max_bytes` each); None when videos are off."""
+    `artifact_dir`, within `video_max_bytes` each; `mode`: a run's own, else `video`); None
+    only when videos are off fleet-wide and `mode` asks for none either."""
     from workers.devices.video import FfmpegFilms  # noqa: PLC0415 - only workers film
 
+    if mode is None and settings.video == "off":
+        return None
     into = artifacts(settings) if store is None else store
-    on = settings.video != "off"
-    return (
-        Videographer(into, FfmpegFilms(), settings.video, settings.video_max_bytes) if on else None
-    )
+    return Videographer(into, FfmpegFilms(), mode or settings.video, settings.video_max_bytes)

@@ -308,11 +308,10 @@ class AgentDeviceDevice(Device):
             return DaemonRecording(self._call, self._platform)
         if not self._display:
             raise VideoUnavailableError("no X display is known for this Linux target")
-        if self._bounds.window is None:
-            try:
-                self._snapshot_now()
-            except DeviceError as exc:
-                raise VideoUnavailableError(f"no window to film: {exc}") from exc
+        try:  # where the window is now (a relaunched app may have moved it)
+            self._snapshot_now()
+        except DeviceError as exc:
+            raise VideoUnavailableError(f"no window to film: {exc}") from exc
         if self._bounds.window is None:
             raise VideoUnavailableError("the snapshot gave no window bounds to film")
         return X11Recording(self._display, self._bounds.window)
