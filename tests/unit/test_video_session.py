@@ -144,3 +144,22 @@ def test_a_device_that_records_nothing_says_so(tmp_path: Path):
     s = Videographer(MemoryArtifacts(), Films()).session(Still(), INPUTS, Clock())
     s.start()
     assert s.finish(RunStatus.DONE) == (None, "this device records no video")
+
+
+def test_a_run_that_raises_leaves_no_recorder_running(tmp_path: Path):
+    """The loop's caller sees the error; the recording is discarded, nothing stored."""
+    from workers.core.loop import run_goal  # noqa: PLC0415
+    from workers.devices.sim.device import make_sim_device  # noqa: PLC0415
+
+    class Broken:
+        def decide(self, state: object) -> object:
+            raise RuntimeError("a decider bug")
+
+    filmed = Filmed(tmp_path)
+    sim = make_sim_device("sim:signin-ios")
+    sim.record = filmed.record  # type: ignore[method-assign]
+    store = MemoryArtifacts()
+    with pytest.raises(RuntimeError, match="a decider bug"):
+        run_goal(sim, "Sign in", decider=Broken(), video=Videographer(store, Films()))  # type: ignore[arg-type]
+    assert filmed.discarded == 1
+    assert store.puts == 0

@@ -468,7 +468,7 @@ def run_goal(
     if prices is not None or budget != Budget() or suite != Budget():
         meter = Meter(prices or PriceTable(), budget, suite, ledger)
         tiers = tuple(meter.wrap(t) for t in tiers)
-    return _Run(
+    run = _Run(
         device=device,
         goal=goal,
         tiers=tiers,
@@ -482,4 +482,9 @@ def run_goal(
         memory=memory,
         shots=None if camera is None else camera.session(device, inputs or Inputs(), clock),
         video=None if video is None else video.session(device, given, clock),
-    ).run(on_step)
+    )
+    try:
+        return run.run(on_step)
+    finally:
+        if run.video is not None:  # a run that raised leaves no recorder running
+            run.video.abort()

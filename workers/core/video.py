@@ -194,6 +194,12 @@ class VideoSession:
             self._open.setdefault(rect, max(0.0, since))
         return held
 
+    def abort(self) -> None:
+        """The run raised: stop the recording and keep nothing (a no-op after `finish`)."""
+        recording, self.recording = self.recording, None
+        if recording is not None:
+            recording.discard()
+
     def finish(self, status: RunStatus) -> tuple[str | None, str]:
         """Stop the recording, paint and store the clip as the mode says."""
         recording, self.recording = self.recording, None
