@@ -163,7 +163,7 @@ class Settings(BaseModel):
     video: ShotMode = "on"
     """A video of every run where the device records (`on`), none (`off`), or only of a run
     that did not end `done` (`failure-only`). On by default: on the Linux target ffmpeg films
-    the app's window at 5 fps for a few % of one core and ~20-40 kB a second
+    the app's window at 5 fps for ~8 % of one core and ~4 kB a second while a run lasts
     (docs/benchmarks.md); the sim records none (its step pictures are the sequence)."""
     video_max_bytes: Annotated[int, Field(ge=10_000)] = 8_000_000
     """The most bytes one run's video may take; a longer one is not stored (its note says)."""
