@@ -16,7 +16,6 @@ import argparse
 import functools
 import logging
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog
 from pydantic import SecretStr
 
-from testing.linux_desktop import desktop_with_daemon
+from bench._signin import signin_lab
 from workers.core.model import InputValue, Platform
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice, check_daemon
@@ -37,8 +36,6 @@ from workers.devices.agent_device.wire import (
     SocketTransport,
 )
 from workers.stats import median, percentile
-
-APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 
 
 class TimingTransport:
@@ -133,18 +130,8 @@ def main() -> None:
     parser.add_argument("--quiet-ms", type=int, default=150)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    with (
-        tempfile.TemporaryDirectory(prefix="gf-bench-") as tmp,
-        desktop_with_daemon(Path(tmp)) as (desk, d),
-    ):
-        state = Path(tmp) / "app.json"
-        desk.start_app(
-            ["/usr/bin/python3", str(APP)],
-            extra_env={"GTK_SIGNIN_STATE_FILE": str(state)},
-            ready=state.exists,
-        )
+    with signin_lab() as (_, d):
         check_daemon(d.info)
-        time.sleep(1.0)  # let the app register on the AT-SPI bus
         rows = []
         for kind in ("socket", "http"):
             rows += bench_transport(kind, d, args.n, args.quiet_ms)

@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
 
+from bench._signin import start_signin
 from testing.linux_desktop import start_linux_desktop
 from workers.core.ports import DevicePort
 from workers.devices.agent_device.host import AgentDeviceHost, open_device
 from workers.stats import median
 
-APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "gtk_signin.py"
 SPEC = "agent-device:linux"
 
 
@@ -73,13 +73,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="gf-bench-farm-") as tmp,
         start_linux_desktop(Path(tmp) / "desk") as desk,
     ):
-        state = Path(tmp) / "app.json"
-        desk.start_app(
-            ["/usr/bin/python3", str(APP)],
-            extra_env={"GTK_SIGNIN_STATE_FILE": str(state)},
-            ready=state.exists,
-        )
-        time.sleep(1.0)  # let the app register on the AT-SPI bus
+        start_signin(desk, Path(tmp))
         per_root, kept_root = Path(tmp) / "per-run", Path(tmp) / "kept"
         host = AgentDeviceHost(SPEC, env=desk.env, state_root=kept_root)
         try:

@@ -160,6 +160,13 @@ class Settings(BaseModel):
     """The most bytes one stored picture may take (downscaled until it fits)."""
     screenshot_run_budget_bytes: Annotated[int, Field(ge=0)] = 1_500_000
     """The most bytes of pictures one run may store; later steps say the budget is spent."""
+    video: ShotMode = "on"
+    """A video of every run where the device records (`on`), none (`off`), or only of a run
+    that did not end `done` (`failure-only`). On by default: on the Linux target ffmpeg films
+    the app's window at 5 fps for ~8 % of one core and ~4 kB a second while a run lasts
+    (docs/benchmarks.md); the sim records none (its step pictures are the sequence)."""
+    video_max_bytes: Annotated[int, Field(ge=10_000)] = 8_000_000
+    """The most bytes one run's video may take; a longer one is not stored (its note says)."""
 
     memory: bool = True
     """The fleet-wide switch of the decision memory (`GOALFLEET_MEMORY=false` turns it off;

@@ -125,6 +125,24 @@ def runs_router(  # noqa: C901, PLR0915 - the resource's routes
         return Response(data, media_type="image/png", headers={"Cache-Control": "private"})
 
     @router.get(
+        "/v1/runs/{run_id}/video",
+        response_class=Response,
+        responses={200: {"content": {"video/webm": {}}, "description": "the run's video"}},
+    )
+    def get_video(run_id: str, who: Who) -> Response:
+        """The run's video (WebM, secrets painted over), where its device records one. 404
+        with the result's note when it has none. Whose they are to see: `Reads.pictured`."""
+        run = reads.pictured(who, run_id)
+        result = run.result
+        if result is None or result.video is None:
+            why = result.video_note if result is not None else "the run has not ended"
+            raise NotFoundError(f"run {run.id!r} has no video: {why or 'none was recorded'}")
+        data = pictures.get(result.video, "webm")
+        if data is None:
+            raise NotFoundError(f"the video of run {run.id!r} is no longer kept")
+        return Response(data, media_type="video/webm", headers={"Cache-Control": "private"})
+
+    @router.get(
         "/v1/runs/{run_id}/final/screenshot",
         response_class=Response,
         responses={200: {"content": {"image/png": {}}, "description": "the final screen"}},

@@ -34,13 +34,13 @@ from workers.core.loop import run_goal
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
-from workers.core.shots import Camera, MemoryArtifacts
+from workers.core.shots import MemoryArtifacts
 from workers.core.text import visible
 from workers.decide.factory import make_decider
 from workers.devices.factory import check_device_spec, make_device
 from workers.devices.probe import probe_device
 from workers.devices.sim.options import SimOptions
-from workers.fleet.artifacts import make_camera
+from workers.fleet.artifacts import make_camera, make_videographer
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.memory_store import RedisMemory
@@ -168,7 +168,8 @@ def main(args: argparse.Namespace) -> int:
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
         return report(exc, "run")
-    camera = make_camera(settings, MemoryArtifacts())
+    store = MemoryArtifacts()  # the run's pictures and video, until `_evidence` writes them
+    camera = make_camera(settings, store)
     try:
         result = run_goal(
             device,
@@ -180,6 +181,7 @@ def main(args: argparse.Namespace) -> int:
             dangerous=tuple(settings.dangerous_controls),
             memory=memory,
             camera=camera,
+            video=make_videographer(settings, store),
             prices=settings.prices,
         )
     finally:
@@ -189,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
         result = result.model_copy(update={"failure": again})
     record = _record(args, result)
     _keep(settings, args, record)
-    _evidence(args, record, camera)
+    _evidence(args, record, store)
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -228,18 +230,18 @@ def _record(args: argparse.Namespace, result: RunResult) -> RunRecord:
     )
 
 
-def _evidence(args: argparse.Namespace, record: RunRecord, camera: Camera | None) -> None:
-    """The run's pictures, result and (`--html`) report; where they are, on stderr. A folder
-    that cannot be written is one line on stderr, never the run's failure."""
+def _evidence(args: argparse.Namespace, record: RunRecord, store: MemoryArtifacts) -> None:
+    """The run's pictures, video, result and (`--html`) report; where they are, on stderr. A
+    folder that cannot be written is one line on stderr, never the run's failure."""
     directory: Path = args.evidence or state_dir() / "runs" / record.id
-    store = camera.store if camera is not None else MemoryArtifacts()
     try:
         report = keep_evidence(record, store, directory, html=args.html)
     except OSError as exc:
         sys.stderr.write(f"goalfleet run: the evidence is not kept: {exc}\n")
         return
     pictures = sum(len(a.pictures) for c in report.cases for a in c.attempts)
-    sys.stderr.write(f"evidence: {directory} ({pictures} pictures)\n")
+    video = " and its video" if any(a.video for c in report.cases for a in c.attempts) else ""
+    sys.stderr.write(f"evidence: {directory} ({pictures} pictures{video})\n")
     if args.html is not None:
         sys.stderr.write(f"report: {args.html}\n")
 

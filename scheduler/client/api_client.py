@@ -295,6 +295,13 @@ class FleetClient:
             raise _error(resp)
         return resp.body
 
+    def video(self, run_id: str) -> bytes:
+        """The run's video (WebM bytes, secrets painted over); `ApiError` 404 when it has none."""
+        resp = self._send("GET", f"/v1/runs/{run_id}/video")
+        if resp.status >= 400:  # noqa: PLR2004 - HTTP error statuses
+            raise _error(resp)
+        return resp.body
+
     def final_screenshot(self, run_id: str) -> bytes:
         """The picture of the screen a failed run ended on (its failure report's); `ApiError`
         404 when it has none."""

@@ -68,7 +68,7 @@ STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {
@@ -387,6 +387,19 @@ def console_router(deps: ConsoleDeps) -> APIRouter:  # noqa: C901, PLR0915 - the
             raise NotFoundError(f"the picture {artifact!r} is no longer kept")
         cache = {"Cache-Control": "private, max-age=86400, immutable"}
         return Response(data, media_type="image/png", headers=cache)
+
+    @router.get("/ui/runs/{run_id}/video", include_in_schema=False)
+    def video(request: Request, run_id: str) -> Response:
+        """The run's video (WebM), served when `who` may see that run's pictures (the API's
+        video route's question)."""
+        who = principal(signed_in(request))
+        run = deps.pictured(who, run_id)
+        artifact = run.result.video if run.result is not None else None
+        data = deps.pictures.get(artifact, "webm") if artifact is not None else None
+        if data is None:
+            raise NotFoundError(f"run {run.id!r} has no video (kept)")
+        cache = {"Cache-Control": "private, max-age=86400, immutable"}
+        return Response(data, media_type="video/webm", headers=cache)
 
     # -- questions ---------------------------------------------------------------------------
 

@@ -115,7 +115,18 @@ def _attempt(a: Attempt, attachments: str | None) -> str:
     if failure is not None:
         final = _picture(a.final, "the final screen", attachments)
         why_not = failure_html(failure, next_command(r), final)
-    return f"{head}<table><tr>{header}</tr>{rows}</table>{why_not}"
+    return f"{head}<table><tr>{header}</tr>{rows}</table>{_video(a, attachments)}{why_not}"
+
+
+def _video(a: Attempt, attachments: str | None) -> str:
+    """A link to the run's video beside the report (the report embeds none: it stays small),
+    or why it has none."""
+    r = a.run.result
+    if a.video is not None and attachments is not None:
+        href = escape(f"{attachments}/{a.video.name}", quote=True)
+        return f'<p class="video"><a href="{href}">video of the run</a> (WebM)</p>'
+    note = r.video_note if r is not None else ""
+    return f'<p class="video muted">no video: {escape(note)}</p>' if note else ""
 
 
 def _cost(cost: float) -> str:

@@ -60,7 +60,8 @@ def attempt_text(a: Attempt, attachments: str | None) -> str:
             lines.append(f"  — {headings[s.index]}")
         lines.append(step_line(s))
     if attachments is not None:
-        lines += [f"[[ATTACHMENT|{attachments}/{p.name}]]" for p in a.pictures.values()]
+        shown = [*a.pictures.values(), *([a.video] if a.video is not None else [])]
+        lines += [f"[[ATTACHMENT|{attachments}/{p.name}]]" for p in shown]
     return "\n".join(lines)[:MAX_OUT_CHARS]
 
 
@@ -90,7 +91,8 @@ def testcase(case: Case, suite: str, attachments: str | None) -> ET.Element:
     ):
         ET.SubElement(props, "property", name=k, value=v)
     for a in case.attempts:
-        for p in a.pictures.values() if attachments is not None else []:
+        shown = [*a.pictures.values(), *([a.video] if a.video is not None else [])]
+        for p in shown if attachments is not None else []:
             ET.SubElement(props, "property", name="attachment", value=f"{attachments}/{p.name}")
     earlier, last = case.attempts[:-1], case.last
     verdict = case.verdict
@@ -153,12 +155,13 @@ def _iso(epoch: float) -> str:
 
 
 def write_pictures(report: Report, directory: Path) -> int:
-    """Every step's picture (secrets already masked by the worker) into `directory`."""
+    """Every step's picture and run's video (secrets already masked and painted over by the
+    worker) into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     n = 0
     for case in report.cases:
         for a in case.attempts:
-            for p in [*a.pictures.values(), *([a.final] if a.final is not None else [])]:
+            for p in a.files:
                 (directory / p.name).write_bytes(p.original)
                 n += 1
     return n

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from scheduler.suites.html import to_html
 from scheduler.suites.junit import write_pictures
-from scheduler.suites.outcome import FINAL, Report, attach_pictures, cases
+from scheduler.suites.outcome import FINAL, VIDEO, Report, attach_pictures, cases
 from workers.core.records import BatchRecord, RunRecord
-from workers.core.shots import ArtifactStore
+from workers.core.shots import ArtifactKind, ArtifactStore
 
 RESULT_FILE = "result.json"
 """The run's `RunResult` beside its pictures."""
@@ -33,7 +33,7 @@ def private_dir(path: Path) -> Path:
 
 
 def one_run_report(record: RunRecord, store: ArtifactStore) -> Report:
-    """A report of one case (the run), its pictures read from `store`."""
+    """A report of one case (the run), its pictures and video read from `store`."""
     steps = list(record.result.steps) if record.result is not None else []
     batch = BatchRecord(
         id=record.id,
@@ -47,10 +47,13 @@ def one_run_report(record: RunRecord, store: ArtifactStore) -> Report:
     by_index = {s.index: s.screenshot for s in steps}
     if record.result is not None and record.result.failure is not None:
         by_index[FINAL] = record.result.failure.final.screenshot
+    if record.result is not None:
+        by_index[VIDEO] = record.result.video
 
     def fetch(_run: str, index: int) -> bytes | None:
         artifact = by_index.get(index)
-        return None if artifact is None else store.get(artifact)
+        kind: ArtifactKind = "webm" if index == VIDEO else "png"
+        return None if artifact is None else store.get(artifact, kind)
 
     found = attach_pictures(cases([record], lambda _r: steps), fetch)
     return Report(batch, found, time.time())
@@ -59,7 +62,7 @@ def one_run_report(record: RunRecord, store: ArtifactStore) -> Report:
 def keep_evidence(
     record: RunRecord, store: ArtifactStore, directory: Path, *, html: Path | None = None
 ) -> Report:
-    """The run's pictures and result into `directory` (made 0700), and its HTML report at
+    """The run's pictures, video and result into `directory` (made 0700), and its HTML report at
     `html` (linking the pictures in `directory`)."""
     private_dir(directory)
     report = one_run_report(record, store)

@@ -59,6 +59,13 @@ class Attempt:
     pictures: dict[int, Picture] = field(default_factory=dict)
     final: Picture | None = None
     """The picture of the screen a failed run ended on (its failure report's)."""
+    video: Picture | None = None
+    """The run's video (`<run8>-video.webm`, secrets painted over), linked, never embedded."""
+
+    @property
+    def files(self) -> list[Picture]:
+        """What the attempt writes beside the reports: its pictures, final one, video."""
+        return [*self.pictures.values(), *(p for p in (self.final, self.video) if p is not None)]
 
     @property
     def status(self) -> RunStatus:
@@ -173,6 +180,8 @@ def cases(runs: list[RunRecord], steps: Callable[[RunRecord], list[StepRow]]) ->
 
 FINAL = 0
 """The index `attach_pictures` asks its `fetch` for a failed run's final picture by."""
+VIDEO = -1
+"""The index `attach_pictures` asks its `fetch` for a run's video by."""
 
 
 def _final_id(run: RunRecord) -> str | None:
@@ -201,6 +210,11 @@ def attach_pictures(
         left -= len(thumb or b"")
         return Picture(f"{run_id[:8]}-{name}.png", png, thumb)
 
+    def video(run: RunRecord) -> Picture | None:
+        artifact = run.result.video if run.result is not None else None
+        data = fetch(run.id, VIDEO) if artifact is not None else None
+        return None if data is None else Picture(f"{run.id[:8]}-video.webm", data, None)
+
     out = []
     for case in found:
         attempts = []
@@ -211,7 +225,7 @@ def attach_pictures(
                 if p is not None:
                     shots[row.index] = p
             final = picture(a.run.id, FINAL, _final_id(a.run), "final")
-            attempts.append(Attempt(a.run, a.steps, shots, final))
+            attempts.append(Attempt(a.run, a.steps, shots, final, video(a.run)))
         out.append(Case(case.flow, case.device, case.platform, attempts))
     return out
 
@@ -237,6 +251,8 @@ def collect(
         try:
             if index == FINAL:
                 return client.final_screenshot(run_id)
+            if index == VIDEO:
+                return client.video(run_id)
             return client.screenshot(run_id, index)
         except ApiError:
             return None  # its picture is gone (artifact retention): the row stays

@@ -1,4 +1,5 @@
-"""No secret on any command line or in any environment while it is typed on the real stack.
+"""No secret on any command line or in any environment while it is typed on the real stack
+(the run filmed: ffmpeg's recording and painting are among the processes watched).
 
 A watcher process (`testing.proc_watch`) scans `/proc/*/cmdline` and `/proc/*/environ`
 of every process on the host but itself (the test process included) every few ms, from before
@@ -22,16 +23,21 @@ from testing.linux_desktop import LinuxDesktop
 from testing.proc_watch import ProcWatcher
 from workers.core.loop import run_goal
 from workers.core.model import Inputs, InputValue, Platform, RunStatus
+from workers.core.shots import MemoryArtifacts
+from workers.core.video import Videographer
 from workers.decide.rules import RulesDecider
 from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
 from workers.devices.agent_device.host import open_device
 from workers.devices.agent_device.secrets import PLACEHOLDER_PREFIX
+from workers.devices.video import FfmpegFilms
 
 TYPING = b"xdotool\0type\0"
 """The command line of agent-device's typing xdotool (the shim's, then the real one's)."""
 FROM_FIFO = b"\0--file\0"
 """The real xdotool typing a secret from the FIFO."""
+FFMPEG = b"ffmpeg\0-hide_banner\0"
+"""ffmpeg filming the run's window, then painting its secret's field over (the run's video)."""
 
 
 def test_no_secret_in_any_argv_or_environ_during_a_run(
@@ -40,7 +46,7 @@ def test_no_secret_in_any_argv_or_environ_during_a_run(
     secret = InputValue(name="password", value=SecretStr(PASSWORD), sensitive=True)
     inputs = Inputs.of(plain={"email": EMAIL}, secret={"password": PASSWORD})
     started = time.monotonic()
-    with ProcWatcher([PASSWORD], probes=[TYPING, FROM_FIFO]) as watch:
+    with ProcWatcher([PASSWORD], probes=[TYPING, FROM_FIFO, FFMPEG]) as watch:
         dev = open_device("agent-device:linux", env=desktop.env, state_root=tmp_path)
         try:
             snap = dev.snapshot()
@@ -49,7 +55,8 @@ def test_no_secret_in_any_argv_or_environ_during_a_run(
                 dev.fill(snap.pin(field.ref), secret)
                 snap = dev.snapshot()
                 field = next(c for c in snap.candidates if c.name == "Password")
-            result = run_goal(dev, "Sign in", decider=RulesDecider(), inputs=inputs)
+            video = Videographer(MemoryArtifacts(), FfmpegFilms())  # its boxes: geometry only
+            result = run_goal(dev, "Sign in", decider=RulesDecider(), inputs=inputs, video=video)
         finally:
             dev.close()
         run_s = time.monotonic() - started
@@ -76,9 +83,11 @@ def test_no_secret_in_any_argv_or_environ_during_a_run(
         (in_env.pid, "environ"),
     }
     # it sampled the typing processes while they lived: it would have seen a value in them
-    typing, from_fifo = report.sightings
+    typing, from_fifo, ffmpeg = report.sightings
     assert from_fifo >= 4, report  # one xdotool per secret fill, each seen
     assert typing >= from_fifo + 1  # and the email's
+    assert result.video is not None, result.video_note
+    assert ffmpeg >= 2, report  # the recording and the painting, each seen
     # a sanity bound only (a loaded 2-core host stretches gaps to tens of ms): the sightings
     # above are what shows it looked often enough
     assert report.scans > 100, report

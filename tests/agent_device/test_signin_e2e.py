@@ -138,8 +138,9 @@ def test_goalfleet_run_cli_signs_in_on_the_real_app(desktop, app: App):
 
 def test_goalfleet_run_cli_keeps_pictures_and_a_report_a_browser_opens(desktop, app: App, tmp_path):
     """`goalfleet run --device agent-device:linux … --html r.html`: the app's real pictures,
-    one a step, in the printed evidence folder, and the report opens in chromium with each
-    picture decoded; the password is in none of it."""
+    one a step, and the video of the app's window in the printed evidence folder, and the
+    report opens in chromium with each picture decoded and the video linked; the password is
+    in none of it."""
     from browserkit import open_report  # noqa: PLC0415 - the browser tests only
 
     env = {**os.environ, **desktop.env, "GF_TEST_PW": PASSWORD}
@@ -161,4 +162,8 @@ def test_goalfleet_run_cli_keeps_pictures_and_a_report_a_browser_opens(desktop, 
     assert "agent-device:linux" in page.texts
     assert len(page.image_widths) == len(pictures)
     assert all(0 < w <= 200 for w in page.image_widths), page.image_widths
+    [video] = evidence.glob("*-video.webm")
+    assert video.read_bytes()[:4] == b"\x1a\x45\xdf\xa3"  # Matroska/WebM
+    assert video.as_uri() in page.linked
+    assert "and its video" in proc.stderr
     assert PASSWORD not in html.read_text() + proc.stdout + proc.stderr

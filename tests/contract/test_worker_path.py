@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fleetkit import quick_settings
 
-from scheduler.client.api_client import FleetClient
+from scheduler.client.api_client import ApiError, FleetClient
 from scheduler.local.fleet import LocalFleet, SimWorker
 from scheduler.local.redis import LocalRedis
 from testing.linux_desktop import LinuxDesktop
@@ -136,3 +136,58 @@ def test_a_journey_runs_through_the_worker(fleet: LocalFleet):
     assert [j.source for j in run.result.journey][1:] == ["plain", "rules"]
     assert {row.journey_step for row in rows} == {1, 2, 3}
     assert all(row.screenshot for row in rows), pictures(rows)
+
+
+def played_duration(base: str, run_id: str) -> float:
+    """The run's page in Debian's chromium: sign in, play its `<video>`, read its duration."""
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - the browser test only
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(f"{base}/ui/runs/{run_id}")
+            page.fill("#token", TOKEN)
+            page.click("#sign-in")
+            video = page.locator("#run-video")
+            video.wait_for(timeout=30_000)
+            page.wait_for_function(
+                "() => { const v = document.querySelector('#run-video');"
+                " return v && v.readyState >= 1 && Number.isFinite(v.duration) && v.duration > 0 }",
+                timeout=30_000,
+            )
+            video.evaluate("v => v.play()")
+            page.wait_for_function(
+                "() => document.querySelector('#run-video').currentTime > 0", timeout=30_000
+            )
+            assert errors == [], errors  # a CSP refusal of the media would be one
+            return float(video.evaluate("v => v.duration"))
+        finally:
+            browser.close()
+
+
+def test_a_run_keeps_a_video_where_the_device_records(
+    fleet: LocalFleet, request: pytest.FixtureRequest
+):
+    """The Linux target films the app's window: the run's video is WebM, served under the
+    pictures' rule and played in the console; a run may turn its own off (`"video"`, a bad
+    value refused naming the field). The sim has no screen to film: it says so."""
+    with fleet.client() as c:
+        run, _ = finished(c, c.submit_run(SIGN_IN).id)
+        assert run.result is not None
+        if request.node.callspec.params["fleet"] == "sim":
+            assert run.result.video is None
+            assert run.result.video_note == "this device records no video", run.result
+            return
+        assert run.result.video is not None, run.result.video_note
+        data = c.video(run.id)
+        off, _ = finished(c, c.submit_run({**SIGN_IN, "video": "off"}).id)  # the run's own
+        assert off.result is not None
+        assert (off.result.video, off.result.video_note) == (None, "video is off")
+        with pytest.raises(ApiError, match="video"):
+            c.submit_run({**SIGN_IN, "video": "sometimes"})
+    assert data[:4] == b"\x1a\x45\xdf\xa3"  # Matroska/WebM
+    assert PASSWORD.encode() not in data
+    assert played_duration(fleet.api_url, run.id) > 0

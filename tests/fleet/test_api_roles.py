@@ -66,6 +66,8 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     # the same rule; a parked run has no failure report (yet): 404 where the rule lets one in
     # (tests/console serves a blocked run's final picture to its owner)
     "GET /v1/runs/{run_id}/final/screenshot":      (401, 403, 404, 404, 404, 404),
+    # the same rule again; the parked run has no video (yet): 404 where the rule lets one in
+    "GET /v1/runs/{run_id}/video":                 (401, 403, 404, 404, 404, 404),
     "POST /v1/runs/{run_id}/cancel":               (401, 403, 200, 404, 403, 200),
     "POST /v1/runs/{run_id}/answer":               (401, 403, 403, 403, 200, 200),
     "POST /v1/batches":                            (401, 403, 201, 201, 403, 201),
@@ -94,6 +96,7 @@ TABLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /ui/runs/{run_id}":                       (303, 303, 303, 303, 303, 303),
     "GET /ui/runs/{run_id}/rows":                  (401, 401, 401, 401, 401, 401),
     "GET /ui/runs/{run_id}/pictures/{artifact}":   (303, 303, 303, 303, 303, 303),
+    "GET /ui/runs/{run_id}/video":                 (303, 303, 303, 303, 303, 303),
     "GET /ui/questions":                           (303, 303, 303, 303, 303, 303),
     "GET /ui/questions/{run_id}":                  (303, 303, 303, 303, 303, 303),
     "POST /ui/questions/{run_id}/answer":          (422, 422, 422, 422, 422, 422),
@@ -148,6 +151,8 @@ CONSOLE: dict[str, tuple[int, int, int, int, int, int]] = {
     "GET /ui/runs/{run_id}/rows":                  (200, 200, 404, 403, 200, 200),
     # as GET /v1/runs/{run_id}/steps/{index}/screenshot answers (alice's run waits)
     "GET /ui/runs/{run_id}/pictures/{artifact}":   (403, 200, 404, 200, 200, 403),
+    # the pictures' rule; the parked run has no video: 404 where the rule lets one in
+    "GET /ui/runs/{run_id}/video":                 (403, 404, 404, 404, 404, 403),
     "GET /ui/questions":                           (200, 200, 200, 200, 200, 200),
     "GET /ui/questions/{run_id}":                  (200, 200, 404, 200, 200, 200),
     "POST /ui/questions/{run_id}/answer":          (403, 403, 403, 303, 303, 403),

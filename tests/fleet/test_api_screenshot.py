@@ -13,13 +13,14 @@ from fastapi.testclient import TestClient
 
 from scheduler.local.redis import LocalRedis
 from scheduler.store.enqueue import RecordingEnqueuer
-from workers.core.model import Outcome, Platform, StepRow
+from workers.core.model import Outcome, Platform, RunResult, RunStatus, StepRow
 from workers.core.records import DeviceInfo
 from workers.fleet.artifacts import FileArtifacts
 from workers.fleet.connections import redis_client
 from workers.fleet.keys import Keys
 from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.state.runs import ClaimKind, RunStore
+from workers.fleet.state.states import Failure
 from workers.settings import Settings
 
 pytestmark = pytest.mark.fleet
@@ -71,3 +72,39 @@ def test_a_step_picture_is_served_with_the_token_and_only_with_it(api):
     assert note in none.text
     assert client.get(f"/v1/runs/{run_id}/steps/3/screenshot", headers=AUTH).status_code == 404
     assert client.get(f"/v1/runs/{run_id}/steps/0/screenshot", headers=AUTH).status_code == 422
+
+
+WEBM = b"\x1a\x45\xdf\xa3-a-video"
+
+
+def _finished(client: TestClient, runs: RunStore, result: RunResult) -> str:
+    run_id = client.post("/v1/runs", json={"goal": "Sign in", "device": "sx-1"}, headers=AUTH)
+    run_id = run_id.json()["id"]
+    claim = runs.claim(run_id, "sx-1", "w@sx-1", cap=3)
+    record = runs.load(run_id)
+    assert record is not None
+    runs.finish(
+        record, claim.token, result, failure=Failure.NONE, quarantine_after=3, retention_s=3600
+    )
+    return run_id
+
+
+def test_a_runs_video_is_served_as_webm_and_a_missing_one_says_why(api, tmp_path: Path):
+    client, runs, _ = api
+    video = FileArtifacts(tmp_path).put(WEBM, kind="webm")
+    assert (tmp_path / video[:2] / f"{video}.webm").is_file()
+    filmed = _finished(client, runs, RunResult(status=RunStatus.DONE, goal="g", video=video))
+    url = f"/v1/runs/{filmed}/video"
+    assert client.get(url).status_code == 401
+    ok = client.get(url, headers=AUTH)
+    assert ok.status_code == 200, ok.text
+    assert ok.headers["content-type"] == "video/webm"
+    assert ok.content == WEBM
+
+    note = "this device records no video"
+    still = _finished(client, runs, RunResult(status=RunStatus.DONE, goal="g", video_note=note))
+    none = client.get(f"/v1/runs/{still}/video", headers=AUTH)
+    assert none.status_code == 404
+    assert note in none.text
+    (tmp_path / video[:2] / f"{video}.webm").unlink()  # pruned with its run
+    assert "no longer kept" in client.get(url, headers=AUTH).text

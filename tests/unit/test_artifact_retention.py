@@ -59,3 +59,14 @@ def test_runs_kept_forever_keep_their_pictures(tmp_path):
     os.utime(store.path(key), (0, 0))
     assert Retention(store, retention_s=0).tick() is None
     assert store.get(key) == b"screen"
+
+
+def test_a_video_goes_with_its_run_as_pictures_do(tmp_path):
+    store = FileArtifacts(tmp_path)
+    old, fresh = store.put(b"old video", kind="webm"), store.put(b"fresh video", kind="webm")
+    age(store.path(old, "webm"), 30 * DAY)
+    pruned = store.prune(time.time() - 7 * DAY - RUN_MARGIN_S)
+    assert (pruned.files, pruned.kept) == (1, 1)
+    assert store.get(old, "webm") is None
+    assert store.get(fresh, "webm") == b"fresh video"
+    assert store.get(fresh) is None  # a video is not a picture

@@ -12,9 +12,23 @@ from workers.core.errors import StaleRefError
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import DEVICE_ACTIONS, Device, DeviceAction, DevicePort, Direction
 from workers.core.shots import NoScreenshotsError, Screenshot
+from workers.core.video import Clip, NoVideoError, Recording
 from workers.devices.sim.device import make_sim_device
 
 PICTURE = Screenshot(png=b"\x89PNG-fake", width=1, height=1)
+
+
+class _Recording:
+    origin = (0, 0)
+
+    def stop(self) -> Clip:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        return None
+
+
+RECORDING: Recording = _Recording()
 
 
 class Told(Device):
@@ -43,6 +57,10 @@ class Told(Device):
     def screenshot(self) -> Screenshot:
         self.asked.append("screenshot")
         return PICTURE
+
+    def record(self) -> Recording:
+        self.asked.append("record")
+        return RECORDING
 
     def expect_known_screen(self) -> bool:
         self.asked.append("expect_known_screen")
@@ -118,6 +136,7 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
         "open_link",
         "platform",
         "press",
+        "record",
         "screenshot",
         "scroll",
         "snapshot",
@@ -135,6 +154,7 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
     snap = dev.snapshot()
     dev.press(snap.pin(next(c for c in snap.candidates if c.name == "Continue").ref))
     assert dev.screenshot() is PICTURE
+    assert dev.record() is RECORDING
     assert dev.actions() == frozenset(DEVICE_ACTIONS)
     assert dev.action_refusal("scroll") == ""
     assert dev.scroll("up").changed
@@ -152,6 +172,7 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
         "snapshot",
         "press",
         "screenshot",
+        "record",
         "actions",
         "action_refusal",
         "scroll up",
@@ -163,7 +184,7 @@ def test_every_capability_of_the_port_reaches_the_device_through_every_layer():
         "wait Welcome 1.5",
         "close",
     ]
-    assert log.count("a>scroll") == log.count("c<open") == 1
+    assert log.count("a>scroll") == log.count("c<open") == log.count("b<record") == 1
 
 
 def test_layers_are_one_chain_around_one_device_in_order():
@@ -211,8 +232,9 @@ def test_a_chain_may_end_a_run_instead_of_closing_the_device():
 
 
 def test_a_device_without_a_capability_says_so_through_the_chain():
-    """`Device`'s defaults: no pictures is a `NoScreenshotsError` naming it, and the hint is
-    declined (False: the action settles); a chain passes both on as they are."""
+    """`Device`'s defaults: no pictures is a `NoScreenshotsError` naming it, no video a
+    `NoVideoError`, and the hint is declined (False: the action settles); a chain passes them
+    on as they are."""
 
     class Plain(Device):
         platform = Platform.IOS
@@ -229,6 +251,8 @@ def test_a_device_without_a_capability_says_so_through_the_chain():
     dev = with_hooks(Plain(), DeviceHook())
     with pytest.raises(NoScreenshotsError, match="this device takes no screenshots"):
         dev.screenshot()
+    with pytest.raises(NoVideoError, match="this device records no video"):
+        dev.record()
     assert dev.expect_known_screen() is False
 
 

@@ -181,3 +181,32 @@ def test_a_journey_reads_by_step_in_the_html_and_the_steps_table() -> None:
     text = console.export_text()
     assert "journey step" in text
     assert "2. press Settings · plain" in text
+
+
+def test_a_runs_video_is_linked_and_attached_never_embedded() -> None:
+    """The HTML links the video beside the report, JUnit attaches it; a run without one says
+    why in the HTML."""
+    from workers.core.model import RunResult  # noqa: PLC0415
+
+    webm = b"\x1a\x45\xdf\xa3" + b"v" * 5000
+    filmed = _run("ok", "linux-1", RunStatus.DONE).model_copy(
+        update={"result": RunResult(status=RunStatus.DONE, goal="g", video="b" * 64)}
+    )
+    still = _run("sim", "ios-1", RunStatus.DONE).model_copy(
+        update={
+            "result": RunResult(
+                status=RunStatus.DONE, goal="g", video_note="this device records no video"
+            )
+        }
+    )
+    batch = BatchRecord(id="b" * 32, total=2, created_at=1000.0, suite="nightly")
+    found = cases([filmed, still], lambda _r: _rows(1))
+    report = Report(batch, attach_pictures(found, lambda _rid, i: webm if i == -1 else None), 0.0)
+    html = to_html(report, attachments="pictures")
+    name = f"{filmed.id[:8]}-video.webm"
+    assert f'<a href="pictures/{name}">video of the run</a>' in html
+    assert "no video: this device records no video" in html
+    assert "vvvv" not in html  # linked, not embedded
+    xml = to_xml(report, attachments="pictures").decode()
+    assert f"[[ATTACHMENT|pictures/{name}]]" in xml
+    assert f'name="attachment" value="pictures/{name}"' in xml

@@ -21,6 +21,7 @@ from typing import TypeVar
 from workers.core.model import ActionResult, InputValue, Platform, Snapshot
 from workers.core.ports import Device, DeviceAction, DevicePort, Direction
 from workers.core.shots import Screenshot
+from workers.core.video import Recording
 
 __all__ = ["DeviceCommand", "DeviceHook", "HookedDevice", "with_hooks"]
 
@@ -32,7 +33,7 @@ class DeviceCommand:
     """One device command as the chain saw it: it returned `result` or raised `error`."""
 
     name: str
-    """snapshot | press | fill | screenshot | close, or a device action (scroll, back,
+    """snapshot | press | fill | screenshot | record | close, or a device action (scroll, back,
     launch, relaunch, open, submit, wait)"""
     seconds: float
     meta: dict[str, object] = field(default_factory=dict)
@@ -84,6 +85,9 @@ class HookedDevice(Device):
 
     def screenshot(self) -> Screenshot:
         return self._send("screenshot", self.device.screenshot, {})
+
+    def record(self) -> Recording:
+        return self._send("record", self.device.record, {})
 
     def expect_known_screen(self) -> bool:
         return self.device.expect_known_screen()

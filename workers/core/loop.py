@@ -35,6 +35,7 @@ from workers.core.model import (
     DecideState,
     Decision,
     ErrorInfo,
+    FailureReport,
     Inputs,
     Kind,
     MemoryNote,
@@ -53,6 +54,7 @@ from workers.core.repeats import Repeats
 from workers.core.rows import End, Row, Step, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.verdicts import Judge
+from workers.core.video import Videographer, VideoSession
 from workers.core.words import DEFAULT_DANGEROUS, word_pattern
 
 MAX_STALE_IN_A_ROW = 3
@@ -81,6 +83,8 @@ class _Run:
     memory: DecisionMemory | None = None
     shots: ShotSession | None = None
     """The run's step pictures (`workers.core.shots`); None: the run takes none."""
+    video: VideoSession | None = None
+    """The run's video (`workers.core.video`); None: the run keeps none."""
     learned: dict[str, Remembered] = field(default_factory=dict)
     """Decisions of this run worth remembering, by key: the last one made on a screen (the one
     that finally left it) wins. Written only if the run ends `done`."""
@@ -147,6 +151,8 @@ class _Run:
         row.snap = self.last_snap = snap
         if self.shots is not None:
             self.shots.capture(snap)  # the screen the decider is about to see
+        if self.video is not None:
+            self.video.seen(snap)  # paint what holds a secret on it
         if self.arrival is None:
             self.arrival = snap.fingerprint
         ended = self.repeats.seen(snap)
@@ -286,6 +292,8 @@ class _Run:
         value = self.inputs.get(d.input) if target.kind.fillable else None
         if value is not None and value.sensitive and self.shots is not None:
             self.shots.filled_secret(snap, target.ref)
+        if value is not None and value.sensitive and self.video is not None:
+            self.video.filling(snap, target.ref)
         row.action = action_on(snap, target, value)
         pinned = row.action.pinned
         try:
@@ -373,6 +381,8 @@ class _Run:
     def run(self, on_step: StepHook | None) -> RunResult:
         started = self.clock()
         steps: list[StepRow] = []
+        if self.video is not None:
+            self.video.start()
         end = End(RunStatus.MAX_STEPS, f"max_steps={self.params.max_steps} reached")
         for index in range(1, self.params.max_steps + 1):
             if self.should_cancel is not None and self.should_cancel():
@@ -395,17 +405,7 @@ class _Run:
             writes = self.memory.remember(self.learned.values())
         error = end.error
         duration_ms = (self.clock() - started) * 1000
-        failure = None
-        if end.status is not RunStatus.DONE:  # one more look: the screen it ended on
-            final = final_screen(
-                self.device,
-                self.inputs,
-                self.goal,
-                shots=self.shots,
-                sleep=self.sleep,
-                ended_by=end.error,
-            )
-            failure = failure_report(steps, final, self.tiers[0].name)
+        failure, video, video_note = self._evidence(steps, end)
         return RunResult(
             status=end.status,
             reason=self.inputs.scrub(end.reason),
@@ -423,7 +423,29 @@ class _Run:
             duration_ms=duration_ms,
             memory_writes=writes,
             failure=failure,
+            video=video,
+            video_note=video_note,
         )
+
+    def _evidence(
+        self, steps: list[StepRow], end: End
+    ) -> tuple[FailureReport | None, str | None, str]:
+        """A run that did not end `done`: its failure report (one more look at the screen
+        it ended on); then its video, stopped after that look, as its artifact id or why none."""
+        failure = None
+        if end.status is not RunStatus.DONE:
+            final = final_screen(
+                self.device,
+                self.inputs,
+                self.goal,
+                shots=self.shots,
+                sleep=self.sleep,
+                ended_by=end.error,
+            )
+            failure = failure_report(steps, final, self.tiers[0].name)
+        if self.video is None:
+            return failure, None, ""
+        return (failure, *self.video.finish(end.status))
 
 
 def no_controls(snap: Snapshot) -> str:
@@ -456,6 +478,7 @@ def run_goal(
     dangerous: tuple[str, ...] = DEFAULT_DANGEROUS,
     memory: DecisionMemory | None = None,
     camera: Camera | None = None,
+    video: Videographer | None = None,
     prices: PriceTable | None = None,
     suite_budget: Budget | None = None,
     ledger: Ledger | None = None,
@@ -471,6 +494,8 @@ def run_goal(
     the settle diff), and this run's decisions are remembered if it ends `done`.
     With `camera`, each step keeps a picture of the screen the decider saw, secrets masked,
     the acted element marked (`workers.core.shots`); its artifact id is in the row.
+    With `video`, the run is recorded where the device can, secrets painted over
+    (`workers.core.video`); its artifact id is the result's `video`.
     With `prices` (the operator's table), each decision's `usage.cost` is priced; with
     `params.budget_tokens` / `budget_cost`, the call that would cross the budget is not made
     and the run ends `over-budget` (`workers.core.cost`); so with `suite_budget`, what every
@@ -483,7 +508,7 @@ def run_goal(
     if prices is not None or budget != Budget() or suite != Budget():
         meter = Meter(prices or PriceTable(), budget, suite, ledger)
         tiers = tuple(meter.wrap(t) for t in tiers)
-    return _Run(
+    run = _Run(
         device=device,
         goal=goal,
         tiers=tiers,
@@ -496,5 +521,11 @@ def run_goal(
         clock=clock,
         memory=memory,
         shots=None if camera is None else camera.session(device, inputs or Inputs(), clock),
+        video=None if video is None else video.session(device, given, clock),
         moves=offered(device.actions()) if params.moves else (),
-    ).run(on_step)
+    )
+    try:
+        return run.run(on_step)
+    finally:
+        if run.video is not None:  # a run that raised leaves no recorder running
+            run.video.abort()

@@ -380,3 +380,7 @@ class RunResult(_Frozen):
     the first that did not pass (its `reason` names it)."""
     failure: FailureReport | None = None
     """Why it did not end `done` (None for a `done` run)."""
+    video: str | None = None
+    """The artifact id of the run's video (WebM, secrets painted over: `workers.core.video`)."""
+    video_note: str = ""
+    """Why the run has no video (a device that records none, video off, over its cap)."""

@@ -18,6 +18,7 @@ from workers.core.app import AppRequest, AppUnderTest, ResetPolicy
 from workers.core.errors import ConfigError
 from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
 from workers.core.shots import NoScreenshotsError, Screenshot
+from workers.core.video import NoVideoError, Recording
 
 DeviceAction = Literal["scroll", "back", "launch", "relaunch", "open", "submit", "wait"]
 """The device actions a journey's plain steps use beyond snapshot, press and fill
@@ -76,6 +77,11 @@ class DevicePort(Protocol):
     def screenshot(self) -> Screenshot:
         """A picture of the screen the last snapshot described (`workers.core.shots`);
         `ScreenshotUnavailableError` when this device cannot take one (now or ever)."""
+        ...
+
+    def record(self) -> Recording:
+        """Start recording the app's screen for one run (`workers.core.video`);
+        `VideoUnavailableError` when this device cannot (now or ever)."""
         ...
 
     def expect_known_screen(self) -> bool:
@@ -142,6 +148,9 @@ class Device(abc.ABC):
 
     def screenshot(self) -> Screenshot:
         raise NoScreenshotsError
+
+    def record(self) -> Recording:
+        raise NoVideoError
 
     def expect_known_screen(self) -> bool:
         return False

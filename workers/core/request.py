@@ -13,6 +13,7 @@ from workers.core.bounds import MAX_INPUT_CHARS, MAX_INPUTS
 from workers.core.model import INPUT_NAME_PATTERN, PROVIDER_SPEC
 from workers.core.params import MAX_STEPS_LIMIT, RunParams
 from workers.core.prices import Budget
+from workers.core.shot_mode import ShotMode
 from workers.core.text import plain
 
 
@@ -187,6 +188,9 @@ class GoalRunRequest(RunParams):
     suite_budget: Budget | None = None
     """What all the runs of this run's suite may spend together (a flows file's `budget`, set
     on each run of the batch): read and added to in the batch's ledger (`workers.core.cost`)."""
+    video: ShotMode | None = None
+    """This run's video: `on`, `off` or `failure-only` (kept only if it does not end `done`);
+    None: the fleet's (`GOALFLEET_VIDEO`). A device that cannot film keeps none either way."""
     reset: ResetPolicy | None = None
     """How the app is reset before the run (relaunch, clear-state, reinstall, none); None:
     the device's own policy (`goalfleet worker --reset`)."""

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -83,13 +83,17 @@ class Pictures(Protocol):
     ) -> bytes | None: ...
 
 
+ArtifactKind = Literal["png", "webm"]
+"""What an artifact is: a step picture or a run's video (the file's extension)."""
+
+
 class ArtifactStore(Protocol):
     """Content-addressed bytes: `put` returns the sha256 hex of `data`; the same bytes put
     twice are stored once."""
 
-    def put(self, data: bytes) -> str: ...
+    def put(self, data: bytes, kind: ArtifactKind = "png") -> str: ...
 
-    def get(self, artifact_id: str) -> bytes | None: ...
+    def get(self, artifact_id: str, kind: ArtifactKind = "png") -> bytes | None: ...
 
 
 def artifact_id(data: bytes) -> str:
@@ -103,23 +107,23 @@ class MemoryArtifacts:
     blobs: dict[str, bytes] = field(default_factory=dict)
     puts: int = 0
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, kind: ArtifactKind = "png") -> str:  # noqa: ARG002 - one dict
         key = artifact_id(data)
         self.puts += 1
         self.blobs.setdefault(key, data)
         return key
 
-    def get(self, artifact_id: str) -> bytes | None:
+    def get(self, artifact_id: str, kind: ArtifactKind = "png") -> bytes | None:  # noqa: ARG002
         return self.blobs.get(artifact_id)
 
 
-def _fragments(secret: str) -> set[str]:
+def secret_fragments(secret: str) -> set[str]:
     if len(secret) <= FRAGMENT_CHARS:
         return {secret} if secret else set()
     return {secret[i : i + FRAGMENT_CHARS] for i in range(len(secret) - FRAGMENT_CHARS + 1)}
 
 
-def _field_key(node: Node) -> str:
+def field_key(node: Node) -> str:
     return f"id:{node.identifier}" if node.identifier else f"label:{node.type}|{node.label}"
 
 
@@ -129,7 +133,11 @@ def secret_refs(
     """The refs of `snap` whose bounds a picture must mask: secure fields, fields showing a
     hidden value, fields this run typed a secret into (`filled`: `field_key`s), and every
     element whose label, value or identifier shows 4+ characters of a secret."""
-    frags = fragments if fragments is not None else set().union(*map(_fragments, inputs.secrets()))
+    frags = (
+        fragments
+        if fragments is not None
+        else set().union(*map(secret_fragments, inputs.secrets()))
+    )
     held = set(filled)
     out: list[str] = []
     for n in snap.nodes:
@@ -138,7 +146,7 @@ def secret_refs(
         if (
             n.secure
             or hidden
-            or _field_key(n) in held
+            or field_key(n) in held
             or any(f in t for f in frags for t in texts if t)
         ):
             out.append(n.ref)
@@ -181,7 +189,7 @@ class ShotSession:
     _fragments: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self._fragments = set().union(*map(_fragments, self.inputs.secrets()))
+        self._fragments = set().union(*map(secret_fragments, self.inputs.secrets()))
 
     def capture(self, snap: Snapshot) -> None:
         """Take the picture of the screen `snap` describes (the one the decider sees)."""
@@ -202,7 +210,7 @@ class ShotSession:
         """The run typed a secret into `ref` of `snap`: mask that field from now on."""
         for n in snap.nodes:
             if n.ref == ref:
-                self.filled.add(_field_key(n))
+                self.filled.add(field_key(n))
 
     def keep(self, row: StepRow) -> StepRow:
         """`row` with its picture's artifact id (or a note why it has none)."""

@@ -1,7 +1,7 @@
-"""The fleet's artifact store: step pictures as files named by their sha256, under one
-directory (`GOALFLEET_ARTIFACT_DIR`, which several hosts can share, e.g. over NFS), never in
-Redis. The same screen in 1,000 runs is one file; a write is atomic (temp file + rename), so
-two hosts writing the same picture at once both leave the one complete file.
+"""The fleet's artifact store: step pictures and run videos as files named by their sha256,
+under one directory (`GOALFLEET_ARTIFACT_DIR`, which several hosts can share, e.g. over NFS),
+never in Redis. The same screen in 1,000 runs is one file; a write is atomic (temp file +
+rename), so two hosts writing the same picture at once both leave the one complete file.
 
 Retention: a file's modification time is when a step last referenced it (a `put` of a picture
 already stored touches it), and a run's record is kept `retention_s` after it ends, so a file
@@ -20,7 +20,9 @@ from pathlib import Path
 
 import structlog
 
-from workers.core.shots import ARTIFACT_ID, ArtifactStore, Camera, artifact_id
+from workers.core.shot_mode import ShotMode
+from workers.core.shots import ARTIFACT_ID, ArtifactKind, ArtifactStore, Camera, artifact_id
+from workers.core.video import Videographer
 from workers.settings import Settings
 
 _log = structlog.stdlib.get_logger("goalfleet.artifacts")
@@ -28,18 +30,18 @@ _log = structlog.stdlib.get_logger("goalfleet.artifacts")
 
 @dataclass(frozen=True)
 class FileArtifacts:
-    """`ArtifactStore` on a directory: `<root>/<id[:2]>/<id>.png`."""
+    """`ArtifactStore` on a directory: `<root>/<id[:2]>/<id>.<kind>` (png, webm)."""
 
     root: Path
 
-    def path(self, key: str) -> Path:
+    def path(self, key: str, kind: ArtifactKind = "png") -> Path:
         if not ARTIFACT_ID.fullmatch(key):
             raise ValueError(f"{key!r} is not an artifact id (64 lowercase hex digits)")
-        return self.root / key[:2] / f"{key}.png"
+        return self.root / key[:2] / f"{key}.{kind}"
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, kind: ArtifactKind = "png") -> str:
         key = artifact_id(data)
-        target = self.path(key)
+        target = self.path(key, kind)
         if target.exists():  # content-addressed: already stored, by this run or any other
             with contextlib.suppress(FileNotFoundError):  # pruned a moment ago: written again
                 os.utime(target)  # referenced now: kept for this run's retention
@@ -56,17 +58,17 @@ class FileArtifacts:
             raise
         return key
 
-    def get(self, artifact_id: str) -> bytes | None:
+    def get(self, artifact_id: str, kind: ArtifactKind = "png") -> bytes | None:
         try:
-            return self.path(artifact_id).read_bytes()
+            return self.path(artifact_id, kind).read_bytes()
         except (FileNotFoundError, ValueError):
             return None
 
     def prune(self, before: float) -> Pruned:
-        """Delete every picture last referenced before `before` (a Unix time) and the
+        """Delete every picture and video last referenced before `before` (a Unix time) and the
         temporary files of writes that died; what went and what was kept."""
         gone = kept = freed = 0
-        for path in self.root.glob("??/*.png"):
+        for path in [*self.root.glob("??/*.png"), *self.root.glob("??/*.webm")]:
             with contextlib.suppress(FileNotFoundError):
                 st = path.stat()
                 if st.st_mtime >= before:
@@ -135,3 +137,17 @@ def make_camera(settings: Settings, store: ArtifactStore | None = None) -> Camer
         run_budget_bytes=settings.screenshot_run_budget_bytes,
         picture_max_bytes=settings.screenshot_max_bytes,
     )
+
+
+def make_videographer(
+    settings: Settings, store: ArtifactStore | None = None, *, mode: ShotMode | None = None
+) -> Videographer | None:
+    """The worker's video policy from Settings (videos into `store`, default the fleet's
+    `artifact_dir`, within `video_max_bytes` each; `mode`: a run's own, else `video`); None
+    only when videos are off fleet-wide and `mode` asks for none either."""
+    from workers.devices.video import FfmpegFilms  # noqa: PLC0415 - only workers film
+
+    if mode is None and settings.video == "off":
+        return None
+    into = artifacts(settings) if store is None else store
+    return Videographer(into, FfmpegFilms(), mode or settings.video, settings.video_max_bytes)

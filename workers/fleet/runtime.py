@@ -16,8 +16,9 @@ from workers.core.ports import Decider, DeviceHost, DevicePort
 from workers.core.records import DeviceInfo
 from workers.core.secrets import SecretResolver
 from workers.core.shots import Camera
+from workers.core.video import Videographer
 from workers.devices.sim.device import DEFAULT_SIM, SimOptions
-from workers.fleet.artifacts import make_camera
+from workers.fleet.artifacts import make_camera, make_videographer
 from workers.fleet.connections import store_client
 from workers.fleet.fence import Fence
 from workers.fleet.keys import Keys, worker_name
@@ -60,6 +61,8 @@ class WorkerRuntime:
     observers: tuple[RunObserver, ...] = field(default=())
     camera: Camera | None = None
     """Step pictures (`workers.fleet.artifacts.make_camera`); None: the runs take none."""
+    video: Videographer | None = None
+    """Run videos (`workers.fleet.artifacts.make_videographer`); None: the runs keep none."""
     fence: Fence | None = None
     """The worker's device lease as the run task sees it (made by `start_worker` before the
     pool forks): checked before every device action and by every claim, step write and
@@ -123,6 +126,7 @@ def build_runtime(
         observers=observers,
         fence=fence,
         camera=make_camera(settings),
+        video=make_videographer(settings),
         host=host,
     )
 

@@ -27,8 +27,9 @@ from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
 from workers.core.rows import totals
 from workers.core.secrets import resolve_inputs
+from workers.core.video import Videographer
 from workers.fleet import runtime as runtime_mod
-from workers.fleet.artifacts import RUN_MARGIN_S
+from workers.fleet.artifacts import RUN_MARGIN_S, make_videographer
 from workers.fleet.delivery import send_again
 from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
@@ -104,6 +105,13 @@ def _memory(rt: WorkerRuntime, req: GoalRunRequest) -> RedisMemory | None:
     if not (rt.settings.memory and req.memory):
         return None
     return RedisMemory(rt.redis, rt.store.k, decider=req.decider, ttl_s=rt.settings.memory_ttl_s)
+
+
+def _video(rt: WorkerRuntime, req: GoalRunRequest) -> Videographer | None:
+    """The run's video policy: the run's own mode (`"video"`), else the fleet's."""
+    if req.video is None:
+        return rt.video
+    return make_videographer(rt.settings, mode=req.video)
 
 
 def _each(rt: WorkerRuntime, hook: Callable[[RunObserver], None], what: str) -> None:
@@ -267,7 +275,7 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
                 run_journey, steps=steps, base_inputs=frozenset({*req.inputs, *req.secrets})
             )
             if steps
-            else run_goal
+            else functools.partial(run_goal, video=_video(rt, req))
         )
         result = run(
             device,
@@ -289,6 +297,9 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             ledger=_ledger(rt, record),
             dangerous=tuple(rt.settings.dangerous_controls),
         )
+        if steps and (req.video or rt.settings.video) != "off":
+            note = "a journey keeps no video yet: its steps' pictures are the sequence"
+            result = result.model_copy(update={"video_note": note})
         # every row went through `on_step`, which gave it the app
         return result.model_copy(update={"app": app, "steps": tuple(rows)}) if app else result
     except LeaseLostError:

@@ -50,6 +50,7 @@ from workers.core.ports import (
 from workers.core.projection import build_snapshot
 from workers.core.screen import require_pinned
 from workers.core.shots import Screenshot
+from workers.core.video import Recording, VideoUnavailableError
 from workers.devices.agent_device.daemon import DaemonInfo
 from workers.devices.agent_device.launch import (
     check_daemon,
@@ -66,12 +67,14 @@ from workers.devices.agent_device.replies import (
 from workers.devices.agent_device.reset import NO_RESET, ResetPlan
 from workers.devices.agent_device.secrets import SecretChannel, record_name, typed_value
 from workers.devices.agent_device.shots import Bounds, capture
+from workers.devices.agent_device.video import DaemonRecording
 from workers.devices.agent_device.wire import (
     DaemonTransport,
     HttpTransport,
     JsonObject,
     SocketTransport,
 )
+from workers.devices.video import X11Recording
 
 LINUX_CANNOT: dict[DeviceAction, str] = {
     "launch": "on the Linux target the worker starts the app itself (`--app-command`); a run "
@@ -126,13 +129,16 @@ class AgentDeviceDevice(Device):
         on_close: Callable[[], None] | None = None,
         secret_channel: SecretChannel | None = None,
         reset: ResetPlan = NO_RESET,
+        display: str | None = None,
     ) -> None:
         """`device`: the selector flags (`{"udid": ...}`, `{"serial": ...}`); `app`: a bundle
         id / package to open, or None to attach to what runs (Linux). `record_script`: where
         the armed recording is published on close; needed for sensitive fills. `reset`: the
         commands sent before the session's `open`, and the flags added to it
-        (`agent_device.reset`)."""
+        (`agent_device.reset`). `display`: the Linux target's X display, which its videos
+        film (`agent_device.video`)."""
         self._transport = transport
+        self._display = display
         self._token = token
         self._platform = platform
         self.session = session
@@ -172,6 +178,7 @@ class AgentDeviceDevice(Device):
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         reset: ResetPlan = NO_RESET,
         info: DaemonInfo | None = None,
+        display: str | None = None,
     ) -> AgentDeviceDevice:
         """Find the daemon by its `daemon.json` and check it (or take a kept daemon's `info`),
         then open the session."""
@@ -204,6 +211,7 @@ class AgentDeviceDevice(Device):
             action_timeout_ms=action_timeout_ms,
             secret_channel=SecretChannel.of_daemon(state_dir, info.pid),
             reset=reset,
+            display=display,
         )
         try:
             dev.open()
@@ -292,6 +300,21 @@ class AgentDeviceDevice(Device):
     def screenshot(self) -> Screenshot:
         """The screen the last snapshot described (`agent_device.shots`)."""
         return capture(self._call, self._bounds, self._platform)
+
+    def record(self) -> Recording:
+        """Film the app's window (Linux: ffmpeg on the display) or the device's screen
+        (agent-device's `record`) for one run (`agent_device.video`)."""
+        if self._platform is not Platform.LINUX:
+            return DaemonRecording(self._call, self._platform)
+        if not self._display:
+            raise VideoUnavailableError("no X display is known for this Linux target")
+        try:  # where the window is now (a relaunched app may have moved it)
+            self._snapshot_now()
+        except DeviceError as exc:
+            raise VideoUnavailableError(f"no window to film: {exc}") from exc
+        if self._bounds.window is None:
+            raise VideoUnavailableError("the snapshot gave no window bounds to film")
+        return X11Recording(self._display, self._bounds.window)
 
     # -- device actions: agent-device's own commands ----------------------------------------
 

@@ -104,6 +104,7 @@ class AgentDeviceHost:
             else reset_plan(app, binary=self.served.path if self.served else ""),
             settle_quiet_ms=self._settle_quiet_ms,
             info=daemon.info,  # checked at its start, health-checked just now
+            display=self.target.daemon_env.get("DISPLAY") if linux else None,
         )
         dev.quick_effects = self.quick_effects
         if not linux:
@@ -210,7 +211,10 @@ def open_device(
     on_close = daemon.stop if daemon is not None else None
     try:
         dev = AgentDeviceDevice.connect(
-            target.state_dir, platform=target.platform, device=target.device
+            target.state_dir,
+            platform=target.platform,
+            device=target.device,
+            display=target.daemon_env.get("DISPLAY"),
         )
     except BaseException:
         if on_close is not None:
