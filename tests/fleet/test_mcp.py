@@ -282,7 +282,9 @@ async def _answer_a_question(client: Client, api_url: str) -> None:
     assert "Continue as ada" in {c["name"] for c in question["screen"]["candidates"]}
     args = {"run_id": asking["id"], "target": "Continue as ada"}
     answered = await call(client, "answer_question", args)
-    assert answered["status"] == "queued"
+    # the answer set it going: queued, or already claimed (or ended) by the device's worker
+    # by the time the answer's reply reads it back
+    assert answered["status"] in {"queued", "running", "done"}, answered
     final = await call(client, "wait_run", {"run_id": asking["id"], "timeout_s": 60})
     assert final["run"]["status"] == "done", final["run"]["reason"]
 
