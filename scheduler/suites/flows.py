@@ -251,7 +251,7 @@ _TOO_MANY = {"maxItems": "items", "maxLength": "characters", "maxProperties": "f
 MAX_MESSAGE_CHARS = 200
 
 _PARAMS = ("max_steps", "min_confidence", "max_unproductive", "decider", "escalate_to")
-_FLAGS = ("memory", "ask_person")
+_FLAGS = ("memory", "ask_person", "moves")
 
 
 def _file_path(loc: tuple[int | str, ...]) -> Path_:

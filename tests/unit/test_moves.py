@@ -4,6 +4,10 @@ the decision memory, and never offered by a device that cannot make them."""
 
 from __future__ import annotations
 
+import pytest
+
+from scheduler.service.requests import SuiteSubmit
+from scheduler.suites.flows import FlowsFileError, parse
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory, memory_key
 from workers.core.model import ActionKind, DecideState, Decision, Inputs, Kind, Outcome, RunStatus
@@ -127,3 +131,10 @@ def test_the_rules_block_a_screen_with_no_control_rather_than_scroll_it() -> Non
     assert RulesDecider().decide(bare).blocked
     after = bare.model_copy(update={"step": 5, "history": ("4: scroll down; screen changed",)})
     assert RulesDecider().decide(after).target == "m1"
+
+
+def test_a_flows_file_turns_the_moves_off_and_a_bad_value_names_its_line() -> None:
+    flows = parse("suite: s\nflows:\n  - name: a\n    goal: Sign in\n    params: {moves: false}\n")
+    assert SuiteSubmit.model_validate(flows.body).flows[0].moves is False
+    with pytest.raises(FlowsFileError, match=r"line 5: flows\[0\]\.params\.moves"):
+        parse("suite: s\nflows:\n  - name: a\n    goal: Sign in\n    params: {moves: maybe}\n")
