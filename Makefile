@@ -130,6 +130,7 @@ bench: dev
 	$(BIN)/python -m bench.bench_cli_start
 	$(BIN)/python -m bench.bench_throughput
 	$(BIN)/python -m bench.bench_run_cpu
+	$(BIN)/python -m bench.bench_ceiling
 
 # Removes what the targets made here, then says what it left outside the repository (caches
 # that make the next install quicker) and how to remove each.
