@@ -41,7 +41,7 @@ class Recording(Device):
     """A DevicePort wrapper that records each snapshot's refs and each action's pinned ref."""
 
     inner: SimDevice
-    actions: list[tuple[str, str, frozenset[str]]] = field(default_factory=list)
+    made: list[tuple[str, str, frozenset[str]]] = field(default_factory=list)
     """(kind, pinned ref, the refs of the snapshot it names)."""
     screens: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -58,11 +58,11 @@ class Recording(Device):
         return self.screens.get(pinned.rpartition("~s")[2], frozenset())
 
     def press(self, pinned_ref: str) -> ActionResult:
-        self.actions.append(("press", pinned_ref, self._refs_of(pinned_ref)))
+        self.made.append(("press", pinned_ref, self._refs_of(pinned_ref)))
         return self.inner.press(pinned_ref)
 
     def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        self.actions.append(("fill", pinned_ref, self._refs_of(pinned_ref)))
+        self.made.append(("fill", pinned_ref, self._refs_of(pinned_ref)))
         return self.inner.fill(pinned_ref, value)
 
     def close(self) -> None:
@@ -99,7 +99,7 @@ class Harness:
 
     def assert_only_refs_on_screen(self) -> None:
         for dev in self.devices:
-            for kind, pinned, refs in dev.actions:
+            for kind, pinned, refs in dev.made:
                 ref = pinned.lstrip("@").partition("~")[0]
                 assert ref in refs, f"{kind} on {pinned}, not on its screen {sorted(refs)}"
 
@@ -156,7 +156,7 @@ def test_timeout_ends_errored_model_unavailable(harness: Harness) -> None:
     assert run.result.error.code == "MODEL_UNAVAILABLE"
     assert "timed out" in run.reason.lower() or "timeout" in run.reason.lower(), run.reason
     assert _steps(harness, run) == [Outcome.ERRORED]
-    assert harness.devices[-1].actions == []
+    assert harness.devices[-1].made == []
     failures = harness.rt.redis.hget(harness.rt.store.k.device(DEVICE), "infra_failures")
     assert int(failures or 0) == 0
 
@@ -169,7 +169,7 @@ def test_http_500_ends_errored(harness: Harness) -> None:
     assert run.result is not None
     assert run.result.error is not None
     assert run.result.error.code == "MODEL_UNAVAILABLE"
-    assert harness.devices[-1].actions == []
+    assert harness.devices[-1].made == []
 
 
 def test_invalid_json_is_reasked_then_escalated(harness: Harness) -> None:
@@ -180,7 +180,7 @@ def test_invalid_json_is_reasked_then_escalated(harness: Harness) -> None:
     assert run.status is RunStatus.ESCALATED, run.reason
     assert len(harness.server.bodies) == 2
     assert _steps(harness, run) == [Outcome.ESCALATED]
-    assert harness.devices[-1].actions == []
+    assert harness.devices[-1].made == []
     # a decision failure, not infrastructure: the device is not marked failing
     assert harness.rt.redis.hget(harness.rt.store.k.device(DEVICE), "infra_failures") == "0"
 
@@ -195,7 +195,7 @@ def test_invented_ref_is_reasked_then_escalated(harness: Harness) -> None:
     assert len(harness.server.bodies) == 2
     reask = str(harness.server.bodies[1]["messages"])
     assert "e99" in reask  # the validation error travels back to the model
-    assert harness.devices[-1].actions == []
+    assert harness.devices[-1].made == []
 
 
 def test_invented_ref_then_valid_answer_acts_on_a_screen_ref(harness: Harness) -> None:
@@ -209,7 +209,7 @@ def test_invented_ref_then_valid_answer_acts_on_a_screen_ref(harness: Harness) -
     harness.server.answer(_answer("e3"))  # Sign in
     run = harness.run(done_when="Welcome")
     assert run.status is RunStatus.DONE, run.reason
-    assert len(harness.devices[-1].actions) == 4
+    assert len(harness.devices[-1].made) == 4
     harness.assert_only_refs_on_screen()
     # each acted step records who decided, how sure (from logprobs) and what it cost,
     # the re-asks included (both counts cover two requests on those steps)

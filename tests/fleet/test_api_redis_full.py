@@ -179,6 +179,11 @@ def calls(m: Made) -> list[Call]:
             f"/v1/runs/{m.running}/final/screenshot",
             full=404,  # a running run has no failure report: a read, not a write
         ),
+        Call(
+            ("GET", "/v1/runs/{run_id}/video"),
+            f"/v1/runs/{m.running}/video",
+            full=404,  # a running run has no video yet: a read, not a write
+        ),
         Call(("GET", "/v1/schedules"), "/v1/schedules", full=200),
         Call(("GET", "/v1/questions"), "/v1/questions", full=200),
         Call(("GET", "/v1/memory"), "/v1/memory", full=200),
@@ -236,6 +241,7 @@ def console_reads(m: Made) -> list[Call]:
         ("/ui/runs/{run_id}", f"/ui/runs/{m.running}", 200),
         ("/ui/runs/{run_id}/rows", f"/ui/runs/{m.running}/rows", 200),
         ("/ui/runs/{run_id}/pictures/{artifact}", f"/ui/runs/{m.running}/pictures/{'0' * 64}", 404),
+        ("/ui/runs/{run_id}/video", f"/ui/runs/{m.running}/video", 404),
         ("/ui/questions", "/ui/questions", 200),
         ("/ui/questions/{run_id}", f"/ui/questions/{m.parked['target']}", 200),
         ("/ui/memory", "/ui/memory", 200),

@@ -111,7 +111,7 @@ def test_a_tiny_timeout_ends_the_run_errored_model_unavailable(llama_server):
     assert result.error is not None
     assert result.error.code == "MODEL_UNAVAILABLE"
     assert "timed out" in result.reason.lower(), result.reason
-    assert device.actions == []
+    assert device.made == []
 
 
 @dataclass
@@ -121,7 +121,7 @@ class _Recording(Device):
 
     inner: SimDevice
     screens: dict[str, frozenset[str]] = field(default_factory=dict)
-    actions: list[tuple[str, str, frozenset[str], str]] = field(default_factory=list)
+    made: list[tuple[str, str, frozenset[str], str]] = field(default_factory=list)
 
     @property
     def platform(self) -> Platform:
@@ -134,7 +134,7 @@ class _Recording(Device):
 
     def _record(self, kind: str, pinned: str, input_name: str = "") -> None:
         ref, _, generation = pinned.lstrip("@").partition("~s")
-        self.actions.append((kind, ref, self.screens.get(generation, frozenset()), input_name))
+        self.made.append((kind, ref, self.screens.get(generation, frozenset()), input_name))
 
     def press(self, pinned_ref: str) -> ActionResult:
         self._record("press", pinned_ref)
@@ -164,8 +164,8 @@ def test_a_full_run_on_the_sim_app_ends_terminal_acting_only_on_screen_refs(llam
     assert result.status.terminal, result.status
     assert result.status is not RunStatus.ERRORED, result.reason
     assert 1 <= len(result.steps) <= 4
-    assert device.actions, "min_confidence 0: the first valid answer is acted on"
-    for kind, ref, refs, input_name in device.actions:
+    assert device.made, "min_confidence 0: the first valid answer is acted on"
+    for kind, ref, refs, input_name in device.made:
         assert ref in refs, f"{kind} {ref} not on its screen {sorted(refs)}"
         if kind == "fill":
             assert input_name in {"email", "password"}
