@@ -25,11 +25,14 @@ def test_schedules_from_a_flows_file(fleet: LocalFleet, tmp_path: Path) -> None:
         "signin-smoke", 3600.0, "signin-smoke",
     )  # fmt: skip
     assert [f["name"] for f in hourly["batch"]["flows"]] == ["sign-in"]
-    nightly = goalfleet(fleet, "schedule", "add", str(flows), "--cron", "0 2 * * *", "--name",
-                        "nightly", "--json")  # fmt: skip
+    # an hour half a day away, so the schedule is never due during the test (CI once ran it at
+    # 01:59:57 UTC against a fixed "0 2 * * *")
+    hour = (time.gmtime().tm_hour + 12) % 24
+    nightly = goalfleet(fleet, "schedule", "add", str(flows), "--cron", f"0 {hour} * * *",
+                        "--name", "nightly", "--json")  # fmt: skip
     assert nightly.returncode == 0, nightly.stderr
     cron = json.loads(nightly.stdout)
-    assert cron["next_at"] > time.time() + 60  # waits for 02:00 UTC
+    assert cron["next_at"] > time.time() + 11 * 3600  # waits for that hour
 
     with fleet.client() as api:
         deadline = time.monotonic() + 30
@@ -51,7 +54,7 @@ def test_schedules_from_a_flows_file(fleet: LocalFleet, tmp_path: Path) -> None:
     shown = goalfleet(fleet, "schedule", "list")
     assert shown.returncode == 0
     assert "every 3600 s" in shown.stdout
-    assert "cron 0 2 * * *" in shown.stdout
+    assert f"cron 0 {hour} * * *" in shown.stdout
     for sid in (hourly["id"], cron["id"]):
         assert goalfleet(fleet, "schedule", "remove", sid).returncode == 0
     assert json.loads(goalfleet(fleet, "schedule", "list", "--json").stdout) == []
