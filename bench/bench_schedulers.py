@@ -29,8 +29,8 @@ from pathlib import Path
 from bench._fleet import machine, median
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.service.requests import BatchSubmit
 from scheduler.service.fleet import new_id
+from scheduler.service.requests import BatchSubmit
 from scheduler.store.enqueue import CeleryEnqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
