@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench._fleet import machine, median
 from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.shares import Shares
 from scheduler.local.redis import LocalRedis
 from scheduler.service.fleet import new_id
 from scheduler.service.requests import BatchSubmit
@@ -66,9 +67,16 @@ def child(url: str, prefix: str, out: str) -> None:
     settings = Settings(redis_url=url, key_prefix=prefix)
     r = redis_client(url)
     store = FleetStore(r, Keys(prefix), retention_s=600)
+    shares = Shares(r, Keys(prefix).schedulers)
     sender = LoggingSender(CeleryEnqueuer(make_celery(settings)))
-    dispatcher = Dispatcher(store, sender, view_max_age_s=settings.device_view_max_age_s)
+    dispatcher = Dispatcher(
+        store,
+        sender,
+        view_max_age_s=settings.device_view_max_age_s,
+        shares=shares,
+    )
     dispatcher.view.reload()
+    shares.current()  # a member before the go, so the others count it
     r.blpop([f"{prefix}:bench:go"], timeout=60)
     t0, c0 = time.time(), cpu_s()
     while store.pending_count():

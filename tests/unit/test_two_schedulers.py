@@ -10,6 +10,7 @@ from collections import Counter
 import redis
 
 from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.shares import Shares
 from scheduler.service.fleet import new_id
 from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
@@ -58,7 +59,11 @@ def test_two_schedulers_share_placement_and_one_stopping_hands_its_share_over(
     stops = [threading.Event(), threading.Event()]
     loops = [
         threading.Thread(
-            target=Dispatcher(FleetStore(client, keys, retention_s=60), log).loop,
+            target=Dispatcher(
+                FleetStore(client, keys, retention_s=60),
+                log,
+                shares=Shares(client, keys.schedulers),
+            ).loop,
             args=(stop,),
             kwargs={"interval_s": 0.05},
         )
