@@ -15,8 +15,9 @@ from collections.abc import Callable
 import structlog
 
 from scheduler.dispatch.device_view import DeviceView
-from scheduler.dispatch.placement import Placement, class_of
+from scheduler.dispatch.placement import Pending, Placement, class_of
 from scheduler.dispatch.routing import IdleByClass
+from scheduler.dispatch.shares import Shares, mine
 from scheduler.store.enqueue import Enqueuer
 from scheduler.store.runs import FleetStore
 from workers.core.backoff import Backoff
@@ -44,8 +45,12 @@ class Dispatcher:
         unplaceable_after_s: float | None = None,
         view_max_age_s: float = 0.0,
         lapsed_every_s: float | None = None,
+        shares: Shares | None = None,
     ) -> None:
         self.store = store
+        self.shares = shares
+        """This scheduler's share of placement among the live schedulers (None: all of it;
+        `scheduler.dispatch.shares`)."""
         self.placement = Placement(store)
         self.view = DeviceView(store.registry, max_age_s=view_max_age_s)
         self.unplaceable_after_s = unplaceable_after_s
@@ -190,6 +195,9 @@ class Dispatcher:
             return self._dispatch_ids(run_ids, idle)
         if not idle:
             return 0
+        share = self.shares.current() if self.shares is not None else (0, 1)
+        if share[1] > 1:
+            return self._dispatch_share(idle, share)
         sent = 0
         picker = IdleByClass(idle)
         full: set[str] = set()  # classes no idle device can take for the rest of this pass
@@ -206,6 +214,35 @@ class Dispatcher:
             if not idle:
                 break
         return sent
+
+    def _dispatch_share(self, idle: dict[str, DeviceState], share: tuple[int, int]) -> int:
+        """A pass of one of several schedulers: the runs at its positions of the pending
+        index on its own idle devices first, then the other positions on its devices left
+        idle; other schedulers' devices are theirs until their membership lapses."""
+        i, n = share
+        own = {did: d for did, d in idle.items() if mine(did, share)}
+        picker = IdleByClass(own)
+        sent = 0
+        later: list[Pending] = []
+        for k, p in enumerate(self.placement.pending()):
+            if k % n != i:
+                later.append(p)
+            elif self._place(p, picker, own):
+                sent += 1
+            if not own or len(later) >= len(own) * n:
+                break
+        for p in later:
+            if not own:
+                break
+            if self._place(p, picker, own):
+                sent += 1
+        return sent
+
+    def _place(self, p: Pending, picker: IdleByClass, idle: dict[str, DeviceState]) -> bool:
+        """Reserve an idle device of `picker`'s for the pending run and send it."""
+        run = self.placement.example(p.klass)
+        device = picker.pick(p.klass, run.target, run.selector) if run is not None else None
+        return device is not None and self._send(p.run_id, device, idle) is not None
 
     def fast_pick(self, run: RunRecord) -> DeviceState | None:
         """The device the submit's fast path tries for a run it is about to write, from the

@@ -5,6 +5,7 @@ fleet's thread) share: the store, the dispatcher, the fleet service, schedules a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import redis
 
 from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.shares import Shares
 from scheduler.service.fleet import Fleet
 from scheduler.service.schedules import Schedules
 from scheduler.service.webhooks import Webhooks
@@ -94,6 +96,7 @@ def build(
 def run_scheduler(settings: Settings, stop: threading.Event) -> None:
     """Dispatch, fire schedules and expire questions until `stop` is set."""
     graph = build(settings, client=store_client(settings))
+    shares = graph.dispatcher.shares = Shares(graph.client, graph.keys.schedulers)  # several split
     pictures = Retention(artifacts(settings), settings.retention_s)
     history = start_history(settings, graph.store, stop)
 
@@ -116,6 +119,8 @@ def run_scheduler(settings: Settings, stop: threading.Event) -> None:
             hooks.close()
         if history is not None:
             history.join(timeout=10)
+        with contextlib.suppress(redis.RedisError):  # Redis down: the membership lapses anyway
+            shares.leave()
         graph.client.close()
 
 

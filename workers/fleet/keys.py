@@ -22,6 +22,8 @@
 {p}:idem:{key}          string idempotency key -> "run:<id>" or "batch:<id>" + body hash
 {p}:epoch               string the API's start marker (SET NX); gone: Redis lost its data
 {p}:schedules           zset   schedule ids by next due time
+{p}:schedulers          zset   live scheduler processes by when their membership lapses
+                               (`scheduler.dispatch.shares`: how they split placement)
 {p}:schedule:{id}       hash   one recurring schedule
 {p}:mem:{key}           hash   one decision-memory entry (entry JSON, hits, created/last used)
 {p}:mem:index           set    keys of memory entries (expired ones are pruned on listing)
@@ -104,6 +106,10 @@ class Keys:
     @property
     def pending(self) -> str:
         return f"{self.prefix}:pending"
+
+    @property
+    def schedulers(self) -> str:
+        return f"{self.prefix}:schedulers"
 
     @property
     def reserved(self) -> str:
