@@ -97,8 +97,11 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
         )
         for d in DEVICES
     }  # fmt: skip
+    # the poison device at full latency (a 5-step run takes seconds): the killer, which polls the
+    # API, sees each attempt running under any load before the attempt could end (at 0.5 a
+    # loaded CI once saw an attempt finish first, and the poison run end done)
     specs[POISON] = SimWorker(
-        POISON, "ios", labels={"pool": "poison"}, latency_scale=0.5,
+        POISON, "ios", labels={"pool": "poison"}, latency_scale=1.0,
         session_log=sessions / f"{POISON}.log", loglevel="INFO",
     )  # fmt: skip
     fleet = LocalFleet(
