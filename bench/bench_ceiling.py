@@ -23,7 +23,6 @@ Variants, each its own batches in the same run:
 from __future__ import annotations
 
 import argparse
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,19 +31,11 @@ from typing import Any, cast
 
 import redis
 
-from bench._fleet import SECRET_NAME, machine, median
-from bench.bench_run_cpu import runtime
-from scheduler.dispatch.dispatcher import Dispatcher
+from bench._fleet import machine, median
+from bench.bench_run_cpu import driver
 from scheduler.local.redis import LocalRedis
-from scheduler.service.fleet import Fleet
-from scheduler.service.requests import RunSubmit
-from scheduler.store.enqueue import RecordingEnqueuer
-from scheduler.store.runs import FleetStore
 from testing.sentinels import SentinelLab
-from workers.core.request import SecretRef
 from workers.fleet.connections import redis_client
-from workers.fleet.keys import Keys
-from workers.fleet.tasks import execute_run
 from workers.settings import Settings
 
 WARM_UP = 20
@@ -89,30 +80,9 @@ def variant(url: str, *, memory: bool, wait: int, batches: int, size: int) -> li
         lease_s=3600,
         redis_wait_replicas=wait,
     )
-    keys = Keys(settings.key_prefix)
     client = redis_client(url)
     client.flushdb()
-    store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=10)
-    rt = runtime(settings, keys)
-    request = RunSubmit(
-        goal="Sign in",
-        device="d1",
-        inputs={"email": "ada@example.com"},
-        secrets={"password": SecretRef(ref=f"env:{SECRET_NAME}")},
-        done_when="Welcome",
-        memory=memory,
-    )
-
-    def one() -> tuple[float, float]:
-        t0 = time.process_time()
-        run, _ = fleet.submit_run(request)
-        t1 = time.process_time()
-        status = execute_run(rt, run.id)
-        t2 = time.process_time()
-        if status != "done":
-            raise RuntimeError(f"run {run.id} ended {status}")
-        return t1 - t0, t2 - t1
+    one = driver(settings, memory=memory)
 
     for _ in range(WARM_UP):  # scripts loaded, the memory learned, caches warm
         one()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from bench._fleet import SECRET_NAME, SECRET_VALUE, machine, median
 from scheduler.dispatch.dispatcher import Dispatcher
@@ -69,6 +70,37 @@ def runtime(settings: Settings, keys: Keys) -> WorkerRuntime:
     )
 
 
+def driver(settings: Settings, *, memory: bool = True) -> Callable[[], tuple[float, float]]:
+    """One run a call, on device `d1` of `settings`' Redis: submitted (`Fleet.submit_run`,
+    which reserves it at once: the device is idle), then run by `execute_run`; returns the
+    CPU seconds of each, (submit, run). `memory`: the request's own."""
+    keys = Keys(settings.key_prefix)
+    client = redis_client(settings.redis_url)
+    store = FleetStore(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=10)
+    rt = runtime(settings, keys)
+    request = RunSubmit(
+        goal="Sign in",
+        device="d1",
+        inputs={"email": "ada@example.com"},
+        secrets={"password": SecretRef(ref=f"env:{SECRET_NAME}")},
+        done_when="Welcome",
+        memory=memory,
+    )
+
+    def one() -> tuple[float, float]:
+        t0 = time.process_time()
+        run, _ = fleet.submit_run(request)
+        t1 = time.process_time()
+        status = execute_run(rt, run.id)
+        t2 = time.process_time()
+        if status != "done":
+            raise RuntimeError(f"run {run.id} ended {status}")
+        return t1 - t0, t2 - t1
+
+    return one
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -79,31 +111,11 @@ def main() -> None:
     size = args.runs or (50 if args.quick else 200)
     with LocalRedis() as server:
         settings = Settings(redis_url=server.url, key_prefix="cpu", screenshots="off", lease_s=3600)
-        keys = Keys(settings.key_prefix)
-        client = redis_client(server.url)
-        store = FleetStore(client, keys, retention_s=3600)
-        fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=10)
-        rt = runtime(settings, keys)
-        request = RunSubmit(
-            goal="Sign in",
-            device="d1",
-            inputs={"email": "ada@example.com"},
-            secrets={"password": SecretRef(ref=f"env:{SECRET_NAME}")},
-            done_when="Welcome",
-        )
-
-        def one() -> float:
-            run, _ = fleet.submit_run(request)
-            t0 = time.process_time()
-            status = execute_run(rt, run.id)
-            used = time.process_time() - t0
-            if status != "done":
-                raise RuntimeError(f"run {run.id} ended {status}")
-            return used
+        one = driver(settings)
 
         for _ in range(WARM_UP):  # scripts loaded, the memory learned, caches warm
             one()
-        per_run = [sum(one() for _ in range(size)) * 1000 / size for _ in range(batches)]
+        per_run = [sum(one()[1] for _ in range(size)) * 1000 / size for _ in range(batches)]
     print(f"# The run task's body in one process ({batches} batches of {size}, {machine()})\n")
     print("| `execute_run`, 5-step sign-in run | median | min | max |")
     print("| --- | ---: | ---: | ---: |")

@@ -24,7 +24,7 @@ from rich.text import Text
 from scheduler.cli._line import STATUS_STYLE, run_tail
 from scheduler.client.api_client import FleetClient
 from workers.core.model import RunResult, StepRow
-from workers.core.moves import move_of
+from workers.core.moves import chosen
 from workers.core.records import BatchRecord, DeviceState, RunRecord
 from workers.core.text import visible
 
@@ -121,7 +121,7 @@ def step_cells(s: StepRow, *, detail: bool = False) -> list[str | Text]:
     decision = ""
     if d is not None:
         decision = "done" if d.done else "blocked" if d.blocked else d.target
-        if (move := move_of(d.target)) is not None and not (d.done or d.blocked):
+        if (move := chosen(d)) is not None:
             decision += f" {move.name}"  # m1 scroll down: the device's move, not an element
         if d.input != "none":
             decision += f" ← {d.input}"

@@ -46,7 +46,7 @@ from workers.core.model import (
     Snapshot,
     StepRow,
 )
-from workers.core.moves import Move, move_of, offered
+from workers.core.moves import Move, chosen, history_line, offered
 from workers.core.params import DEFAULT_PARAMS, HISTORY_LINES, RunParams
 from workers.core.ports import Decider, DevicePort
 from workers.core.projection import kind_of
@@ -175,7 +175,7 @@ class _Run:
         if isinstance(asked, tuple):
             return asked
         decision = asked
-        move = move_of(decision.target) if not (decision.done or decision.blocked) else None
+        move = chosen(decision)
         if move is not None:
             stepped = self._move(row, snap, move)
             if stepped[0].outcome is Outcome.ACTED:
@@ -227,7 +227,7 @@ class _Run:
         row.memory = MemoryNote(entry=key, outcome="hit", source=entry.source)
         row.seen, row.decision = state, decision
         counters = (self.unproductive, self.stale)
-        move = move_of(decision.target) if not (decision.done or decision.blocked) else None
+        move = chosen(decision)
         if move is not None:
             stepped = self._move(row, snap, move)
         else:
@@ -351,10 +351,10 @@ class _Run:
         self.last_act = f"step {row.index} ({move.name})"
         if result.changed:
             self.unproductive = 0
-            self.history.append(f"{row.index}: {move.name}; screen changed")
+            self.history.append(history_line(row.index, move, changed=True))
             return row.finish(Outcome.ACTED), None
         self.futile_moves.add((snap.fingerprint, move.ref))
-        return self._unproductive(row, f"{row.index}: {move.name}; nothing changed")
+        return self._unproductive(row, history_line(row.index, move, changed=False))
 
     def _unproductive(self, row: Row, line: str, refused: str | None = None) -> Step:
         """A step whose action changed nothing, or was `refused` as a repeat."""

@@ -13,9 +13,10 @@ leaves the moves out (they are the device's, the same on every screen).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.core.model import ActionKind, Candidate, Kind
+from workers.core.model import ActionKind, Candidate, Decision, Kind
 from workers.core.ports import DeviceAction, Direction
 
 
@@ -40,6 +41,7 @@ MOVES = (
     Move("m2", "scroll up", "scroll", "up"),
     Move("m3", "go back", "back"),
 )
+SCROLL_DOWN = MOVES[0]
 _BY_REF = {m.ref: m for m in MOVES}
 
 
@@ -51,3 +53,21 @@ def offered(actions: frozenset[DeviceAction]) -> tuple[Candidate, ...]:
 def move_of(ref: str) -> Move | None:
     """The move `ref` names (None: an element of the screen, or none)."""
     return _BY_REF.get(ref)
+
+
+def chosen(decision: Decision) -> Move | None:
+    """The move `decision` makes (None: a press, a fill, done, blocked or none)."""
+    return None if decision.done or decision.blocked else move_of(decision.target)
+
+
+def history_line(index: int, move: Move, *, changed: bool) -> str:
+    """The line a decider reads of a move in its history (as of a press: what, then whether
+    the screen changed)."""
+    return f"{index}: {move.name}; {'screen changed' if changed else 'nothing changed'}"
+
+
+def scrolled_down_last(history: Sequence[str]) -> bool:
+    """Whether the step before was a scroll down that moved the screen (`history_line`)."""
+    return bool(history) and history[-1].endswith(
+        history_line(0, SCROLL_DOWN, changed=True).removeprefix("0:")
+    )

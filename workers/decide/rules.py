@@ -53,6 +53,7 @@ from workers.core.model import (
     Kind,
     RankedCandidate,
 )
+from workers.core.moves import SCROLL_DOWN, scrolled_down_last
 from workers.core.words import (
     ACCEPTING,
     ACCESS_SUBJECTS,
@@ -138,17 +139,15 @@ class RulesDecider:
         if fresh:
             return self._press(fresh, state)
         down = next(
-            (c for c in state.candidates if c.kind is Kind.MOVE and c.name == "scroll down"), None
+            (c for c in state.candidates if c.kind is Kind.MOVE and c.ref == SCROLL_DOWN.ref), None
         )
         # the rest of the form may be below the fold; a screen with no usable control at all
         # is blocked with its counts at once (its toolkit may not report its controls' state),
         # unless the last step scrolled down into it (a stretch of text between the fields
         # and the button)
-        scrolling = bool(state.history) and state.history[-1].endswith(
-            f"{down.name if down else ''}; screen changed"
-        )
         if down is not None and (
-            scrolling or any(c.kind is not Kind.MOVE for c in state.candidates)
+            scrolled_down_last(state.history)
+            or any(c.kind is not Kind.MOVE for c in state.candidates)
         ):
             return Decision(
                 target=down.ref,
