@@ -23,10 +23,14 @@ Variants, each its own batches in the same run:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.queues import Queue as QueueType
+from multiprocessing.synchronize import Barrier as BarrierType
+from multiprocessing.synchronize import Event as EventType
 from typing import Any, cast
 
 import redis
@@ -72,7 +76,34 @@ def _server(*, replica: bool) -> Iterator[str]:
             yield server.url
 
 
-def variant(url: str, *, memory: bool, wait: int, batches: int, size: int) -> list[Batch]:
+@dataclass(frozen=True)
+class Driver:
+    """One driver process's part of a batch: warm up, wait for the others and the start, then
+    `size` runs on `device`, their CPU put on `results`."""
+
+    settings: Settings
+    device: str
+    memory: bool
+    size: int
+    ready: BarrierType
+    start: EventType
+    results: QueueType[list[tuple[float, float]]]
+
+    def __call__(self) -> None:
+        one = driver(self.settings, memory=self.memory, device=self.device)
+        for _ in range(WARM_UP):  # scripts loaded, the memory learned, caches warm
+            one()
+        self.ready.wait(timeout=300)
+        self.start.wait(timeout=300)
+        self.results.put([one() for _ in range(self.size)])
+
+
+def variant(
+    url: str, *, memory: bool, wait: int, batches: int, size: int, drivers: int
+) -> list[Batch]:
+    """`batches` measured windows, each `drivers` processes making `size` runs apiece on
+    their own devices at once: Redis serves them as it serves a farm's workers, several
+    clients' commands ready at each wake-up, not one client's in turn."""
     settings = Settings(
         redis_url=url,
         key_prefix="ceil",
@@ -82,23 +113,32 @@ def variant(url: str, *, memory: bool, wait: int, batches: int, size: int) -> li
     )
     client = redis_client(url)
     client.flushdb()
-    one = driver(settings, memory=memory)
-
-    for _ in range(WARM_UP):  # scripts loaded, the memory learned, caches warm
-        one()
+    mp = multiprocessing.get_context("fork")
     out = []
     for _ in range(batches):
+        ready, start, results = mp.Barrier(drivers + 1), mp.Event(), mp.Queue()
+        procs = [
+            mp.Process(target=Driver(settings, f"d{i}", memory, size, ready, start, results))
+            for i in range(1, drivers + 1)
+        ]
+        for p in procs:
+            p.start()
+        ready.wait(timeout=300)
         c0, k0 = _redis_cpu_s(client), _commands(client)
-        spent = [one() for _ in range(size)]
+        start.set()
+        spent = [s for _ in procs for s in results.get(timeout=600)]
         c1, k1 = _redis_cpu_s(client), _commands(client)
+        for p in procs:
+            p.join()
         k1.subtract(k0)
         k1["info"] -= 2  # this benchmark's own reads
+        runs = drivers * size
         out.append(
             Batch(
-                runs=size,
-                redis_ms=(c1 - c0) * 1000 / size,
-                worker_ms=sum(w for _, w in spent) * 1000 / size,
-                submit_ms=sum(s for s, _ in spent) * 1000 / size,
+                runs=runs,
+                redis_ms=(c1 - c0) * 1000 / runs,
+                worker_ms=sum(w for _, w in spent) * 1000 / runs,
+                submit_ms=sum(s for s, _ in spent) * 1000 / runs,
                 commands=+k1,
             )
         )
@@ -109,10 +149,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batches", type=int, default=None)
-    ap.add_argument("--runs", type=int, default=None, help="runs a batch")
+    ap.add_argument("--runs", type=int, default=None, help="runs a driver makes a batch")
+    ap.add_argument("--drivers", type=int, default=8, help="driver processes at once")
     args = ap.parse_args()
     batches = args.batches or (2 if args.quick else 5)
-    size = args.runs or (30 if args.quick else 200)
+    size = args.runs or (10 if args.quick else 60)
     sides = {
         "no memory": {"memory": False, "wait": 0, "replica": False},
         "memory": {"memory": True, "wait": 0, "replica": False},
@@ -127,8 +168,12 @@ def main() -> None:
                 wait=int(side["wait"]),
                 batches=batches,
                 size=size,
+                drivers=args.drivers,
             )
-    print(f"# The ceiling: Redis per {STEPS}-step run ({batches} batches of {size}, {machine()})\n")
+    print(
+        f"# The ceiling: Redis per {STEPS}-step run ({batches} batches of {args.drivers} "
+        f"drivers x {size} runs, {machine()})\n"
+    )
     print(
         "| variant | Redis CPU per run | runs/s at one Redis core | commands per run "
         "| worker CPU per run | submit CPU per run |"

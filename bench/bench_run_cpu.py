@@ -20,12 +20,10 @@ import time
 from collections.abc import Callable
 
 from bench._fleet import SECRET_NAME, SECRET_VALUE, machine, median
-from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.service.fleet import Fleet
+from scheduler.service.graph import build
 from scheduler.service.requests import RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
-from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo
 from workers.core.request import SecretRef
@@ -43,11 +41,11 @@ from workers.telemetry.setup import setup_worker_telemetry
 WARM_UP = 20
 
 
-def runtime(settings: Settings, keys: Keys) -> WorkerRuntime:
-    """Device `d1`'s runtime as `start_worker` builds it, its lease registered (held for an
+def runtime(settings: Settings, keys: Keys, device: str = "d1") -> WorkerRuntime:
+    """`device`'s runtime as `start_worker` builds it, its lease registered (held for an
     hour: no heartbeat renews it here)."""
     client = redis_client(settings.redis_url)
-    info = DeviceInfo(id="d1", platform=Platform.IOS, os_version="17.5")
+    info = DeviceInfo(id=device, platform=Platform.IOS, os_version="17.5")
     spec = WorkerSpec(info=info, device_spec="sim:signin-ios", sim=SimOptions())
     telemetry = setup_worker_telemetry(
         info,
@@ -70,18 +68,20 @@ def runtime(settings: Settings, keys: Keys) -> WorkerRuntime:
     )
 
 
-def driver(settings: Settings, *, memory: bool = True) -> Callable[[], tuple[float, float]]:
-    """One run a call, on device `d1` of `settings`' Redis: submitted (`Fleet.submit_run`,
-    which reserves it at once: the device is idle), then run by `execute_run`; returns the
+def driver(
+    settings: Settings, *, memory: bool = True, device: str = "d1"
+) -> Callable[[], tuple[float, float]]:
+    """One run a call, on `device` of `settings`' Redis: submitted (`Fleet.submit_run` of
+    the API's object graph, `scheduler.service.graph.build`, with its cached device view;
+    the device is idle, so the submit reserves it at once), then run by `execute_run`; returns the
     CPU seconds of each, (submit, run). `memory`: the request's own."""
     keys = Keys(settings.key_prefix)
     client = redis_client(settings.redis_url)
-    store = FleetStore(client, keys, retention_s=3600)
-    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=10)
-    rt = runtime(settings, keys)
+    fleet = build(settings, client=client, enqueuer=RecordingEnqueuer(client, keys)).fleet
+    rt = runtime(settings, keys, device)
     request = RunSubmit(
         goal="Sign in",
-        device="d1",
+        device=device,
         inputs={"email": "ada@example.com"},
         secrets={"password": SecretRef(ref=f"env:{SECRET_NAME}")},
         done_when="Welcome",

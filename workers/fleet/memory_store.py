@@ -21,14 +21,11 @@ from workers.fleet.keys import Keys
 from workers.fleet.state.scripts import Registered, source
 
 _ENTRY, _HITS, _CREATED, _USED = "entry", "hits", "created_at", "last_used_at"
-_RECALL = """
-if redis.call('HEXISTS', KEYS[1], 'entry') == 0 then return false end
-redis.call('HINCRBY', KEYS[1], 'hits', 1)
-redis.call('HSET', KEYS[1], 'last_used_at', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-return redis.call('HGETALL', KEYS[1])
-"""
-"""Count a hit and renew the TTL of an entry that exists, atomically; never create one."""
+
+Ride = Callable[[str, str, int], "list[str] | None"]
+"""A read of a memory entry (its key, now, its TTL) that rides on a write the run makes anyway:
+the entry's hash flat (empty: no entry), or None when nothing rides this time
+(`workers.fleet.outbox`)."""
 
 
 class RedisMemory:
@@ -40,13 +37,16 @@ class RedisMemory:
         decider: str,
         ttl_s: int,
         clock: Callable[[], float] = time.time,
+        ride: Ride | None = None,
     ) -> None:
         self.client = client
+        self.ride = ride
+        """How a run's read rides on its step rows' write (None: every read is its own)."""
         self.keys = keys
         self._decider = decider
         self.ttl_s = ttl_s
         self.clock = clock
-        self._recall = Registered(_RECALL, client)
+        self._recall = Registered(source("recall"), client)
         self._overwrite = Registered(source("remember"), client)
 
     @property
@@ -56,7 +56,12 @@ class RedisMemory:
     # -- the seam ---------------------------------------------------------------------------
 
     def recall(self, key: str) -> Remembered | None:
-        raw = self._recall(keys=[self.keys.memory(key)], args=[repr(self.clock()), self.ttl_s])
+        """The entry for `key`, its hit counted and its TTL renewed (`lua/recall.lua`: never
+        created), read with the run's waiting step rows when some wait (`ride`)."""
+        name, now = self.keys.memory(key), repr(self.clock())
+        raw = self.ride(name, now, self.ttl_s) if self.ride is not None else None
+        if raw is None:
+            raw = self._recall(keys=[name], args=[now, self.ttl_s])
         if not raw:
             return None
         return _entry(dict(zip(raw[::2], raw[1::2], strict=True)))

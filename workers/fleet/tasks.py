@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
+from workers.core.device_hooks import with_hooks
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
 from workers.core.journey import run_journey
 from workers.core.loop import run_goal
@@ -35,6 +36,7 @@ from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.outages import describe, is_outage, requeue_delay_s
+from workers.fleet.outbox import RowOutbox, RunCancelledError
 from workers.fleet.runtime import WorkerRuntime
 from workers.fleet.spend import RedisLedger
 from workers.fleet.state.questions import QuestionStore, question_for
@@ -99,12 +101,33 @@ def _errored(
     )
 
 
-def _memory(rt: WorkerRuntime, req: GoalRunRequest) -> RedisMemory | None:
-    """The fleet's decision memory for this run, keyed by its decider; None when switched
-    off fleet-wide (`GOALFLEET_MEMORY=false`) or for this run (`"memory": false`)."""
+def _ended(
+    record: RunRecord, status: RunStatus, reason: str, steps: tuple[StepRow, ...], took_ms: float
+) -> RunResult:
+    """A result the loop did not make (it was stopped from outside), with the rows so far."""
+    return RunResult(
+        status=status,
+        reason=reason,
+        goal=record.request.goal,
+        steps=steps,
+        totals=totals(steps),
+        duration_ms=round(took_ms, 3),
+    )
+
+
+def _memory(rt: WorkerRuntime, req: GoalRunRequest, outbox: RowOutbox) -> RedisMemory | None:
+    """The fleet's decision memory for this run, keyed by its decider, its reads riding on the
+    run's row writes (`outbox`); None when switched off fleet-wide (`GOALFLEET_MEMORY=false`)
+    or for this run (`"memory": false`)."""
     if not (rt.settings.memory and req.memory):
         return None
-    return RedisMemory(rt.redis, rt.store.k, decider=req.decider, ttl_s=rt.settings.memory_ttl_s)
+    return RedisMemory(
+        rt.redis,
+        rt.store.k,
+        decider=req.decider,
+        ttl_s=rt.settings.memory_ttl_s,
+        ride=outbox.ride,
+    )
 
 
 def _video(rt: WorkerRuntime, req: GoalRunRequest) -> Videographer | None:
@@ -165,6 +188,7 @@ def _stand_aside(rt: WorkerRuntime, record: RunRecord, token: str, exc: LeaseLos
 def _claimed(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> str:
     """The run once claimed (or found exhausted): run it, park or finish it."""
     run_id = record.id
+    outbox = RowOutbox(rt.store, run_id, claim.token, rt.fence, cancelled=record.cancel_requested)
     if claim.kind is ClaimKind.EXHAUSTED:
         result = _errored(
             record,
@@ -173,11 +197,11 @@ def _claimed(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> str:
         )
     else:
         _each(rt, lambda o: o.run_started(record, claim.attempt), "run_started")
-        result = _run(rt, record, claim)
+        result = _run(rt, record, outbox)
     result = result.model_copy(
         update={"run_id": run_id, "device_id": rt.device_id, "attempt": claim.attempt}
     )
-    parked = _park(rt, record, claim, result)
+    parked = _park(rt, record, claim, result, outbox)
     if parked is not None:
         return parked
     ok = rt.store.finish(
@@ -188,6 +212,7 @@ def _claimed(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> str:
         quarantine_after=rt.settings.quarantine_after,
         retention_s=rt.settings.retention_s,
         fence=rt.fence,
+        rows=outbox.take(),  # the rows made after the run's last device action
     )
     if not ok:
         log.warning("claim_lost_before_finish", run_id=run_id)
@@ -200,7 +225,9 @@ PARK_CANCELLED = 2
 """`QuestionStore.park`'s answer when a cancel was requested while the last step escalated."""
 
 
-def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult) -> str | None:
+def _park(
+    rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult, outbox: RowOutbox
+) -> str | None:
     """Park an escalated run for a person (its device is released at once); None when it
     is not to be parked: not escalated, questions off, the run's decision memory off (an
     answer reaches the run through the memory), a cancel requested meanwhile, or nothing a
@@ -231,6 +258,7 @@ def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult)
         memory_ttl_s=rt.settings.memory_ttl_s,
         dangerous=tuple(rt.settings.dangerous_controls),
     )
+    outbox.flush()  # a parked run's rows are all written before a person sees its question
     parked = store.park(record, claim.token, waiting, question, fence=rt.fence)
     if parked == PARK_CANCELLED:
         return None  # the caller asked to cancel: finish it, do not ask a person
@@ -241,49 +269,39 @@ def _park(rt: WorkerRuntime, record: RunRecord, claim: Claim, result: RunResult)
     return RunStatus.AWAITING_ANSWER.value
 
 
-def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
-    """The run on the device, with the app it drove in its result and every row."""
+def _run(rt: WorkerRuntime, record: RunRecord, outbox: RowOutbox) -> RunResult:
+    """The run on the device, with the app it drove in its result and every row. Each row
+    goes to `outbox`, which writes it before the next device action (`workers.fleet.outbox`)."""
     req = record.request
     device: DevicePort | None = None
     app: AppUnderTest | None = None
 
     rows: list[StepRow] = []
     started = time.perf_counter()
-    cancel: list[bool] = []
-    """The cancel flag as the last step's row write read it; empty before the first step,
-    which reads it itself (the device was opened since the claim)."""
 
     def on_step(row: StepRow) -> None:
         if app is not None:
             row = row.model_copy(update={"app": app})
-        cancel[:] = [rt.store.write_step(record.id, claim.token, row, fence=rt.fence)]
+        outbox.add(row)
         rows.append(row)
         _each(rt, lambda o: o.step(record, row), "step")
 
     def should_cancel() -> bool:
-        return cancel[0] if cancel else rt.store.cancel_requested(record.id)
+        return outbox.cancelled
 
     try:
         inputs = resolve_inputs(req, rt.secrets)
         decider = rt.make_decider(req.decider)
         if rt.host is not None:
             app = rt.host.prepare(req.app, req.reset)
-        device = open_fenced(rt.open_device, record.id, rt.fence)
-        steps = req.steps
-        run = (
-            functools.partial(
-                run_journey, steps=steps, base_inputs=frozenset({*req.inputs, *req.secrets})
-            )
-            if steps
-            else functools.partial(run_goal, video=_video(rt, req))
-        )
-        result = run(
+        device = with_hooks(open_fenced(rt.open_device, record.id, rt.fence), outbox)
+        result = _runner(rt, req)(
             device,
             req.goal,
             decider=decider,
             inputs=inputs,
             params=req.run_params(),
-            memory=_memory(rt, req),
+            memory=_memory(rt, req, outbox),
             decider_name=req.decider,
             escalate_to=tuple(
                 Tier(spec, rt.make_decider(spec))
@@ -297,22 +315,45 @@ def _run(rt: WorkerRuntime, record: RunRecord, claim: Claim) -> RunResult:
             ledger=_ledger(rt, record),
             dangerous=tuple(rt.settings.dangerous_controls),
         )
-        if steps and (req.video or rt.settings.video) != "off":
-            note = "a journey keeps no video yet: its steps' pictures are the sequence"
-            result = result.model_copy(update={"video_note": note})
+        result = _journey_note(rt, req, result)
         # every row went through `on_step`, which gave it the app
         return result.model_copy(update={"app": app, "steps": tuple(rows)}) if app else result
     except LeaseLostError:
         raise  # not this run's failure: `execute_run` hands it back to pending
+    except RunCancelledError:  # seen by a row write just before an action, which was not made
+        took = (time.perf_counter() - started) * 1000
+        return _with_app(
+            _ended(record, RunStatus.CANCELLED, "cancelled by the caller", tuple(rows), took), app
+        )
     except Exception as exc:  # every other failure becomes a recorded result
         if is_outage(exc):
             raise  # Redis stayed unavailable for longer than the run may wait: requeued
-        failed = _failed(rt, record, exc, tuple(rows), (time.perf_counter() - started) * 1000)
-        return failed.model_copy(update={"app": app}) if app else failed
+        took = (time.perf_counter() - started) * 1000
+        return _with_app(_failed(rt, record, exc, tuple(rows), took), app)
     finally:
         if device is not None:
             with contextlib.suppress(DeviceError):
                 device.close()
+
+
+def _journey_note(rt: WorkerRuntime, req: GoalRunRequest, result: RunResult) -> RunResult:
+    """A journey asked to keep a video says why it has none."""
+    if req.steps and (req.video or rt.settings.video) != "off":
+        note = "a journey keeps no video yet: its steps' pictures are the sequence"
+        return result.model_copy(update={"video_note": note})
+    return result
+
+
+def _with_app(result: RunResult, app: AppUnderTest | None) -> RunResult:
+    return result.model_copy(update={"app": app}) if app else result
+
+
+def _runner(rt: WorkerRuntime, req: GoalRunRequest) -> Callable[..., RunResult]:
+    """The loop the run runs: its journey's, or its one goal's (with the run's video)."""
+    if req.steps:
+        base = frozenset({*req.inputs, *req.secrets})
+        return functools.partial(run_journey, steps=req.steps, base_inputs=base)
+    return functools.partial(run_goal, video=_video(rt, req))
 
 
 def _ledger(rt: WorkerRuntime, record: RunRecord) -> RedisLedger | None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, cast
 
@@ -59,7 +60,32 @@ class Claim:
 
 
 STEP_CANCEL = 2
-"""The step script's answer when the row was written and a cancel was requested."""
+"""The step script's answer when the rows were written and a cancel was requested."""
+
+Recall = tuple[str, str, int]
+"""A decision-memory entry to read with step rows: its key, the time now, its TTL."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a step write read in its own script."""
+
+    cancel: bool
+    """A cancel of the run was requested."""
+    entry: list[str] = field(default_factory=list)
+    """The memory entry asked for (`Recall`), its hash flat (name, value, ...); empty when
+    there is none."""
+
+
+def row_args(rows: Iterable[StepRow]) -> list[object]:
+    """Step rows as the step and finish scripts take them: index, row, picture id ('')."""
+    return [a for r in rows for a in (r.index, r.model_dump_json(), r.screenshot or "")]
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 BATCH_REQUESTS_KEPT = 64
 """Batch requests a store keeps in memory (`RunStore._batch_request`): a batch's request is
 written once and never changes, so its runs after the first cost no read of it."""
@@ -147,30 +173,42 @@ class RunStore(RedisStore):
         claim = Claim(kind=ClaimKind(kind), attempt=int(attempt), token=token)
         if claim.kind not in {ClaimKind.CLAIMED, ClaimKind.EXHAUSTED}:
             return claim
-        flat = reply[2]  # the run hash as the claim left it, flat field/value pairs
-        record = self._record(dict(zip(flat[::2], flat[1::2], strict=True)))
+        record = self._record(_pairs(reply[2]))  # the run hash as the claim left it
         return replace(claim, record=record)
 
     def write_step(
         self, run_id: str, token: str, row: StepRow, *, fence: Fence | None = None
     ) -> bool:
-        """Upsert one step row on (run_id, index), as it happens, so clients can tail it.
-        True when a cancel of the run was requested (read in the same script: the worker's
-        check before its next step costs no round trip of its own). `ClaimLostError` when
+        """`write_steps` of one row; True when a cancel of the run was requested."""
+        return self.write_steps(run_id, token, [row], fence=fence).cancel
+
+    def write_steps(
+        self,
+        run_id: str,
+        token: str,
+        rows: Sequence[StepRow],
+        *,
+        fence: Fence | None = None,
+        recall: Recall | None = None,
+    ) -> Written:
+        """Upsert step rows on (run_id, index), so clients can tail them, and read what rides
+        with them in the same script: whether a cancel of the run was requested (the worker's
+        check before its next action costs no round trip of its own) and, with `recall`, a
+        decision-memory entry (`lua/lib/memory.lua`'s `recall_entry`). `ClaimLostError` when
         the claim moved on; `LeaseLostError` when `fence`'s token no longer holds the
         device's lease."""
         lease, holder = self._lease(fence, "-")
-        ok = self._step(
-            keys=[*self.k.run_and_steps(run_id), lease, self.k.pictures(run_id)],
-            args=[token, row.index, row.model_dump_json(), holder, row.screenshot or ""],
-        )
-        check_fence(ok, fence, f"step {row.index} of run {run_id}")
-        if not ok:
+        keys = [*self.k.run_and_steps(run_id), lease, self.k.pictures(run_id)]
+        args: list[object] = [token, holder, *(recall[1:] if recall else ("", 0))]
+        if recall is not None:
+            keys.append(recall[0])
+        reply = cast("list[Any]", self._step(keys=keys, args=[*args, *row_args(rows)]))
+        code = reply[0]
+        first = rows[0].index if rows else "-"
+        check_fence(code, fence, f"step {first} of run {run_id}")
+        if not code:
             raise ClaimLostError(f"run {run_id} is no longer claimed by this execution")
-        return bool(ok == STEP_CANCEL)
-
-    def cancel_requested(self, run_id: str) -> bool:
-        return self.r.hget(self.k.run(run_id), "cancel") == "1"
+        return Written(cancel=code == STEP_CANCEL, entry=reply[1] if recall is not None else [])
 
     def finish(
         self,
@@ -182,8 +220,10 @@ class RunStore(RedisStore):
         quarantine_after: int,
         retention_s: int,
         fence: Fence | None = None,
+        rows: Sequence[StepRow] = (),
     ) -> bool:
-        """Write the final result, free the device, count the batch: all or nothing. False
+        """Write the final result (and the step `rows` not yet written), free the device,
+        count the batch: all or nothing. False
         when the claim moved on; `LeaseLostError` when `fence`'s token no longer holds the
         device's lease (None: the scheduler ending an overdue run, which holds no lease)."""
         device = record.device or ""
@@ -198,6 +238,7 @@ class RunStore(RedisStore):
                     self.k.wake,
                     lease,
                     self.k.running,
+                    self.k.pictures(record.id),
                 ],
                 args=[
                     token,
@@ -210,6 +251,7 @@ class RunStore(RedisStore):
                     quarantine_after,
                     record.id,
                     holder,
+                    *row_args(rows),
                 ],
             ),
         )

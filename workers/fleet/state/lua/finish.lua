@@ -2,12 +2,19 @@
 -- running -> a terminal status; the device freed, its health counted (and quarantined after
 -- `quarantine_after` infrastructure failures in a row); a failure with retries left queues
 -- its next attempt (`lib/retry.lua`).
--- KEYS: run, steps, device, batch, wake, lease, running
--- ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder
+-- The run's step rows not yet written (`workers.fleet.rows`: the last ones, made after its last
+-- device action) are written first, as `step.lua` writes them.
+-- KEYS: run, steps, device, batch, wake, lease, running, pictures
+-- ARGV: token, status, result, reason, now, retention, failure, quarantine_after, run_id, holder,
+--       then per unwritten row: its index, the row, its picture id ('' for none)
 local lost = lease_lost(KEYS[6], ARGV[10])
 if lost ~= 0 then return lost end
-if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'status') ~= S.RUNNING then return 0 end
+local run = redis.call('HMGET', KEYS[1], 'claim', 'status')
+if run[1] ~= ARGV[1] or run[2] ~= S.RUNNING then return 0 end
+for i = 11, #ARGV, 3 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  if ARGV[i + 2] ~= '' then redis.call('SADD', KEYS[8], ARGV[i + 2]) end
+end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'reason', ARGV[4],
            'finished_at', ARGV[5], 'claim', '')
 retry_run(KEYS[1], KEYS[4], ARGV[2], ARGV[5])

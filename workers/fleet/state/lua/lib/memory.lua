@@ -16,3 +16,13 @@ local function overwrite_entry(entry, index, member, ttl, ...)
   redis.call('EXPIRE', entry, ttl)
   redis.call('SADD', index, member)
 end
+
+-- A decision-memory entry read for a step: its hit counted and its TTL renewed when it exists
+-- (never created); its hash (flat name, value, ...), or an empty table when there is none.
+local function recall_entry(entry, now, ttl)
+  if redis.call('HEXISTS', entry, 'entry') == 0 then return {} end
+  redis.call('HINCRBY', entry, 'hits', 1)
+  redis.call('HSET', entry, 'last_used_at', now)
+  redis.call('EXPIRE', entry, ttl)
+  return redis.call('HGETALL', entry)
+end
