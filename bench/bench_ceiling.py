@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,9 +39,18 @@ import redis
 
 from bench._fleet import machine, median
 from bench.bench_run_cpu import driver
+from bench.bench_schedulers import fill, pend
+from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
+from scheduler.store.enqueue import CeleryEnqueuer
+from scheduler.store.runs import FleetStore
 from testing.sentinels import SentinelLab
+from workers.core.model import RunResult, RunStatus
+from workers.fleet.celery_app import make_celery
 from workers.fleet.connections import redis_client
+from workers.fleet.keys import Keys
+from workers.fleet.state.runs import RunStore
+from workers.fleet.state.states import Failure
 from workers.settings import Settings
 
 WARM_UP = 20
@@ -53,7 +64,16 @@ class Batch:
     redis_ms: float
     worker_ms: float
     submit_ms: float
+    exec_ms: float
+    """Redis's time executing the run's commands (`INFO commandstats` usec), apart from
+    reading, parsing and answering its requests."""
     commands: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def trips(self) -> float:
+        """Requests a run sends: its scripts and its message (every other command runs in a
+        script: `tests/unit/test_run_trips.py`, `test_submit_trips.py`)."""
+        return (self.commands["evalsha"] + self.commands["lpush"]) / self.runs
 
 
 def _redis_cpu_s(client: redis.Redis) -> float:
@@ -64,6 +84,33 @@ def _redis_cpu_s(client: redis.Redis) -> float:
 def _commands(client: redis.Redis) -> Counter[str]:
     stats = cast("dict[str, Any]", client.info("commandstats"))
     return Counter({name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in stats.items()})
+
+
+TOP_LEVEL = ("evalsha", "lpush")
+"""The commands a run sends (every other command runs in a script: `Batch.trips`)."""
+
+
+def _exec_s(client: redis.Redis, names: tuple[str, ...] = TOP_LEVEL) -> float:
+    """Redis's time executing the commands `names` (`INFO commandstats` usec; a script's
+    includes the commands it runs), apart from reading, parsing and answering them."""
+    stats = cast("dict[str, Any]", client.info("commandstats"))
+    return sum(int(stats[f"cmdstat_{n}"]["usec"]) for n in names if f"cmdstat_{n}" in stats) / 1e6
+
+
+def request_us(clients: int, requests: int = 200_000) -> float:
+    """Redis's CPU per request beyond executing it, with `clients` connections sending at once
+    (`redis-benchmark`, PING): what reading, parsing and answering a request costs a Redis
+    with work waiting, as a farm's Redis has."""
+    with LocalRedis() as server:
+        client = redis_client(server.url)
+        c0, e0 = _redis_cpu_s(client), _exec_s(client, ("ping",))
+        subprocess.run(
+            ["redis-benchmark", "-p", str(server.port), "-c", str(clients), "-n", str(requests),
+             "-t", "ping_mbulk", "-q"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        c1, e1 = _redis_cpu_s(client), _exec_s(client, ("ping",))
+    return ((c1 - c0) - (e1 - e0)) * 1e6 / requests
 
 
 @contextmanager
@@ -124,10 +171,10 @@ def variant(
         for p in procs:
             p.start()
         ready.wait(timeout=300)
-        c0, k0 = _redis_cpu_s(client), _commands(client)
+        c0, k0, e0 = _redis_cpu_s(client), _commands(client), _exec_s(client)
         start.set()
         spent = [s for _ in procs for s in results.get(timeout=600)]
-        c1, k1 = _redis_cpu_s(client), _commands(client)
+        c1, k1, e1 = _redis_cpu_s(client), _commands(client), _exec_s(client)
         for p in procs:
             p.join()
         k1.subtract(k0)
@@ -139,9 +186,78 @@ def variant(
                 redis_ms=(c1 - c0) * 1000 / runs,
                 worker_ms=sum(w for _, w in spent) * 1000 / runs,
                 submit_ms=sum(s for s, _ in spent) * 1000 / runs,
+                exec_ms=(e1 - e0) * 1000 / runs,
                 commands=+k1,
             )
         )
+    return out
+
+
+class TimedSender:
+    """The scheduler's real Celery sender, the CPU of its sends added up: what Celery's own
+    `send_task` costs a placement, measured apart from the placement around it."""
+
+    def __init__(self, inner: CeleryEnqueuer) -> None:
+        self.inner = inner
+        self.cpu_s = 0.0
+
+    def send(self, run_id: str, device_id: str) -> None:
+        t0 = time.process_time()
+        self.inner.send(run_id, device_id)
+        self.cpu_s += time.process_time() - t0
+
+
+@dataclass
+class Placed:
+    runs: int
+    cpu_ms: float
+    celery_ms: float
+    redis_ms: float
+
+
+def placement(url: str, *, devices: int, waves: int) -> list[Placed]:
+    """The scheduler's side: `devices` idle devices and as many pending runs, placed by the
+    real `Dispatcher` and Celery sender in this process (`bench_schedulers.fill`); a wave
+    more of runs each time every device's run was claimed and finished by the worker's own
+    scripts (`RunStore`), its device idle again. Wave 0 warms (each device's queue declared
+    once, as a running scheduler has); each later wave is measured: this process's CPU per
+    run placed (the view's re-read of the freed devices included), Celery's `send_task` share
+    of it, and Redis's CPU."""
+    prefix = "place"
+    settings = Settings(redis_url=url, key_prefix=prefix)
+    client = redis_client(url)
+    keys = Keys(prefix)
+    store = FleetStore(client, keys, retention_s=600)
+    worker = RunStore(client, keys)
+    sender = TimedSender(CeleryEnqueuer(make_celery(settings)))
+    dispatcher = Dispatcher(store, sender, view_max_age_s=settings.device_view_max_age_s)
+    fill(url, prefix, devices)
+    out = []
+    for wave in range(waves + 1):
+        if wave:
+            for run in store.load_many(cast("list[str]", client.zrange(keys.reserved, 0, -1))):
+                claim = worker.claim(run.id, run.device or "", "w", cap=3)
+                result = RunResult(status=RunStatus.DONE, reason="done", goal=run.request.goal)
+                worker.finish(
+                    run, claim.token, result, failure=Failure.NONE, quarantine_after=3,
+                    retention_s=600,
+                )  # fmt: skip
+            pend(store, devices)
+        sender.cpu_s, c0, r0 = 0.0, time.process_time(), _redis_cpu_s(client)
+        dispatcher.view.reload()  # what the loop's wake-ups and its periodic re-read learn
+        placed = 0
+        while store.pending_count():
+            placed += dispatcher.dispatch()
+        c1, r1 = time.process_time(), _redis_cpu_s(client)
+        if wave:
+            out.append(
+                Placed(
+                    runs=placed,
+                    cpu_ms=(c1 - c0) * 1000 / placed,
+                    celery_ms=sender.cpu_s * 1000 / placed,
+                    redis_ms=(r1 - r0) * 1000 / placed,
+                )
+            )
     return out
 
 
@@ -150,7 +266,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--batches", type=int, default=None)
     ap.add_argument("--runs", type=int, default=None, help="runs a driver makes a batch")
-    ap.add_argument("--drivers", type=int, default=8, help="driver processes at once")
+    ap.add_argument("--drivers", type=int, default=1, help="driver processes at once")
+    ap.add_argument("--devices", type=int, default=None, help="devices a placement wave fills")
     args = ap.parse_args()
     batches = args.batches or (2 if args.quick else 5)
     size = args.runs or (10 if args.quick else 60)
@@ -174,19 +291,49 @@ def main() -> None:
         f"# The ceiling: Redis per {STEPS}-step run ({batches} batches of {args.drivers} "
         f"drivers x {size} runs, {machine()})\n"
     )
+    busy_us = request_us(clients=16)
     print(
-        "| variant | Redis CPU per run | runs/s at one Redis core | commands per run "
+        "| variant | Redis CPU per run, one client | runs/s at one Redis core | requests per run "
+        "| commands per run | executing them | at saturation | runs/s at one core, saturated "
         "| worker CPU per run | submit CPU per run |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- |" + " ---: |" * 9)
     for name, got in results.items():
         redis_ms = median([b.redis_ms for b in got])
+        exec_ms = median([b.exec_ms for b in got])
+        trips = median([b.trips for b in got])
+        busy_ms = exec_ms + trips * busy_us / 1000
         commands = median([sum(b.commands.values()) / b.runs for b in got])
         print(
-            f"| {name} | {redis_ms:.3f} ms | {1000 / redis_ms:,.0f} | {commands:.1f} "
+            f"| {name} | {redis_ms:.3f} ms | {1000 / redis_ms:,.0f} | {trips:.1f} | {commands:.1f} "
+            f"| {exec_ms:.3f} ms | {busy_ms:.3f} ms | {1000 / busy_ms:,.0f} "
             f"| {median([b.worker_ms for b in got]):.2f} ms "
             f"| {median([b.submit_ms for b in got]):.2f} ms |"
         )
+    print(
+        f'\n"At saturation": executing the run\'s commands, plus its requests at {busy_us:.1f} us '
+        "each, Redis's CPU per request beyond executing it with 16 clients sending at once "
+        "(redis-benchmark, PING, in this run); one client waiting on each answer costs Redis "
+        "a wake-up per request instead."
+    )
+    devices = args.devices or (200 if args.quick else 1000)
+    with LocalRedis() as server:
+        placed = placement(server.url, devices=devices, waves=batches)
+    print(
+        f"\nThe scheduler: {batches} waves of {devices:,} runs onto {devices:,} idle devices "
+        "(queues declared), in one process\n"
+    )
+    print(
+        "| scheduler CPU per run | of it Celery's `send_task` | placement without it "
+        "| runs/s at one scheduler core | Redis CPU per placement |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    cpu = median([p.cpu_ms for p in placed])
+    celery = median([p.celery_ms for p in placed])
+    print(
+        f"| {cpu:.3f} ms | {celery:.3f} ms | {median([p.cpu_ms - p.celery_ms for p in placed]):.3f}"
+        f" ms | {1000 / cpu:,.0f} | {median([p.redis_ms for p in placed]):.3f} ms |"
+    )
     print("\nCommands per run, by command (the last batch of each variant):\n")
     names = sorted({c for got in results.values() for c in got[-1].commands})
     print("| command | " + " | ".join(results) + " |")

@@ -95,6 +95,12 @@ def fill(url: str, prefix: str, n: int) -> None:
     for i in range(n):
         info = DeviceInfo(id=f"d{i}", platform=Platform.IOS, os_version="17.5")
         store.registry.register(info, lease_holder(worker_name(f"d{i}")), lease_s=3600)
+    pend(store, n)
+    r.delete(keys.wake)
+
+
+def pend(store: FleetStore, n: int) -> None:
+    """`n` selector runs pending, in batches of 1,000, as `Fleet.submit_batch` writes them."""
     sub = BatchSubmit(goal="Sign in", count=1000)
     request = sub.goal_request()
     for start in range(0, n, 1000):
@@ -119,7 +125,6 @@ def fill(url: str, prefix: str, n: int) -> None:
             runs=tuple(x.id for x in runs),
         )
         store.create(runs, batch=batch)
-    r.delete(keys.wake)
 
 
 def round_(url: str, prefix: str, n: int, schedulers: int) -> dict[str, float]:
