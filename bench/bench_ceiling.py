@@ -162,10 +162,10 @@ def variant(
     client.flushdb()
     mp = multiprocessing.get_context("fork")
     out = []
-    for _ in range(batches):
+    for b in range(batches):
         ready, start, results = mp.Barrier(drivers + 1), mp.Event(), mp.Queue()
-        procs = [
-            mp.Process(target=Driver(settings, f"d{i}", memory, size, ready, start, results))
+        procs = [  # each batch's own devices: a device's lease is its driver's for an hour
+            mp.Process(target=Driver(settings, f"b{b}d{i}", memory, size, ready, start, results))
             for i in range(1, drivers + 1)
         ]
         for p in procs:
