@@ -22,15 +22,18 @@ PASSWORD = {"password": SecretRef(ref="env:PW")}
 
 
 class Witness(Device):
-    """The sim sign-in device; at each action it reads which rows the store holds, and at its
-    `cancel_at`-th snapshot it asks the store to cancel the run (a person's cancel arriving
-    while the step is being decided)."""
+    """The sim sign-in device; at each action it reads which rows the store holds. It asks the
+    store to cancel the run at its `cancel_at`-th snapshot (a person's cancel arriving while a
+    step is being decided), or during its `cancel_acting`-th action (while a step acts)."""
 
-    def __init__(self, store: FleetStore, run_id: str, cancel_at: int = 0) -> None:
+    def __init__(
+        self, store: FleetStore, run_id: str, cancel_at: int = 0, cancel_acting: int = 0
+    ) -> None:
         self.inner = make_sim_device("sim:signin-ios")
         self.store = store
         self.run_id = run_id
         self.cancel_at = cancel_at
+        self.cancel_acting = cancel_acting
         self.looks = 0
         self.stored_at_action: list[list[int]] = []
 
@@ -46,6 +49,8 @@ class Witness(Device):
 
     def _acting(self) -> None:
         self.stored_at_action.append([r.index for r in self.store.steps(self.run_id)])
+        if len(self.stored_at_action) == self.cancel_acting:
+            self.store.cancel(self.run_id)
 
     def press(self, pinned_ref: str) -> ActionResult:
         self._acting()
@@ -60,7 +65,13 @@ class Witness(Device):
 
 
 def _run(
-    parts, client, *, cancel_at: int = 0, warm: bool = False, memory: bool = True
+    parts,
+    client,
+    *,
+    cancel_at: int = 0,
+    cancel_acting: int = 0,
+    warm: bool = False,
+    memory: bool = True,
 ) -> tuple[str, Witness]:
     store, rs, _, fleet = parts
     register(store, "d1")
@@ -71,7 +82,7 @@ def _run(
     devices: list[Witness] = []
 
     def open_device(_rid: str) -> DevicePort:
-        devices.append(Witness(store, run_id, cancel_at))
+        devices.append(Witness(store, run_id, cancel_at, cancel_acting))
         return devices[-1]
 
     status = execute_run(runtime(client, rs, open_device=open_device), run_id)
@@ -106,3 +117,18 @@ def test_a_cancel_seen_at_the_row_write_refuses_the_action_about_to_be_made(part
     assert final.status is RunStatus.CANCELLED
     assert [r.index for r in parts[0].steps(device.run_id)] == [1, 2]
     assert [r.index for r in final.result.steps] == [1, 2]
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["no-memory", "memory"])
+def test_a_cancel_during_a_step_stops_the_run_before_the_next_action(
+    parts, client, *, memory: bool
+) -> None:
+    """Requested while step 2 acts: step 2's row is written (with the next write, which reads
+    the cancel), and step 3 makes no action."""
+    status, device = _run(parts, client, cancel_acting=2, memory=memory)
+    assert status == "cancelled"
+    assert len(device.stored_at_action) == 2
+    final = parts[0].load(device.run_id)
+    assert final.status is RunStatus.CANCELLED
+    assert [row.index for row in parts[0].steps(device.run_id)] == [1, 2]
+    assert len(final.result.steps) == 2

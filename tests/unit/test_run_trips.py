@@ -15,10 +15,8 @@ from test_submit_trips import wire
 from test_tasks import runtime, submit
 
 from scheduler.service.requests import BatchSubmit
-from workers.core.model import ActionResult, InputValue, Platform, RunStatus, Snapshot
-from workers.core.ports import Device, DevicePort
+from workers.core.model import RunStatus
 from workers.core.request import SecretRef
-from workers.devices.sim.device import make_sim_device
 from workers.fleet.keys import Keys
 from workers.fleet.tasks import execute_run
 
@@ -64,59 +62,6 @@ def test_a_batch_request_is_read_once_per_worker(parts, client):
 def reserved(client: redis.Redis) -> str:
     """The run reserved for device d1."""
     return str(client.hget(Keys("t").device("d1"), "run"))
-
-
-class CancelledAt(Device):
-    """The sim sign-in device; its `at`-th action first asks the store to cancel the run (a
-    person's cancel arriving while that step runs)."""
-
-    def __init__(self, cancel: object, at: int) -> None:
-        self.inner = make_sim_device("sim:signin-ios")
-        self.cancel = cancel
-        self.at = at
-        self.acted = 0
-
-    @property
-    def platform(self) -> Platform:
-        return self.inner.platform
-
-    def snapshot(self) -> Snapshot:
-        return self.inner.snapshot()
-
-    def _acting(self) -> None:
-        self.acted += 1
-        if self.acted == self.at:
-            self.cancel()  # type: ignore[operator]
-
-    def press(self, pinned_ref: str) -> ActionResult:
-        self._acting()
-        return self.inner.press(pinned_ref)
-
-    def fill(self, pinned_ref: str, value: InputValue) -> ActionResult:
-        self._acting()
-        return self.inner.fill(pinned_ref, value)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-def test_a_cancel_during_a_step_stops_the_run_before_the_next(parts, client):
-    """Requested while step 2 acts: step 2's row is written, step 3 never starts."""
-    store, rs, _, fleet = parts
-    register(store, "d1")
-    run_id = submit(fleet, EMAIL)
-    devices: list[DevicePort] = []
-
-    def open_device(_rid: str) -> DevicePort:
-        devices.append(CancelledAt(lambda: store.cancel(run_id), at=2))
-        return devices[-1]
-
-    rt = runtime(client, rs, open_device=open_device)
-    assert execute_run(rt, run_id) == "cancelled"
-    final = store.load(run_id)
-    assert final.status is RunStatus.CANCELLED
-    assert [row.index for row in store.steps(run_id)] == [1, 2]
-    assert len(final.result.steps) == 2
 
 
 def test_the_kept_batch_requests_stay_bounded(parts):
