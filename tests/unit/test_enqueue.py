@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 import structlog
+from celery.utils.saferepr import saferepr
 
 from scheduler.local.redis import LocalRedis
 from scheduler.store.enqueue import CeleryEnqueuer
@@ -71,3 +72,16 @@ def test_the_enqueuer_sends_through_celery_with_the_request_id(redis_server: Loc
     assert sent["headers"]["task"] == RUN_TASK
     assert sent["headers"][REQUEST_ID_HEADER] == "req-7"
     assert json.loads(base64.b64decode(sent["body"]))[0] == ["0123abcd"]
+
+
+def test_a_message_shows_its_arguments_as_celery_would(redis_server: LocalRedis, client):
+    """`send_run` gives Celery the arguments' text for logs and events (`argsrepr`,
+    `kwargsrepr`), sparing it `saferepr`: the same text `saferepr` makes."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    try:
+        send(app, "0123abcd", "d-3")
+    finally:
+        app.close()
+    sent = json.loads(client.rpop(Keys("t").queue("d-3")))
+    assert sent["headers"]["argsrepr"] == saferepr(["0123abcd"])
+    assert sent["headers"]["kwargsrepr"] == saferepr({})

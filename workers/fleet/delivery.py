@@ -35,9 +35,18 @@ _BACKOFF = Backoff(base_s=0.1, cap_s=2.0)
 def send_run(app: Any, run_id: str, device_id: str) -> None:  # noqa: ANN401 - Celery ships no type hints
     """`goalfleet.run(run_id)` onto `device.<id>` through Celery's public API: the task id is
     the run id (a worker's log lines for it carry it); `ignore_result`: the run task stores no
-    Celery result (the run record holds it), so no result channel is subscribed."""
+    Celery result (the run record holds it), so no result channel is subscribed. The message's
+    `argsrepr` and `kwargsrepr` (what logs and events show of its arguments) are given, as
+    Celery would write them: left to Celery, its `saferepr` of them is a quarter of a send's
+    CPU (docs/benchmarks.md §22)."""
     app.send_task(
-        RUN_TASK, args=[run_id], queue=device_queue(device_id), task_id=run_id, ignore_result=True
+        RUN_TASK,
+        args=[run_id],
+        argsrepr=repr([run_id]),
+        kwargsrepr="{}",
+        queue=device_queue(device_id),
+        task_id=run_id,
+        ignore_result=True,
     )
 
 
