@@ -198,7 +198,7 @@ class Dispatcher:
         share = self.shares.current() if self.shares is not None else (0, 1)
         if share[1] > 1:
             return self._dispatch_share(idle, share)
-        sent = 0
+        chosen = Chosen(self, idle)
         picker = IdleByClass(idle)
         full: set[str] = set()  # classes no idle device can take for the rest of this pass
         for p in self.placement.pending():
@@ -209,11 +209,10 @@ class Dispatcher:
             if device is None:
                 full.add(p.klass)
                 continue
-            if self._send(p.run_id, device, idle) is not None:
-                sent += 1
+            chosen.take(p.run_id, device)
             if not idle:
                 break
-        return sent
+        return chosen.sent()
 
     def _dispatch_share(self, idle: dict[str, DeviceState], share: tuple[int, int]) -> int:
         """A pass of one of several schedulers: the runs at its positions of the pending
@@ -222,27 +221,27 @@ class Dispatcher:
         i, n = share
         own = {did: d for did, d in idle.items() if mine(did, share)}
         picker = IdleByClass(own)
-        sent = 0
+        chosen = Chosen(self, own)
         later: list[Pending] = []
         for k, p in enumerate(self.placement.pending()):
             if k % n != i:
                 later.append(p)
-            elif self._place(p, picker, own):
-                sent += 1
+            else:
+                self._place(p, picker, chosen)
             if not own or len(later) >= len(own) * n:
                 break
         for p in later:
             if not own:
                 break
-            if self._place(p, picker, own):
-                sent += 1
-        return sent
+            self._place(p, picker, chosen)
+        return chosen.sent()
 
-    def _place(self, p: Pending, picker: IdleByClass, idle: dict[str, DeviceState]) -> bool:
-        """Reserve an idle device of `picker`'s for the pending run and send it."""
+    def _place(self, p: Pending, picker: IdleByClass, chosen: Chosen) -> None:
+        """An idle device of `picker`'s for the pending run, if one matches, chosen for it."""
         run = self.placement.example(p.klass)
         device = picker.pick(p.klass, run.target, run.selector) if run is not None else None
-        return device is not None and self._send(p.run_id, device, idle) is not None
+        if device is not None:
+            chosen.take(p.run_id, device)
 
     def fast_pick(self, run: RunRecord) -> DeviceState | None:
         """The device the submit's fast path tries for a run it is about to write, from the
@@ -291,7 +290,7 @@ class Dispatcher:
     def _dispatch_runs(self, runs: list[RunRecord], idle: dict[str, DeviceState]) -> int:
         """Place `runs` on `idle` devices; a run for an exact device the view thinks busy
         re-reads that device first (the view may be older than a finish)."""
-        sent = 0
+        chosen = Chosen(self, idle)
         picker = IdleByClass(idle)
         for run in runs:
             if run.device is not None or run.status.terminal:
@@ -299,11 +298,9 @@ class Dispatcher:
             if run.target is not None and run.target not in idle:
                 self._recheck(run.target, idle)
             device = picker.pick(class_of(run), run.target, run.selector)
-            if device is None:
-                continue
-            if self._send(run.id, device, idle) is not None:
-                sent += 1
-        return sent
+            if device is not None:
+                chosen.take(run.id, device)
+        return chosen.sent()
 
     def _recheck(self, device_id: str, idle: dict[str, DeviceState]) -> None:
         """Re-read one device the view thinks busy (3 commands); idle now: it joins `idle`."""
@@ -312,20 +309,21 @@ class Dispatcher:
         if state is not None and state.idle:
             idle[device_id] = state
 
-    def _send(self, run_id: str, device: DeviceState, idle: dict[str, DeviceState]) -> float | None:
-        """Reserve `device` for the run (a script), then send its message (the
-        `dispatched_at` written, or None when the reservation was refused). The device leaves
-        `idle` for the rest of the pass whatever happens; a refused reservation (the view was
-        stale: the device is busy, down or quarantined) re-reads it."""
-        did = device.info.id
-        del idle[did]
-        at = self.store.reserve(run_id, did)
-        if at is None:
-            self.view.refresh([did])
-            return None
-        self.deliver(run_id, did)
-        self._took(run_id, device)
-        return at
+    def reserve_and_send(self, pairs: list[tuple[str, DeviceState]]) -> int:
+        """Reserve each chosen (run, device) pair, all in one script (each pair on its own),
+        then send the reserved runs' messages; how many were sent. A refused pair (the view
+        was stale: the device is busy, down or quarantined) re-reads its device."""
+        if not pairs:
+            return 0
+        done = self.store.reserve_many([(run_id, d.info.id) for run_id, d in pairs])
+        refused = [d.info.id for (_, d), ok in zip(pairs, done, strict=True) if not ok]
+        if refused:
+            self.view.refresh(refused)
+        for (run_id, device), ok in zip(pairs, done, strict=True):
+            if ok:
+                self.deliver(run_id, device.info.id)
+                self._took(run_id, device)
+        return sum(done)
 
     def _took(self, run_id: str, device: DeviceState) -> None:
         """The view learns that `device` has `run_id` on its way."""
@@ -408,3 +406,35 @@ class Dispatcher:
                     )
                 stop.wait(max(interval_s, OUTAGE_BACKOFF.delay(failed_passes)))
                 failed_passes += 1
+
+
+RESERVE_BATCH = 100
+"""The most (run, device) pairs one reservation script takes: a pass placing more reserves
+them 100 at a time, so no script holds Redis for long."""
+
+
+class Chosen:
+    """A dispatch pass's choices: each device taken from the pass's `idle` devices when
+    chosen (whatever its reservation's fate), the pairs reserved in batches of
+    `RESERVE_BATCH` (`Dispatcher.reserve_and_send`: one round trip a batch, not one a run)."""
+
+    def __init__(self, dispatcher: Dispatcher, idle: dict[str, DeviceState]) -> None:
+        self.dispatcher = dispatcher
+        self.idle = idle
+        self._pairs: list[tuple[str, DeviceState]] = []
+        self._sent = 0
+
+    def take(self, run_id: str, device: DeviceState) -> None:
+        del self.idle[device.info.id]
+        self._pairs.append((run_id, device))
+        if len(self._pairs) >= RESERVE_BATCH:
+            self._flush()
+
+    def sent(self) -> int:
+        """How many of the pass's runs were sent, the last batch reserved first."""
+        self._flush()
+        return self._sent
+
+    def _flush(self) -> None:
+        pairs, self._pairs = self._pairs, []
+        self._sent += self.dispatcher.reserve_and_send(pairs)

@@ -71,6 +71,7 @@ def test_priority_and_submit_order_hold_within_a_class(parts: Parts) -> None:
     hold, _ = fleet.submit_run(RunSubmit(goal="hold"))
     low, _ = fleet.submit_run(RunSubmit(goal="low", priority=5))
     high, _ = fleet.submit_run(RunSubmit(goal="high", priority=1))  # 0 is the highest
+    time.sleep(0.002)  # the index orders by the millisecond (`pending_score`): a later one
     low2, _ = fleet.submit_run(RunSubmit(goal="low2", priority=5))
     order: list[str] = []
     prev = hold.id

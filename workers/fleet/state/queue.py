@@ -12,6 +12,7 @@ leaves nothing half-written.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -177,19 +178,22 @@ class RunQueue(RedisStore):
         `dispatched_at` it wrote (the caller then sends the run's message), or None when it
         did not."""
         now = time.time()
-        done = bool(
-            self._reserve(
-                keys=[
-                    self.k.run(run_id),
-                    self.k.device(device_id),
-                    self.k.lease(device_id),
-                    self.k.pending,
-                    self.k.reserved,
-                ],
-                args=[run_id, device_id, repr(now)],
-            )
-        )
-        return now if done else None
+        return now if self.reserve_many([(run_id, device_id)], now=now)[0] else None
+
+    def reserve_many(
+        self, pairs: Sequence[tuple[str, str]], *, now: float | None = None
+    ) -> list[bool]:
+        """`reserve` for each (run id, device id) of a dispatch pass, in one script and one
+        round trip, each pair on its own (`lua/reserve.lua`): whether each was reserved, at
+        `now` (the callers then send those runs' messages)."""
+        if not pairs:
+            return []
+        keys = [self.k.pending, self.k.reserved]
+        args: list[object] = [repr(time.time() if now is None else now)]
+        for run_id, device_id in pairs:
+            keys += [self.k.run(run_id), self.k.device(device_id), self.k.lease(device_id)]
+            args += [run_id, device_id]
+        return [bool(x) for x in cast("list[int]", self._reserve(keys=keys, args=args))]
 
     def resend(self, run_id: str, device_id: str) -> bool:
         """A reservation `device_id` still holds, never claimed, is due its message again (its
