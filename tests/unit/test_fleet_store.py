@@ -206,7 +206,7 @@ def test_cancel_queued_and_running(parts):
     c = rs.claim(running, "d1", "w@d1", cap=3)
     assert c.kind is ClaimKind.CLAIMED
     assert store.cancel(running) == "requested"
-    assert rs.load(running).cancel_requested
+    assert rs.cancel_requested(running)
     b = store.batch(batch.id)
     assert b.counts == {"cancelled": 1}
     assert b.finished == 1

@@ -132,3 +132,14 @@ def test_a_cancel_during_a_step_stops_the_run_before_the_next_action(
     assert final.status is RunStatus.CANCELLED
     assert [row.index for row in parts[0].steps(device.run_id)] == [1, 2]
     assert len(final.result.steps) == 2
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["no-memory", "memory"])
+def test_a_cancel_before_the_first_action_refuses_it(parts, client, *, memory: bool) -> None:
+    """Cancelled after the claim, while the first step is being decided (as while the app
+    was being prepared): the flag the claim read is stale, so the first action reads it
+    again (alone, or with the first step's memory read), and is not made."""
+    status, device = _run(parts, client, cancel_at=1, memory=memory)
+    assert status == "cancelled"
+    assert device.stored_at_action == []  # no action at all
+    assert parts[0].load(device.run_id).status is RunStatus.CANCELLED

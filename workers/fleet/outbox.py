@@ -12,9 +12,12 @@ the outbox until the first of:
 - the run's end: the finish script writes them (`RunStore.finish`), or they are written
   before the run is parked for a person.
 
-Every write reads the run's cancel flag in the same script. A cancel seen there refuses the
-action about to be made (`RunCancelledError`), so no device action follows a cancel the
-store has shown the worker; the loop also reads the flag before each step (`cancelled`).
+Every write reads the run's cancel flag in the same script, and so does every memory read (a
+run's first step has no rows to write yet); an action nothing read the flag for since the
+last action reads it alone. A cancel seen there refuses the action about to be made
+(`RunCancelledError`): the flag is read before every device action, and no action follows a
+cancel requested before that read. The loop also checks the flag before each step
+(`cancelled`: the last read).
 The fence and the claim token are checked by every write, as each row's own write did.
 """
 
@@ -48,6 +51,9 @@ class RowOutbox(DeviceHook):
         self.cancelled = cancelled
         """Whether a cancel was requested, as the claim or the last write read it."""
         self._rows: list[StepRow] = []
+        self._read = False
+        """Whether the flag was read since the device's last action (the claim's read is
+        older than the app's preparation and the device's opening)."""
 
     def add(self, row: StepRow) -> None:
         self._rows.append(row)
@@ -63,10 +69,9 @@ class RowOutbox(DeviceHook):
             self._write(self.take())
 
     def ride(self, entry: str, now: str, ttl_s: int) -> list[str] | None:
-        """Read the memory `entry` with the rows not yet written, in one script: its hash
-        flat (empty when there is none); None when no row waits (the caller reads it alone)."""
-        if not self._rows:
-            return None
+        """Read the memory `entry` with the rows not yet written (none, at a run's first
+        step), in one script that reads the cancel flag too: its hash flat (empty when there
+        is none)."""
         return self._write(self.take(), recall=(entry, now, ttl_s))
 
     def _write(
@@ -76,16 +81,23 @@ class RowOutbox(DeviceHook):
             self.run_id, self.token, list(rows), fence=self.fence, recall=recall
         )
         self.cancelled = self.cancelled or written.cancel
+        self._read = True
         return written.entry
 
     # -- the device's chain of hooks --------------------------------------------------------
 
     def before(self, command: str) -> None:
+        """Before an action: the rows written (reading the cancel flag), or the flag read
+        alone when no row waits and nothing read it since the last action (a run's first
+        action without the memory, or a second action in one step)."""
         if command not in ACTIONS:
             return
         self.flush()
+        if not self._read:
+            self.cancelled = self.cancelled or self.store.cancel_requested(self.run_id)
         if self.cancelled:
             raise RunCancelledError(
                 f"run {self.run_id}: {command} refused: a cancel was requested",
                 hint="the run ends cancelled with the rows it wrote",
             )
+        self._read = False  # the action goes ahead: the next one reads the flag again

@@ -210,6 +210,9 @@ class RunStore(RedisStore):
             raise ClaimLostError(f"run {run_id} is no longer claimed by this execution")
         return Written(cancel=code == STEP_CANCEL, entry=reply[1] if recall is not None else [])
 
+    def cancel_requested(self, run_id: str) -> bool:
+        return self.r.hget(self.k.run(run_id), "cancel") == "1"
+
     def finish(
         self,
         record: RunRecord,
