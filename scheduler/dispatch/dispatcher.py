@@ -193,9 +193,11 @@ class Dispatcher:
         idle = {d.info.id: d for d in self.view.idle()}
         if run_ids is not None:
             return self._dispatch_ids(run_ids, idle)
+        # every pass keeps the membership (renewed when due), idle devices or not: one that
+        # lapsed while every device was busy would make the next free device everyone's
+        share = self.shares.current() if self.shares is not None else (0, 1)
         if not idle:
             return 0
-        share = self.shares.current() if self.shares is not None else (0, 1)
         if share[1] > 1:
             return self._dispatch_share(idle, share)
         chosen = Chosen(self, idle)
