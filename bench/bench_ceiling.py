@@ -25,9 +25,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import subprocess
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue as QueueType
@@ -69,12 +70,6 @@ class Batch:
     reading, parsing and answering its requests."""
     commands: Counter[str] = field(default_factory=Counter)
 
-    @property
-    def trips(self) -> float:
-        """Requests a run sends: its scripts and its message (every other command runs in a
-        script: `tests/unit/test_run_trips.py`, `test_submit_trips.py`)."""
-        return (self.commands["evalsha"] + self.commands["lpush"]) / self.runs
-
 
 def _redis_cpu_s(client: redis.Redis) -> float:
     cpu = cast("dict[str, Any]", client.info("cpu"))
@@ -87,7 +82,37 @@ def _commands(client: redis.Redis) -> Counter[str]:
 
 
 TOP_LEVEL = ("evalsha", "lpush")
-"""The commands a run sends (every other command runs in a script: `Batch.trips`)."""
+"""What a run's requests are, but for one lone read of the cancel flag a run without the
+memory makes (`requests_of` counts it; its execution, under a microsecond, is left out here:
+`commandstats` cannot tell it from the scripts' own reads)."""
+
+
+def requests_of(url: str, one: Callable[[], object]) -> int:
+    """The requests one run sends Redis (not the commands its scripts run), read with
+    MONITOR around one run outside the measured batches, as `tests/unit/test_run_trips.py`
+    counts the worker's."""
+    marker, stopper = "bench:requests:end", redis_client(url)
+    stopper.ping()  # connected before the watch: its handshake is not the run's
+    seen: list[str] = []
+    watching = threading.Event()
+
+    def watch() -> None:
+        with redis_client(url).monitor() as m:
+            watching.set()
+            for cmd in m.listen():
+                if marker in cmd["command"]:
+                    return
+                if cmd.get("client_type") != "lua" and not cmd["command"].startswith("REPLCONF"):
+                    seen.append(cmd["command"])  # (a replica's acknowledgements are not the run's)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    watching.wait(10)
+    time.sleep(0.2)  # the MONITOR is in place
+    one()
+    stopper.get(marker)
+    watcher.join(10)
+    return len(seen)
 
 
 def _exec_s(client: redis.Redis, names: tuple[str, ...] = TOP_LEVEL) -> float:
@@ -147,7 +172,7 @@ class Driver:
 
 def variant(
     url: str, *, memory: bool, wait: int, batches: int, size: int, drivers: int
-) -> list[Batch]:
+) -> tuple[list[Batch], int]:
     """`batches` measured windows, each `drivers` processes making `size` runs apiece on
     their own devices at once: Redis serves them as it serves a farm's workers, several
     clients' commands ready at each wake-up, not one client's in turn."""
@@ -160,6 +185,10 @@ def variant(
     )
     client = redis_client(url)
     client.flushdb()
+    probe = driver(settings, memory=memory, device="probe")
+    for _ in range(WARM_UP):
+        probe()
+    requests = requests_of(url, probe)
     mp = multiprocessing.get_context("fork")
     out = []
     for b in range(batches):
@@ -190,7 +219,7 @@ def variant(
                 commands=+k1,
             )
         )
-    return out
+    return out, requests
 
 
 class TimedSender:
@@ -277,9 +306,10 @@ def main() -> None:
         "memory + WAIT 1": {"memory": True, "wait": 1, "replica": True},
     }
     results: dict[str, list[Batch]] = {}
+    requests: dict[str, int] = {}
     for name, side in sides.items():
         with _server(replica=bool(side["replica"])) as url:
-            results[name] = variant(
+            results[name], requests[name] = variant(
                 url,
                 memory=bool(side["memory"]),
                 wait=int(side["wait"]),
@@ -301,11 +331,11 @@ def main() -> None:
     for name, got in results.items():
         redis_ms = median([b.redis_ms for b in got])
         exec_ms = median([b.exec_ms for b in got])
-        trips = median([b.trips for b in got])
+        trips = requests[name]
         busy_ms = exec_ms + trips * busy_us / 1000
         commands = median([sum(b.commands.values()) / b.runs for b in got])
         print(
-            f"| {name} | {redis_ms:.3f} ms | {1000 / redis_ms:,.0f} | {trips:.1f} | {commands:.1f} "
+            f"| {name} | {redis_ms:.3f} ms | {1000 / redis_ms:,.0f} | {trips} | {commands:.1f} "
             f"| {exec_ms:.3f} ms | {busy_ms:.3f} ms | {1000 / busy_ms:,.0f} "
             f"| {median([b.worker_ms for b in got]):.2f} ms "
             f"| {median([b.submit_ms for b in got]):.2f} ms |"

@@ -110,6 +110,8 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
     sup = Supervised(fleet, specs)
     rng = random.Random(int(time.time()))
     stop = threading.Event()
+    calm = threading.Event()
+    """Set once the batch is done: the random kills stop (`stop`: the poison run's too)."""
     db = redis.Redis.from_url(settings.redis_url, decode_responses=True)
     prefix = settings.key_prefix
     try:
@@ -127,14 +129,15 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
         poison_kills: list[int] = []
 
         def kill_poison() -> None:
+            kc = fleet.client()  # its own: a client's connection is one thread's at a time
             while not stop.is_set():
-                rec = c.run(poison.id)
+                rec = kc.run(poison.id)
                 if rec.status.terminal:
                     return
                 if (
                     rec.status is RunStatus.RUNNING
                     and rec.attempt not in poison_kills
-                    and c.steps(poison.id)
+                    and kc.steps(poison.id)
                     and sup.kill_child(POISON, poison.id)
                 ):
                     poison_kills.append(rec.attempt)
@@ -146,9 +149,9 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
         ids = list(batch.runs)
 
         def chaos() -> None:
-            while not stop.is_set():
-                stop.wait(rng.uniform(0.3, 1.2))
-                if stop.is_set():
+            while not calm.is_set():
+                calm.wait(rng.uniform(0.3, 1.2))
+                if calm.is_set():
                     return
                 # a worker that is up and not still waiting for a killed run's redelivery: a
                 # crash loop that keeps a device down past the sweep's bound is another scenario
@@ -172,11 +175,13 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
             t.start()
         t0 = time.monotonic()
         runs = _wait_all(c, ids, timeout_s=120 + 5 * n_runs)
+        calm.set()  # the batch is done: no more random kills
+        elapsed = time.monotonic() - t0
+        # the poison run is killed on every attempt until it ends, however soon the batch did
+        final_poison = c.wait(poison.id, timeout_s=60)
         stop.set()
         for t in threads:
             t.join(timeout=90)
-        elapsed = time.monotonic() - t0
-        final_poison = c.wait(poison.id, timeout_s=60)
         now_ns = time.monotonic_ns()
         (tmp_path / "kills.json").write_text(
             json.dumps([k.__dict__ for k in sup.kills], indent=1, default=str)
@@ -283,6 +288,7 @@ def test_random_kills_lose_nothing_and_never_overlap(  # noqa: C901, PLR0912, PL
         assert not swept, f"runs ended by the overdue sweep instead of redelivered: {swept}"
         c.close()
     finally:
+        calm.set()
         stop.set()
         fleet.stop()
         db.close()
