@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue as QueueType
@@ -43,7 +43,8 @@ from bench.bench_run_cpu import driver
 from bench.bench_schedulers import fill, pend
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.local.redis import LocalRedis
-from scheduler.store.enqueue import CeleryEnqueuer
+from scheduler.service.graph import long_lived
+from scheduler.store.enqueue import CeleryEnqueuer, Unsent
 from scheduler.store.runs import FleetStore
 from testing.sentinels import SentinelLab
 from workers.core.model import RunResult, RunStatus
@@ -230,10 +231,12 @@ class TimedSender:
         self.inner = inner
         self.cpu_s = 0.0
 
-    def send(self, run_id: str, device_id: str) -> None:
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
         t0 = time.process_time()
-        self.inner.send(run_id, device_id)
-        self.cpu_s += time.process_time() - t0
+        try:
+            return self.inner.send_all(pairs)
+        finally:
+            self.cpu_s += time.process_time() - t0
 
 
 @dataclass
@@ -248,8 +251,9 @@ def placement(url: str, *, devices: int, waves: int) -> list[Placed]:
     """The scheduler's side: `devices` idle devices and as many pending runs, placed by the
     real `Dispatcher` and Celery sender in this process (`bench_schedulers.fill`); a wave
     more of runs each time every device's run was claimed and finished by the worker's own
-    scripts (`RunStore`), its device idle again. Wave 0 warms (each device's queue declared
-    once, as a running scheduler has); each later wave is measured: this process's CPU per
+    scripts (`RunStore`), its device idle again. The heap is frozen before the
+    first wave, as `run_scheduler` freezes it before its loop; wave 0 warms (Celery's queue
+    objects made, as a running scheduler has them); each later wave is measured: this process's CPU per
     run placed (the view's re-read of the freed devices included), Celery's `send_task` share
     of it, and Redis's CPU."""
     prefix = "place"
@@ -261,6 +265,7 @@ def placement(url: str, *, devices: int, waves: int) -> list[Placed]:
     sender = TimedSender(CeleryEnqueuer(make_celery(settings)))
     dispatcher = Dispatcher(store, sender, view_max_age_s=settings.device_view_max_age_s)
     fill(url, prefix, devices)
+    long_lived()  # as `run_scheduler` does before its loop
     out = []
     for wave in range(waves + 1):
         if wave:
@@ -351,7 +356,7 @@ def main() -> None:
         placed = placement(server.url, devices=devices, waves=batches)
     print(
         f"\nThe scheduler: {batches} waves of {devices:,} runs onto {devices:,} idle devices "
-        "(queues declared), in one process\n"
+        "(warm: a wave placed before), in one process\n"
     )
     print(
         "| scheduler CPU per run | of it Celery's `send_task` | placement without it "

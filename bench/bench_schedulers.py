@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench._fleet import machine, median
@@ -32,7 +33,7 @@ from scheduler.dispatch.shares import Shares
 from scheduler.local.redis import LocalRedis
 from scheduler.service.fleet import new_id
 from scheduler.service.requests import BatchSubmit
-from scheduler.store.enqueue import CeleryEnqueuer
+from scheduler.store.enqueue import CeleryEnqueuer, Unsent
 from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import BatchRecord, DeviceInfo, RunRecord
@@ -57,9 +58,10 @@ class LoggingSender:
         self.inner = inner
         self.log: list[tuple[str, str]] = []
 
-    def send(self, run_id: str, device_id: str) -> None:
-        self.inner.send(run_id, device_id)
-        self.log.append((run_id, device_id))
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
+        unsent = self.inner.send_all(pairs)
+        self.log.extend(pairs[: len(pairs) - len(unsent.pairs)])
+        return unsent
 
 
 def child(url: str, prefix: str, out: str) -> None:

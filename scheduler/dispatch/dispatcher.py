@@ -255,23 +255,26 @@ class Dispatcher:
         return self.view.pick_idle(run.selector)
 
     def deliver(self, run_id: str, device_id: str) -> bool:
-        """Send a reserved run's message (after its reservation's script). A Redis that
-        refuses it (an outage) is one warning: the reservation stands, and the sweep sends it
-        again once it is `orphan_after_s` old; anything else is a bug and raised."""
-        try:
-            self.enqueuer.send(run_id, device_id)
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            log.warning(
-                "run_message_not_sent",
-                run_id=run_id,
-                device_id=device_id,
-                error=describe(exc),
-                hint="the reservation stands; the sweep sends it again",
-            )
-            return False
-        return True
+        """Send a reserved run's message (after its reservation's script); whether it left."""
+        return not self._deliver_all([(run_id, device_id)])
+
+    def _deliver_all(self, pairs: list[tuple[str, str]]) -> set[str]:
+        """Send reserved runs' messages (after their reservations' script); the run ids an
+        outage left unsent. A Redis that refuses one (an outage) stops the rest, with one
+        warning: their reservations stand, and the sweep sends them again once they are
+        `orphan_after_s` old; anything else is a bug and raised."""
+        unsent = self.enqueuer.send_all(pairs)
+        if unsent.error is None:
+            return set()
+        log.warning(
+            "run_message_not_sent",
+            run_id=unsent.pairs[0][0],
+            device_id=unsent.pairs[0][1],
+            unsent=len(unsent.pairs),
+            error=describe(unsent.error),
+            hint="the reservations stand; the sweep sends them again",
+        )
+        return {run_id for run_id, _ in unsent.pairs}
 
     def sent_reserved(self, run: RunRecord, device: DeviceState, at: float) -> RunRecord:
         """A run the submit script has just reserved for `device`: its message is sent, the
@@ -313,7 +316,8 @@ class Dispatcher:
 
     def reserve_and_send(self, pairs: list[tuple[str, DeviceState]]) -> int:
         """Reserve each chosen (run, device) pair, all in one script (each pair on its own),
-        then send the reserved runs' messages; how many were sent. A refused pair (the view
+        then send the reserved runs' messages on one held producer; how many were reserved
+        (a message an outage refused is the sweep's to send). A refused pair (the view
         was stale: the device is busy, down or quarantined) re-reads its device."""
         if not pairs:
             return 0
@@ -321,11 +325,11 @@ class Dispatcher:
         refused = [d.info.id for (_, d), ok in zip(pairs, done, strict=True) if not ok]
         if refused:
             self.view.refresh(refused)
-        for (run_id, device), ok in zip(pairs, done, strict=True):
-            if ok:
-                self.deliver(run_id, device.info.id)
-                self._took(run_id, device)
-        return sum(done)
+        reserved = [(run_id, d) for (run_id, d), ok in zip(pairs, done, strict=True) if ok]
+        self._deliver_all([(run_id, d.info.id) for run_id, d in reserved])
+        for run_id, device in reserved:
+            self._took(run_id, device)
+        return len(reserved)
 
     def _took(self, run_id: str, device: DeviceState) -> None:
         """The view learns that `device` has `run_id` on its way."""

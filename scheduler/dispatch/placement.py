@@ -43,10 +43,15 @@ class Pending:
 
 def class_of(run: RunRecord) -> str:
     """The placement class: every run of one class can go to exactly the same devices."""
-    if run.target is not None:
-        return f"device:{run.target}"
-    sel = run.selector.model_dump_json() if run.selector is not None else "{}"
-    return f"selector:{sel}"
+    return class_named(run.target, run.selector.model_dump_json() if run.selector else None)
+
+
+def class_named(target: str | None, selector: str | None) -> str:
+    """The placement class of a run's `target` and its selector's JSON as the record stores it
+    (`RunRecord.to_hash`), so a run's class is known without loading its record."""
+    if target:
+        return f"device:{target}"
+    return f"selector:{selector or '{}'}"
 
 
 class Placement:
@@ -71,13 +76,7 @@ class Placement:
             if not ids:
                 break
             offset += len(ids)
-            new = [i for i in ids if i not in self._known]
-            for run in self.store.load_many(new):
-                k = class_of(run)
-                self._known[run.id] = Pending(
-                    run.id, k, run.submitted_at, run.request.device_wait_s
-                )
-                self._example.setdefault(k, run)
+            self._learn([i for i in ids if i not in self._known])
             for rid in ids:
                 p = self._known.get(rid)
                 if p is not None:
@@ -91,6 +90,23 @@ class Placement:
         live = {p.klass for p in self._known.values()}
         for k in [k for k in self._example if k not in live]:
             del self._example[k]
+
+    def _learn(self, run_ids: list[str]) -> None:
+        """Remember runs seen for the first time: their classes from what placement needs of
+        them. A class with no example yet has one of them loaded whole as its example (the
+        next of them when that one is gone by then)."""
+        untried: dict[str, list[str]] = {}
+        for f in self.store.pending_facts(run_ids):
+            k = class_named(f.target, f.selector)
+            self._known[f.run_id] = Pending(f.run_id, k, f.submitted_at, f.device_wait_s)
+            if k not in self._example:
+                untried.setdefault(k, []).append(f.run_id)
+        while untried:
+            tried = {ids[0]: k for k, ids in untried.items()}
+            for run in self.store.load_many(list(tried)):
+                self._example.setdefault(tried[run.id], run)
+            untried = {k: ids[1:] for k, ids in untried.items() if k not in self._example}
+            untried = {k: ids for k, ids in untried.items() if ids}
 
     def candidates(self, klass: str, devices: Iterable[DeviceState]) -> list[DeviceState]:
         """Registered devices (busy, down or quarantined included) a class may go to."""

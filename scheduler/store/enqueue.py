@@ -13,6 +13,8 @@ skipped by the worker's claim.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import redis
@@ -20,6 +22,7 @@ import redis
 from workers.fleet.connections import store_client
 from workers.fleet.delivery import send_run
 from workers.fleet.keys import Keys
+from workers.fleet.outages import is_outage
 from workers.settings import Settings
 
 
@@ -27,20 +30,49 @@ class Enqueuer(Protocol):
     """The one way a run reaches a device's worker: the broker message for (run, device),
     sent after the script that reserved the device for it (submit, reserve, resend)."""
 
-    def send(self, run_id: str, device_id: str) -> None:
-        """Send the message that carries the run's id (and nothing else) to the device's
-        queue; raises what the broker raises (the sweep sends it again later)."""
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
+        """Send each (run id, device id) pair's message, carrying the run's id and nothing
+        else, to the device's queue, in order. A broker outage stops the sends: the pairs
+        from the one it refused on are returned unsent with its error (their reservations
+        stand; the sweep sends them again later). Anything else is raised."""
         ...
 
 
+@dataclass(frozen=True)
+class Unsent:
+    """What `Enqueuer.send_all` could not send: the pairs from the first refused one on, and
+    the outage that refused it (none: all were sent)."""
+
+    pairs: Sequence[tuple[str, str]] = ()
+    error: Exception | None = None
+
+
+def send_each(send: Callable[[str, str], object], pairs: Sequence[tuple[str, str]]) -> Unsent:
+    """`send(run_id, device_id)` for each pair until an outage refuses one (`Enqueuer.send_all`)."""
+    for i, (run_id, device_id) in enumerate(pairs):
+        try:
+            send(run_id, device_id)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return Unsent(pairs[i:], exc)
+    return Unsent()
+
+
 class CeleryEnqueuer:
-    """`send_run` on the app the scheduler side built (`workers.fleet.celery_app`)."""
+    """`send_run` on the app the scheduler side built (`workers.fleet.celery_app`), one
+    producer (Celery's `producer_or_acquire`: a broker connection from its pool) held for a
+    call's sends: acquiring one for each message was an eighth of a send's CPU
+    (docs/benchmarks.md §24)."""
 
     def __init__(self, app: Any) -> None:  # noqa: ANN401 - Celery ships no type hints
         self.app = app
 
-    def send(self, run_id: str, device_id: str) -> None:
-        send_run(self.app, run_id, device_id)
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
+        if not pairs:
+            return Unsent()
+        with self.app.producer_or_acquire() as producer:
+            return send_each(lambda r, d: send_run(self.app, r, d, producer=producer), pairs)
 
 
 class RecordingEnqueuer:
@@ -58,8 +90,8 @@ class RecordingEnqueuer:
         """One on `settings`' Redis and key prefix, the store `build(settings)` makes."""
         return cls(store_client(settings), Keys(settings.key_prefix))
 
-    def send(self, run_id: str, device_id: str) -> None:
-        self.client.lpush(self.key, json.dumps([run_id, device_id]))
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
+        return send_each(lambda r, d: self.client.lpush(self.key, json.dumps([r, d])), pairs)
 
     @property
     def sent(self) -> list[tuple[str, str]]:

@@ -8,7 +8,8 @@ The key layout is `workers.fleet.keys`; the state machine is `workers.fleet.stat
 
 from __future__ import annotations
 
-from typing import cast
+import json
+from typing import NamedTuple, cast
 
 import redis
 
@@ -19,6 +20,21 @@ from workers.fleet.keys import Keys
 from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.state.queue import RunQueue
 from workers.fleet.state.states import Failure
+
+
+class PendingFacts(NamedTuple):
+    """What placement needs of a run (`scheduler.dispatch.placement`), read without loading
+    its record: where it may go (its `target`, its selector's JSON as stored), when it was
+    submitted, and how long it may wait for a device that is down."""
+
+    run_id: str
+    target: str | None
+    selector: str | None
+    submitted_at: float
+    device_wait_s: float | None
+
+
+_FACTS = ("target", "selector", "submitted_at", "request", "batch")
 
 
 class FleetStore(RunQueue):
@@ -116,6 +132,30 @@ class FleetStore(RunQueue):
                 if b := RunRecord.request_on_batch(raw):
                     raw["request"] = requests[b] or ""
         return [RunRecord.from_hash(raw) for raw in raws if raw]
+
+    def pending_facts(self, run_ids: list[str]) -> list[PendingFacts]:
+        """`PendingFacts` of each run that exists, in order: one round trip (two when some
+        are a batch's, whose request is stored once, on the batch). Of the request only its
+        `device_wait_s` is read, from the JSON, without validating the whole request."""
+        with self.r.pipeline(transaction=False) as p:
+            for rid in run_ids:
+                p.hmget(self.k.run(rid), _FACTS)
+            rows = cast("list[list[str | None]]", p.execute())
+        batches = sorted({b for *_, req, b in rows if b and not req})
+        shared: dict[str, str | None] = {}
+        if batches:
+            with self.r.pipeline(transaction=False) as p:
+                for batch_id in batches:
+                    p.hget(self.k.batch(batch_id), "request")
+                shared = dict(zip(batches, cast("list[str | None]", p.execute()), strict=True))
+        out = []
+        for rid, (target, selector, at, request, batch) in zip(run_ids, rows, strict=True):
+            if at is None:
+                continue  # gone (expired or deleted) since the index was read
+            raw = request or shared.get(batch or "") or "{}"
+            wait = json.loads(raw).get("device_wait_s")
+            out.append(PendingFacts(rid, target or None, selector or None, float(at), wait))
+        return out
 
     def owners(self, run_ids: list[str]) -> dict[str, str | None]:
         """Who submitted each run (None: nobody recorded, or the run is gone): one round trip."""

@@ -13,9 +13,9 @@ from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.service.fleet import Fleet
 from scheduler.service.requests import BatchSubmit, RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
-from scheduler.store.runs import FleetStore
+from scheduler.store.runs import FleetStore, PendingFacts
 from workers.core.model import RunResult, RunStatus
-from workers.core.records import Selector
+from workers.core.records import RunRecord, Selector
 from workers.fleet.keys import Keys
 from workers.fleet.state.runs import RunStore
 from workers.fleet.state.states import Failure
@@ -204,3 +204,76 @@ def test_why_a_run_waits_names_its_devices_states(parts: Parts) -> None:
     fleet.submit_run(RunSubmit(goal="holds d2", device="d2"))
     devices = store.registry.devices()
     assert waiting_for(devices, None, sel).startswith("2 matching devices, none free: d1: quar")
+
+
+class Vanishing(FleetStore):
+    """The store, with the first run of each read of placement facts gone right after it was
+    read (out of the pending index, its record deleted): a run cancelled and expired between
+    the pass's two reads."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys, retention_s=3600)
+        self.loaded: list[int] = []
+
+    def pending_facts(self, run_ids: list[str]) -> list[PendingFacts]:
+        facts = super().pending_facts(run_ids)
+        if facts:
+            self.r.zrem(self.k.pending, facts[0].run_id)
+            self.r.delete(self.k.run(facts[0].run_id))
+        return facts
+
+    def load_many(self, run_ids: list[str]) -> list[RunRecord]:
+        self.loaded.append(len(run_ids))
+        return super().load_many(run_ids)
+
+
+def test_a_pass_loads_one_record_a_class_and_survives_its_example_vanishing(
+    client: redis.Redis,
+) -> None:
+    """A pass reads only what placement needs of 300 new runs (`pending_facts`) and loads one
+    whole record for their one class, to match devices against; when that run is gone
+    before its load, the next run of the class is loaded instead, and the class is still
+    placed (it was never placed again: no example, no match). The pass that read the gone
+    run's id chooses it and has its reservation refused; the next pass places another."""
+    keys = Keys("facts")
+    store = Vanishing(client, keys)
+    enq = RecordingEnqueuer(client, keys)
+    fleet = Fleet(store, Dispatcher(store, enq), max_pending=10_000)
+    rs = RunStore(client, keys)
+    register(store, "d1", pool="p")
+    busy, _ = fleet.submit_run(RunSubmit(goal="busy", device="d1"))
+    batch, _ = fleet.submit_batch(
+        BatchSubmit(goal="g", selector={"labels": {"pool": "p"}}, count=300, device_wait_s=60)
+    )
+    finish(store, rs, busy.id, "d1")
+    store.loaded.clear()
+    first = fleet.dispatcher.dispatch()
+    assert store.loaded == [1, 1]  # the vanished first run, then the next: one record each
+    assert first + fleet.dispatcher.dispatch() == 1
+    assert store.loaded == [1, 1]
+    run_id, device = enq.sent[-1]
+    assert (run_id in batch.runs[1:], device) == (True, "d1")
+
+
+def test_placement_facts_read_a_batch_runs_wait_from_its_batch(
+    parts: Parts, client: redis.Redis
+) -> None:
+    """A batch stores its request once, on the batch: its runs' `device_wait_s` comes from
+    there; a single run's from its own record; a run gone is left out."""
+    store, _, _, fleet = parts
+    register(store, "dq", pool="q")
+    fleet.submit_run(RunSubmit(goal="holds dq", device="dq"))
+    pool = {"labels": {"pool": "q"}}
+    batch, _ = fleet.submit_batch(BatchSubmit(goal="g", selector=pool, count=2, device_wait_s=45))
+    ios = {"platform": "ios", "labels": {"pool": "q"}}
+    run, _ = fleet.submit_run(RunSubmit(goal="one", selector=ios))
+    one, _ = fleet.submit_run(RunSubmit(goal="two", device="dq", device_wait_s=30))
+    facts = store.pending_facts([*batch.runs, "gone", run.id, one.id])
+    assert [(f.run_id, f.target, f.device_wait_s) for f in facts] == [
+        (batch.runs[0], None, 45.0),
+        (batch.runs[1], None, 45.0),
+        (run.id, None, None),
+        (one.id, "dq", 30.0),
+    ]
+    assert facts[0].selector == Selector(labels={"pool": "q"}).model_dump_json()
+    assert facts[2].selector == Selector.model_validate(ios).model_dump_json()

@@ -96,7 +96,7 @@ class FakeCelery:
 
     def send_task(self, name: str, *, args: list[str], queue: str, **_: object) -> None:
         assert name == "goalfleet.run"
-        self.enq.send(args[0], queue.removeprefix(device_queue("")))
+        self.enq.send_all([(args[0], queue.removeprefix(device_queue("")))])
 
 
 @dataclass

@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 import redis
 
 from scheduler.dispatch.dispatcher import Dispatcher
 from scheduler.dispatch.shares import Shares
 from scheduler.service.fleet import new_id
+from scheduler.store.enqueue import Unsent
 from scheduler.store.runs import FleetStore
 from workers.core.model import Platform
 from workers.core.records import DeviceInfo, RunRecord, Selector
@@ -25,8 +27,9 @@ class Log:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
 
-    def send(self, run_id: str, device_id: str) -> None:
-        self.sent.append((run_id, device_id))
+    def send_all(self, pairs: Sequence[tuple[str, str]]) -> Unsent:
+        self.sent.extend(pairs)
+        return Unsent()
 
 
 def add(store: FleetStore, first: int, n: int) -> None:

@@ -32,13 +32,24 @@ log = structlog.stdlib.get_logger("goalfleet.worker")
 _BACKOFF = Backoff(base_s=0.1, cap_s=2.0)
 
 
-def send_run(app: Any, run_id: str, device_id: str) -> None:  # noqa: ANN401 - Celery ships no type hints
+def send_run(
+    app: Any,  # noqa: ANN401 - Celery ships no type hints
+    run_id: str,
+    device_id: str,
+    *,
+    producer: Any = None,  # noqa: ANN401 - a kombu Producer; kombu ships no type hints
+) -> None:
     """`goalfleet.run(run_id)` onto `device.<id>` through Celery's public API: the task id is
     the run id (a worker's log lines for it carry it); `ignore_result`: the run task stores no
-    Celery result (the run record holds it), so no result channel is subscribed. The message's
-    `argsrepr` and `kwargsrepr` (what logs and events show of its arguments) are given, as
-    Celery would write them: left to Celery, its `saferepr` of them is a quarter of a send's
-    CPU (docs/benchmarks.md §22)."""
+    Celery result (the run record holds it), so no result channel is subscribed.
+
+    Three of `send_task`'s documented options cut its CPU, none its message (docs/benchmarks.md
+    §22, §24): `argsrepr` and `kwargsrepr` (what logs and events show of the arguments), given
+    as Celery would write them; `declare=[]`: the message goes to the queue's list by name (a
+    direct exchange is sent as the anonymous one), so the sender declares nothing, where Celery
+    would re-check the queue's declaration on every send (the worker declares its own queue
+    when it starts consuming); `producer`, a caller's held producer, else one from Celery's
+    pool."""
     app.send_task(
         RUN_TASK,
         args=[run_id],
@@ -47,6 +58,8 @@ def send_run(app: Any, run_id: str, device_id: str) -> None:  # noqa: ANN401 - C
         queue=device_queue(device_id),
         task_id=run_id,
         ignore_result=True,
+        declare=[],
+        producer=producer,
     )
 
 
