@@ -442,3 +442,38 @@ def test_a_run_whose_fence_expired_is_refused_before_its_next_device_action(part
     assert store.load(run.id).status.value == "queued"
     assert not fence.taken  # expired, not taken: the heartbeat decides what happens next
     assert fence.lost
+
+
+def test_a_run_sent_again_after_its_child_died_is_handed_back_when_redis_lost_the_lease(
+    parts, client
+) -> None:
+    """A pool child dies mid-run; its worker sends the run to its own device again; before
+    that message is claimed, Redis loses the lease (a failover) while the worker's fence
+    still holds. The claim is refused, and the worker hands the run back by its lease holder
+    (its claim token died with the child): pending again, attempt 1. It used to stay
+    `running`: the heartbeat took the lease back, and nothing executed the run or had a
+    message for it until the overdue sweep (found by the state-machine test)."""
+    store, rs, fleet = parts
+    fence = Fence("d1", lease_holder("w@d1"), lease_s=30)
+    store.registry.register(INFO, fence.holder, lease_s=30)
+    fence.granted(time.monotonic_ns())
+    run, _ = fleet.submit_run(RunSubmit(goal="Sign in", device="d1"))
+    first = rs.claim(run.id, "d1", "w@d1", cap=3, fence=fence)  # the child that then dies
+    assert first.record is not None
+    client.delete(Keys("t").lease("d1"))  # Redis lost it; the fence has not expired
+    rt = WorkerRuntime(
+        settings=_settings(),
+        spec=SPEC,
+        redis=client,
+        store=rs,
+        open_device=lambda _run_id: pytest.fail("no device opens for a refused claim"),  # type: ignore[arg-type,return-value]
+        make_decider=make_decider,
+        secrets=DictSecrets({}),
+        fence=fence,
+    )
+    assert execute_run(rt, run.id) == "skipped:lease-lost"  # the message sent again
+    back = store.load(run.id)
+    assert (back.status.value, back.device, back.attempt) == ("queued", None, 1)
+    assert run.id in store.pending_ids()
+    assert store.registry.renew("d1", fence.holder, lease_s=30)  # the heartbeat takes it back
+    assert store.registry.devices()[0].run is None  # free for the run's next dispatch

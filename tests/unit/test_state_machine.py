@@ -356,7 +356,10 @@ class FleetMachine(RuleBasedStateMachine):
             return False
         try:
             claim = self.rs.claim(run, device, f"w@{device}", cap=3, fence=worker.fence())
-        except LeaseLostError:
+        except LeaseLostError:  # the worker stands aside (`tasks._stand_aside`): the run back
+            record = self.store.load(run)
+            if record is not None:
+                self.rs.hand_back(record, device, "", holder=worker.holder)
             return False
         if claim.token and claim.record is not None:
             worker.claims[run] = claim.token

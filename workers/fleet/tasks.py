@@ -172,10 +172,16 @@ def execute_run(rt: WorkerRuntime, run_id: str) -> str:
 def _stand_aside(rt: WorkerRuntime, record: RunRecord, token: str, exc: LeaseLostError) -> str:
     """The lease is gone: the run goes back to pending (its attempt counted once, nothing
     counted against the device); another holder closes the fence for good, which the
-    heartbeat turns into the worker standing down."""
+    heartbeat turns into the worker standing down.
+
+    Refused at the claim, the run may still be running under this process's own lease
+    holder: a claim whose pool child died, sent again (`send_again`), while Redis lost the
+    lease (a failover). That run is handed back by its holder; left, the heartbeat would
+    take the lease back and hold a run nobody executes until the overdue sweep."""
     if exc.taken and rt.fence is not None:
         rt.fence.lose()
-    handed = rt.store.hand_back(record, rt.device_id, token)
+    holder = rt.fence.holder if rt.fence is not None and not token else ""
+    handed = rt.store.hand_back(record, rt.device_id, token, holder=holder)
     log.warning(
         "run_handed_back" if handed else "run_not_handed_back",
         run_id=record.id,

@@ -261,10 +261,12 @@ class RunStore(RedisStore):
         check_fence(out, fence, f"finishing run {record.id}")
         return bool(out)
 
-    def hand_back(self, record: RunRecord, device_id: str, token: str) -> bool:
+    def hand_back(self, record: RunRecord, device_id: str, token: str, *, holder: str = "") -> bool:
         """Give a run this worker can no longer drive back to pending: the one it claimed with
-        `token`, or ('' token) one reserved for `device_id` it had not claimed. False when
-        the run moved on meanwhile (claimed again, ended, cancelled, gone)."""
+        `token`, or ('' token) one reserved for `device_id` it had not claimed, or (with
+        `holder`) one running on `device_id` under that lease holder, whose claim died with a
+        pool child of this worker process. False when the run moved on meanwhile (claimed
+        again, ended, cancelled, gone)."""
         return bool(
             self._hand_back(
                 keys=[
@@ -280,6 +282,7 @@ class RunStore(RedisStore):
                     device_id,
                     record.id,
                     pending_score(record.priority, record.submitted_at),
+                    holder,
                 ],
             )
         )
