@@ -278,7 +278,7 @@ def placement(url: str, *, devices: int, waves: int) -> list[Placed]:
                 )  # fmt: skip
             pend(store, devices)
         sender.cpu_s, c0, r0 = 0.0, time.process_time(), _redis_cpu_s(client)
-        dispatcher.view.reload()  # what the loop's wake-ups and its periodic re-read learn
+        dispatcher.learn(store.wait_wake(0.01))  # what the loop learns of the finishes
         placed = 0
         while store.pending_count():
             placed += dispatcher.dispatch()

@@ -23,6 +23,7 @@ from scheduler.store.runs import FleetStore
 from workers.core.backoff import Backoff
 from workers.core.model import RunStatus
 from workers.core.records import DeviceState, RunRecord
+from workers.fleet.keys import WAKE_KEPT
 from workers.fleet.outages import describe, is_outage
 
 log = structlog.stdlib.get_logger("goalfleet.scheduler")
@@ -245,6 +246,17 @@ class Dispatcher:
         if device is not None:
             chosen.take(p.run_id, device)
 
+    def learn(self, woke: list[str]) -> None:
+        """What a wake-up tells the view: the devices it names, or those of the runs it names,
+        are re-read. A wake list drained at its cap (`WAKE_KEPT`: a finish trims it) may have
+        lost entries to the trim, so every device is re-read then: past ~100 finishes between
+        two passes, the freed devices the trim dropped stayed busy in the view until its
+        periodic re-read (`view_max_age_s`)."""
+        if len(woke) >= WAKE_KEPT:
+            self.view.reload()
+        else:
+            self.view.touch(woke)
+
     def fast_pick(self, run: RunRecord) -> DeviceState | None:
         """The device the submit's fast path tries for a run it is about to write, from the
         cached view with no read: an exact device even when the view thinks it busy (the
@@ -395,7 +407,7 @@ class Dispatcher:
                 if down_since is not None:
                     log.info("redis_available_again", down_s=round(time.time() - down_since, 1))
                     down_since, failed_passes = None, 0
-                self.view.touch(self.store.wait_wake(interval_s))
+                self.learn(self.store.wait_wake(interval_s))
             except Exception as exc:  # an outage or a bug: neither ends the loop
                 if stop.is_set():
                     return

@@ -210,6 +210,11 @@ class Keys:
 DEFAULT_QUEUE = "goalfleet"
 """Celery's default queue (nothing is sent to it: every run goes to its device's queue)."""
 
+WAKE_KEPT = 100
+"""The most entries a finish leaves on the wake list (`lua/finish.lua` trims it from the
+front): a list that no scheduler drains stays small. A scheduler that drains this many may
+have lost some to the trim, and re-reads every device (`Dispatcher.learn`)."""
+
 RUN_TASK = "goalfleet.run"
 """The one task's name: senders (API, scheduler) use it without importing the task code."""
 

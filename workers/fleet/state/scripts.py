@@ -40,7 +40,7 @@ from redis.exceptions import NoScriptError
 from workers.core.model import RunStatus
 from workers.core.records import RunRecord
 from workers.fleet.connections import Replication, StoreClient
-from workers.fleet.keys import Keys
+from workers.fleet.keys import WAKE_KEPT, Keys
 from workers.fleet.state.states import PRIORITY_SPAN, RESERVED, Failure
 
 LUA = Path(__file__).with_name("lua")
@@ -102,6 +102,7 @@ PRELUDE = (
     _table("S", {s.name: s.value for s in RunStatus} | {"RESERVED": RESERVED})
     + _table("F", {f.name: f.value for f in Failure})
     + f"local PRIORITY_SPAN = {PRIORITY_SPAN}\n"
+    + f"local WAKE_KEPT = {WAKE_KEPT}\n"
     + f"local ASKED = {{{', '.join(map(_lua_string, RunRecord.ASKED))}}}\n"
     + _keys_prelude()
 )

@@ -36,5 +36,5 @@ elseif f == F.DECISION then
   redis.call('HINCRBY', KEYS[3], 'decision_failures', 1)
 end
 redis.call('RPUSH', KEYS[5], ARGV[9])
-redis.call('LTRIM', KEYS[5], -100, -1)
+redis.call('LTRIM', KEYS[5], -WAKE_KEPT, -1)
 return 1
