@@ -3,7 +3,7 @@ device's queue.
 
 Delivery is the fleet's (docs/design.md, "One delivery protocol"): a reservation is written
 first (a Lua script: `workers.fleet.state.queue`), its message sent after it through Celery's
-public `send_task` (`workers.fleet.delivery.send_run`), and the broker delivers at most once
+documented message API (`workers.fleet.delivery.send_run`), and the broker delivers at most once
 (the worker takes it off the list on receipt). A message that never left (the sender died or
 Redis refused it after the reservation) or was lost (its worker died holding it) is sent
 again by the scheduler's sweep (`Dispatcher._orphans` → `RunQueue.resend`); a duplicate is

@@ -123,3 +123,40 @@ def test_a_pass_sends_on_one_held_connection_and_an_outage_stops_the_rest():
     assert unsent.pairs == pairs[:5]
     assert is_outage(unsent.error), unsent.error
     assert took < 5, took
+
+
+def test_the_message_is_the_one_send_task_sends(redis_server: LocalRedis, client):
+    """`send_run` makes and publishes the message with the two calls `send_task` makes
+    (`app.amqp`): its headers, body and content are `send_task`'s to the byte, and of its
+    properties only what a Celery result needs (`reply_to`) and the message's own delivery
+    tag differ (and the repeat of `argsrepr`/`kwargsrepr` that `send_task` also leaves in the
+    properties)."""
+    app = make_celery(Settings(redis_url=redis_server.url, key_prefix="t"))
+    try:
+        send(app, "0123abcd", "mine")
+        app.send_task(
+            RUN_TASK,
+            args=["0123abcd"],
+            argsrepr=repr(["0123abcd"]),
+            kwargsrepr="{}",
+            queue=device_queue("celerys"),
+            task_id="0123abcd",
+            ignore_result=True,
+        )
+    finally:
+        app.close()
+    mine = json.loads(client.rpop(Keys("t").queue("mine")))
+    theirs = json.loads(client.rpop(Keys("t").queue("celerys")))
+    for key in ("body", "content-encoding", "content-type"):
+        assert mine[key] == theirs[key], key
+    origin = theirs["headers"].pop("origin")
+    assert mine["headers"].pop("origin") == origin
+    assert mine["headers"] == theirs["headers"]
+    ours, celerys = mine["properties"], theirs["properties"]
+    assert ours.pop("delivery_tag") != celerys.pop("delivery_tag")
+    assert ours.pop("reply_to") == ""
+    assert celerys.pop("reply_to")
+    assert (celerys.pop("argsrepr"), celerys.pop("kwargsrepr")) == (repr(["0123abcd"]), "{}")
+    assert ours["delivery_info"].pop("routing_key") == "device.mine"
+    assert celerys["delivery_info"].pop("routing_key") == "device.celerys"
+    assert ours == celerys

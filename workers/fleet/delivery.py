@@ -39,28 +39,32 @@ def send_run(
     *,
     producer: Any = None,  # noqa: ANN401 - a kombu Producer; kombu ships no type hints
 ) -> None:
-    """`goalfleet.run(run_id)` onto `device.<id>` through Celery's public API: the task id is
-    the run id (a worker's log lines for it carry it); `ignore_result`: the run task stores no
-    Celery result (the run record holds it), so no result channel is subscribed.
+    """`goalfleet.run(run_id)` onto `device.<id>` with Celery's documented message API
+    (`app.amqp`): `create_task_message` makes the task message (protocol 2; the task id is
+    the run id, so a worker's log lines for it carry it) and `send_task_message` publishes it
+    (the `before_task_publish` hooks run, the request id header among them), on `producer`
+    (a caller's held one, else one from Celery's pool).
 
-    Three of `send_task`'s documented options cut its CPU, none its message (docs/benchmarks.md
-    §22, §24): `argsrepr` and `kwargsrepr` (what logs and events show of the arguments), given
-    as Celery would write them; `declare=[]`: the message goes to the queue's list by name (a
-    direct exchange is sent as the anonymous one), so the sender declares nothing, where Celery
-    would re-check the queue's declaration on every send (the worker declares its own queue
-    when it starts consuming); `producer`, a caller's held producer, else one from Celery's
-    pool."""
-    app.send_task(
+    These are the two calls `send_task` makes. Around them `send_task` routes (the queue
+    here is named), merges options, and makes a result object (no Celery result is kept:
+    `ignore_result`, the run record holds it): a third of a send's CPU, which this skips, as
+    it skips `saferepr` of the arguments by giving `argsrepr` and `kwargsrepr` as Celery
+    would write them, and the queue's declaration by `declare=[]` (a direct exchange is sent
+    as the anonymous one, straight to the queue's list; the worker declares its own queue
+    when it consumes). The message is the one `send_task` sends, minus a `reply_to` for the
+    result nobody reads (docs/benchmarks.md §22, §24)."""
+    amqp = app.amqp
+    message = amqp.create_task_message(
+        run_id,
         RUN_TASK,
-        args=[run_id],
+        [run_id],
+        {},
         argsrepr=repr([run_id]),
         kwargsrepr="{}",
-        queue=device_queue(device_id),
-        task_id=run_id,
         ignore_result=True,
-        declare=[],
-        producer=producer,
     )
+    with app.producer_or_acquire(producer) as held:
+        amqp.send_task_message(held, RUN_TASK, message, queue=device_queue(device_id), declare=[])
 
 
 def send_again(

@@ -58,7 +58,7 @@ random interleavings:
     terminal         in no index; no device holds it
 
 Every reservation (submit onto a free device, reserve, resend) is followed by the run's message,
-sent by the caller through Celery's `send_task` (`scheduler.store.enqueue`); a refused one sends
+sent by the caller through Celery (`workers.fleet.delivery.send_run`); a refused one sends
 nothing. The broker delivers it at most once; a reservation whose message never left or was
 lost is sent again by the scheduler's orphan sweep (`resend`), and a running run's worker sends
 it again when its pool child dies (docs/design.md, "One delivery protocol").
