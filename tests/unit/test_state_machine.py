@@ -63,7 +63,7 @@ from workers.core.request import GoalRunRequest
 from workers.core.screen import Candidate, Kind
 from workers.fleet.delivery import send_again
 from workers.fleet.fence import Fence, LeaseLostError
-from workers.fleet.keys import Keys, device_queue, lease_holder, worker_name
+from workers.fleet.keys import Keys, lease_holder, worker_name
 from workers.fleet.memory_store import RedisMemory
 from workers.fleet.state.devices import DeviceTakenError
 from workers.fleet.state.questions import NotAwaitingError, QuestionStore
@@ -85,18 +85,6 @@ THEN = st.one_of(
 """What a worker does with a run it claimed (a step; an end, and how it counts towards the
 device's health; a question for a person, expired at once or not; a hand back; its pool child
 dies or hits the hard time limit)."""
-
-
-@dataclass
-class FakeCelery:
-    """The Celery app a worker sends with (`workers.fleet.delivery.send_run`), onto the fake's
-    list: the fake at the broker's seam."""
-
-    enq: RecordingEnqueuer
-
-    def send_task(self, name: str, *, args: list[str], queue: str, **_: object) -> None:
-        assert name == "goalfleet.run"
-        self.enq.send_all([(args[0], queue.removeprefix(device_queue("")))])
 
 
 @dataclass
@@ -434,7 +422,7 @@ class FleetMachine(RuleBasedStateMachine):
         del worker.claims[run]
         lease = self.k.lease(worker.device)
         return send_again(
-            FakeCelery(self.enq),
+            lambda r, d: self.enq.send_all([(r, d)]),
             run,
             worker.device,
             give_up=lambda: self.r.get(lease) != worker.holder,

@@ -68,14 +68,15 @@ def send_run(
 
 
 def send_again(
-    app: Any,  # noqa: ANN401 - Celery ships no type hints
+    send: Callable[[str, str], object],
     run_id: str,
     device_id: str,
     *,
     give_up: Callable[[], bool],
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
-    """Send a run this worker still holds to its own device again, waiting through a Redis
+    """Send a run this worker still holds to its own device again (`send`: `send_run` on the
+    worker's app, given run id and device id), waiting through a Redis
     outage with backoff until sent, or until `give_up()` (the lease is lost or the worker is
     stopping: the lapsed sweep re-pends the run then). True once sent."""
     n = 0
@@ -85,7 +86,7 @@ def send_again(
                         hint="the lapsed sweep re-pends it once the lease is gone")  # fmt: skip
             return False
         try:
-            send_run(app, run_id, device_id)
+            send(run_id, device_id)
         except Exception as exc:
             if not is_outage(exc):
                 raise

@@ -31,7 +31,7 @@ from workers.core.secrets import resolve_inputs
 from workers.core.video import Videographer
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.artifacts import RUN_MARGIN_S, make_videographer
-from workers.fleet.delivery import send_again
+from workers.fleet.delivery import send_again, send_run
 from workers.fleet.fence import LeaseLostError, open_fenced
 from workers.fleet.keys import RUN_TASK
 from workers.fleet.memory_store import RedisMemory
@@ -422,7 +422,7 @@ def register_tasks(app: Any) -> None:  # noqa: ANN401 - Celery ships no type hin
             time.sleep(requeue_delay_s(rt.settings.soft_time_limit_s, rt.settings.time_limit_s))
             fence = rt.fence
             send_again(
-                self.app,
+                functools.partial(send_run, self.app),
                 run_id,
                 rt.device_id,
                 give_up=lambda: fence is not None and fence.lost,

@@ -13,6 +13,7 @@ let go within `lease_s` + `model_timeout_s`), and `start_worker` raises `LeaseLo
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -28,7 +29,7 @@ from workers.core.secrets import EnvSecrets
 from workers.fleet import runtime as runtime_mod
 from workers.fleet.celery_app import make_celery
 from workers.fleet.connections import store_client
-from workers.fleet.delivery import send_again
+from workers.fleet.delivery import send_again, send_run
 from workers.fleet.fence import LeaseLostError
 from workers.fleet.keys import RUN_TASK, Keys, device_queue
 from workers.fleet.presence import Presence
@@ -151,7 +152,7 @@ def start_worker(
         log.warning("run_child_lost", run_id=run_id, error=type(exception).__name__)
         threading.Thread(
             target=send_again,
-            args=(app, run_id, spec.info.id),
+            args=(functools.partial(send_run, app), run_id, spec.info.id),
             kwargs={"give_up": lambda: fence.lost or presence.standing_down},
             name="goalfleet-send-again",
             daemon=True,
