@@ -131,6 +131,7 @@ bench: dev
 	$(BIN)/python -m bench.bench_throughput
 	$(BIN)/python -m bench.bench_run_cpu
 	$(BIN)/python -m bench.bench_ceiling
+	$(BIN)/python -m bench.bench_send
 
 # Removes what the targets made here, then says what it left outside the repository (caches
 # that make the next install quicker) and how to remove each.

@@ -224,8 +224,8 @@ def variant(
 
 
 class TimedSender:
-    """The scheduler's real Celery sender, the CPU of its sends added up: what Celery's own
-    `send_task` costs a placement, measured apart from the placement around it."""
+    """The scheduler's real Celery sender, the CPU of its sends added up: what `send_run`
+    (Celery's message API) costs a placement, measured apart from the placement around it."""
 
     def __init__(self, inner: CeleryEnqueuer) -> None:
         self.inner = inner
@@ -253,9 +253,9 @@ def placement(url: str, *, devices: int, waves: int) -> list[Placed]:
     more of runs each time every device's run was claimed and finished by the worker's own
     scripts (`RunStore`), its device idle again. The heap is frozen before the
     first wave, as `run_scheduler` freezes it before its loop; wave 0 warms (Celery's queue
-    objects made, as a running scheduler has them); each later wave is measured: this process's CPU per
-    run placed (the view's re-read of the freed devices included), Celery's `send_task` share
-    of it, and Redis's CPU."""
+    objects made, as a running scheduler has them); each later wave is measured: this
+    process's CPU per run placed (what the loop learns of the finishes included:
+    `Dispatcher.learn`), the Celery send's share of it, and Redis's CPU."""
     prefix = "place"
     settings = Settings(redis_url=url, key_prefix=prefix)
     client = redis_client(url)
@@ -359,7 +359,7 @@ def main() -> None:
         "(warm: a wave placed before), in one process\n"
     )
     print(
-        "| scheduler CPU per run | of it Celery's `send_task` | placement without it "
+        "| scheduler CPU per run | of it the Celery send | placement without it "
         "| runs/s at one scheduler core | Redis CPU per placement |"
     )
     print("| ---: | ---: | ---: | ---: | ---: |")

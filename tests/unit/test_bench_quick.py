@@ -35,6 +35,7 @@ pytestmark = pytest.mark.slow  # each starts processes and runs for many seconds
         "bench.bench_throughput",
         "bench.bench_run_cpu",  # the run task's body in this one process
         "bench.bench_ceiling",  # the same path; Redis CPU and commands per run, and WAIT 1
+        "bench.bench_send",  # the sender's CPU per message, by the Celery call
         "bench.bench_history",  # a scratch database on the machine's PostgreSQL
     ],
 )
