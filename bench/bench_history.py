@@ -180,7 +180,7 @@ def end_runs(store: FleetStore, rs: RunStore, n: int, steps: int) -> None:
             id=uuid.uuid4().hex, request=GoalRunRequest(goal="Sign in"), submitted_at=time.time()
         )
         store.submit_one(run, idem=None, max_pending=10**6, device=d)
-        enq.send(run.id, d)
+        enq.send_all([(run.id, d)])
         claim = rs.claim(run.id, d, f"w@{d}", cap=3)
         record = store.load(run.id)
         check(record is not None, run.id)

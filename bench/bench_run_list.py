@@ -65,7 +65,7 @@ def main() -> None:
         for n, rid in enumerate(ids[::blocked_every]):
             d = devices[n % len(devices)]
             store.reserve(rid, d)
-            enq.send(rid, d)
+            enq.send_all([(rid, d)])
             claim = store.runs.claim(rid, d, f"w@{d}", cap=3)
             record = store.load(rid)
             if record is None or not claim.token:
