@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench._fleet import machine, median
 from scheduler.dispatch.dispatcher import Dispatcher
-from scheduler.dispatch.shares import Shares
+from scheduler.dispatch.shares import LEASE_S, Shares
 from scheduler.local.redis import LocalRedis
 from scheduler.service.fleet import new_id
 from scheduler.service.requests import BatchSubmit
@@ -139,8 +139,14 @@ def round_(url: str, prefix: str, n: int, schedulers: int) -> dict[str, float]:
         )
         for o in outs
     ]
-    time.sleep(3.0)  # each child has read the device view and waits for the go
     r = redis_client(url)
+    deadline = time.monotonic() + 60
+    while r.zcard(Keys(prefix).schedulers) < schedulers and time.monotonic() < deadline:
+        time.sleep(0.05)  # each child has read the device view, joined, and waits for the go
+    # a share is re-read a third of a lease after it was last read: the go comes after that,
+    # so every child's first pass knows every other (one that joined first would otherwise
+    # place its first pass alone; measured here is placement, not the joining)
+    time.sleep(LEASE_S / 3 + 0.2)
     r.rpush(f"{prefix}:bench:go", *["go"] * schedulers)
     for p in procs:
         if p.wait(timeout=600) != 0:

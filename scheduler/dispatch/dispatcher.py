@@ -218,20 +218,24 @@ class Dispatcher:
         return chosen.sent()
 
     def _dispatch_share(self, idle: dict[str, DeviceState], share: tuple[int, int]) -> int:
-        """A pass of one of several schedulers: the runs at its positions of the pending
-        index on its own idle devices first, then the other positions on its devices left
-        idle; other schedulers' devices are theirs until their membership lapses."""
-        i, n = share
+        """A pass of one of several schedulers: its own runs (`mine`: by run id) on its own
+        idle devices first, then others' runs on its devices left idle; other schedulers'
+        devices are theirs until their membership lapses. The walk reads others' runs up to
+        `n` times its idle devices, a bound set at the start: bound by the devices still
+        idle, it stopped early as they filled and took others' runs their schedulers were
+        placing at that moment (refused reservations, half of every burst's)."""
+        n = share[1]
         own = {did: d for did, d in idle.items() if mine(did, share)}
         picker = IdleByClass(own)
         chosen = Chosen(self, own)
         later: list[Pending] = []
-        for k, p in enumerate(self.placement.pending()):
-            if k % n != i:
+        walk = len(own) * n  # a long backlog is not read to its end
+        for p in self.placement.pending():
+            if not mine(p.run_id, share):
                 later.append(p)
             else:
                 self._place(p, picker, chosen)
-            if not own or len(later) >= len(own) * n:
+            if not own or len(later) >= walk:
                 break
         for p in later:
             if not own:

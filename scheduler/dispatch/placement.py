@@ -69,13 +69,14 @@ class Placement:
         Runs seen before are not loaded again; entries of runs no longer pending are
         forgotten at the end of a full walk."""
         seen: set[str] = set()
-        offset = 0
+        after: tuple[str, float] | None = None
         page = FIRST_PAGE
         while True:
-            ids = self.store.pending_ids(page, offset=offset)
-            if not ids:
+            got = self.store.pending_page(page, after=after)
+            if not got:
                 break
-            offset += len(ids)
+            after = got[-1]
+            ids = [rid for rid, _ in got]
             self._learn([i for i in ids if i not in self._known])
             for rid in ids:
                 p = self._known.get(rid)

@@ -2,14 +2,18 @@
 `{p}:schedulers` (a sorted set scored by when it lapses, renewed every third of `lease_s`),
 and its share is its rank `i` among the `n` live members.
 
-A pass first places the pending runs at positions `i, i + n, ...` of the pending index on the
-idle devices whose id hashes to `i` (crc32 modulo `n`), so concurrent passes of different
-schedulers take different runs to different devices and rarely collide; then it walks what is
-left (others' runs, others' devices), so a run never waits for a scheduler that died: a dead
-member's share is taken by the others' second walk at once, and by their first walk once its
-membership lapses (`lease_s`). The share is a split of work, never a lock: the reservation
-script (`lua/reserve.lua`) is what forbids double placement, so a stale share costs a
-refused reservation, never a wrong one.
+A pass first places the pending runs whose id hashes to `i` (crc32 modulo `n`) on the idle
+devices whose id hashes to `i`, so concurrent passes of different schedulers take different
+runs to different devices and rarely collide; then it places others' runs on its devices
+still idle, so a run never waits for a scheduler that died: a dead member's share is taken by
+the others' second walk at once, and by their first walk once its membership lapses
+(`lease_s`). The split is by id, not by position in the pending index: positions shift as the
+other schedulers take runs out of it, and two schedulers then took the same runs.
+
+The share is a split of work, never a lock: the reservation script (`lua/reserve.lua`) is
+what forbids double placement, so a stale share costs a refused reservation, never a wrong
+one. A share is re-read a third of a lease after it was last read, so a scheduler that was
+alone keeps placing as if it were for up to that long after another joins.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class Shares:
         self.r.zrem(self.key, self.me)
 
 
-def mine(device_id: str, share: tuple[int, int]) -> bool:
-    """Whether `device_id` is in `share`'s part of the devices."""
+def mine(item_id: str, share: tuple[int, int]) -> bool:
+    """Whether a device's or a run's id is in `share`'s part of them."""
     i, n = share
-    return n == 1 or zlib.crc32(device_id.encode()) % n == i
+    return n == 1 or zlib.crc32(item_id.encode()) % n == i

@@ -19,6 +19,7 @@ from workers.core.records import BatchRecord, RunRecord
 from workers.fleet.keys import Keys
 from workers.fleet.state.devices import DeviceRegistry
 from workers.fleet.state.queue import RunQueue
+from workers.fleet.state.scripts import Script
 from workers.fleet.state.states import Failure
 
 
@@ -38,6 +39,8 @@ _FACTS = ("target", "selector", "submitted_at", "request", "batch")
 
 
 class FleetStore(RunQueue):
+    _pending_page = Script("pending_page")
+
     def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
         super().__init__(client, keys, retention_s=retention_s)
         self.registry = DeviceRegistry(client, keys)
@@ -54,6 +57,19 @@ class FleetStore(RunQueue):
     def pending_ids(self, limit: int = 1000, *, offset: int = 0) -> list[str]:
         """Pending run ids in dispatch order (priority, then submit time)."""
         return cast("list[str]", self.r.zrange(self.k.pending, offset, offset + limit - 1))
+
+    def pending_page(
+        self, limit: int, *, after: tuple[str, float] | None
+    ) -> list[tuple[str, float]]:
+        """(run id, score) of up to `limit` pending runs in dispatch order: the first ones, or
+        those after the entry `after` (a run id and its score, as a page returned it), whether
+        or not that run is still pending (`lua/pending_page.lua`)."""
+        if after is None:
+            got = self.r.zrange(self.k.pending, 0, limit - 1, withscores=True)
+        else:
+            flat = self._pending_page(keys=[self.k.pending], args=[limit, repr(after[1]), after[0]])
+            got = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return cast("list[tuple[str, float]]", got)
 
     def reservations(self, *, before: float, limit: int = 1000) -> list[str]:
         """Runs reserved (not yet claimed) before `before`, oldest first."""

@@ -10,6 +10,7 @@ import redis
 from storekit import finish, loaded, register
 
 from scheduler.dispatch.dispatcher import Dispatcher
+from scheduler.dispatch.placement import Placement
 from scheduler.service.fleet import Fleet
 from scheduler.service.requests import BatchSubmit, RunSubmit
 from scheduler.store.enqueue import RecordingEnqueuer
@@ -113,9 +114,11 @@ class Reads(FleetStore):
         super().__init__(client, keys, retention_s=3600)
         self.pages: list[int] = []
 
-    def pending_ids(self, limit: int = 1000, *, offset: int = 0) -> list[str]:
+    def pending_page(
+        self, limit: int, *, after: tuple[str, float] | None
+    ) -> list[tuple[str, float]]:
         self.pages.append(limit)
-        return super().pending_ids(limit, offset=offset)
+        return super().pending_page(limit, after=after)
 
 
 def test_a_pass_that_places_the_head_of_a_backlog_reads_one_short_page(
@@ -277,3 +280,36 @@ def test_placement_facts_read_a_batch_runs_wait_from_its_batch(
     ]
     assert facts[0].selector == Selector(labels={"pool": "q"}).model_dump_json()
     assert facts[2].selector == Selector.model_validate(ios).model_dump_json()
+
+
+class Reserving(FleetStore):
+    """The store, with another scheduler at work between a pass's page reads: after each page,
+    every other run of it leaves the index (reserved elsewhere)."""
+
+    def pending_facts(self, run_ids: list[str]) -> list[PendingFacts]:
+        if run_ids:
+            self.r.zrem(self.k.pending, *run_ids[::2])
+        return super().pending_facts(run_ids)
+
+
+def test_a_pass_reads_every_pending_run_while_another_scheduler_takes_some(
+    client: redis.Redis,
+) -> None:
+    """Runs another scheduler reserves while a pass walks the pending index (here half of
+    each page, at once) skip nothing the pass has not read: the next page starts after the
+    last entry read, not at an offset the removals shifted. By offset, each page after the
+    first started past runs never read, and in two schedulers' burst those went to the other's
+    second walk: ~1,400 refused reservations each in 4,000 placements (docs/benchmarks.md §24)."""
+    keys = Keys("cursor")
+    store = Reserving(client, keys, retention_s=3600)
+    fleet = Fleet(store, Dispatcher(store, RecordingEnqueuer(client, keys)), max_pending=10_000)
+    register(store, "busy", pool="q")
+    fleet.submit_run(RunSubmit(goal="holds it", device="busy"))
+    batches = [fleet.submit_batch(BatchSubmit(goal="g", selector={"labels": {"pool": "q"}},
+                                              count=1000))[0] for _ in range(2)]  # fmt: skip
+    want = [r for b in batches for r in b.runs]
+    order = [rid for rid, _ in FleetStore(client, keys, retention_s=3600).pending_page(
+        3000, after=None)]  # fmt: skip
+    assert sorted(order) == sorted(want)
+    walked = [p.run_id for p in Placement(store).pending()]
+    assert walked == order
