@@ -128,11 +128,7 @@ def step_cells(s: StepRow, *, detail: bool = False) -> list[str | Text]:
         if detail:
             decision += f" ({d.confidence:.2f})"
     ms = ".1f" if detail else ".0f"
-    action = ""
-    if s.action is not None:
-        action = f"{s.action.kind.value} {s.action.pinned}"
-        if s.action.shown_value is not None:
-            action += f" = {s.action.shown_value}"
+    action = s.action.shown if s.action is not None else ""
     return [
         str(s.index),
         inert(s.screen),

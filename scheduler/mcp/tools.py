@@ -418,7 +418,7 @@ def render_report(run: RunRecord, rows: list[StepRow]) -> str:
         lines.append(f"- failed at step {last.index} on {_cell(last.screen)}: {_cell(last.error)}")
     lines += ["", "| # | screen | action | outcome | picture |", "|---|---|---|---|---|"]
     for r in rows:
-        action = f"{r.action.kind.value} {r.action.pinned}" if r.action is not None else ""
+        action = r.action.shown if r.action is not None else ""
         picture = "yes" if r.screenshot else _cell(r.screenshot_note or "no")
         lines.append(
             f"| {r.index} | {_cell(r.screen)} | {_cell(action)} | {r.outcome.value} | {picture} |"

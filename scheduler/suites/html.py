@@ -76,11 +76,7 @@ def _step(a: Attempt, s: StepRow, attachments: str | None) -> str:
         who = d.decided_by or "—"  # a done_when match: no decider was asked
         tokens = d.usage.input_tokens + d.usage.output_tokens
     cost = shown_cost(sum(p.usage.cost for p in paid_decisions(s)))
-    action = ""
-    if s.action is not None:
-        action = f"{s.action.kind.value} {s.action.pinned}"
-        if s.action.shown_value is not None:
-            action += f" = {s.action.shown_value}"
+    action = s.action.shown if s.action is not None else ""
     ms = s.snapshot_ms + s.decide_ms + s.action_ms
     cells = [
         f'<td class="num">{s.index}</td>',

@@ -34,11 +34,7 @@ def step_line(s: StepRow) -> str:
         if d.input != "none":
             decision += f" <- {d.input}"
         decision += f" ({d.confidence:.2f}" + (f", {d.decided_by})" if d.decided_by else ")")
-    action = "-"
-    if s.action is not None:
-        action = f"{s.action.kind.value} {s.action.pinned}"
-        if s.action.shown_value is not None:
-            action += f" = {s.action.shown_value}"
+    action = s.action.shown if s.action is not None else "-"
     ms = s.snapshot_ms + s.decide_ms + s.action_ms
     tokens = d.usage.input_tokens + d.usage.output_tokens if d is not None else 0
     return (

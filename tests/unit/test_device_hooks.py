@@ -9,8 +9,8 @@ from pydantic import SecretStr
 
 from workers.core.device_hooks import DeviceCommand, DeviceHook, HookedDevice, with_hooks
 from workers.core.errors import StaleRefError
-from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import DEVICE_ACTIONS, Device, DeviceAction, DevicePort, Direction
+from workers.core.model import ActionResult, Direction, InputValue, Platform, Snapshot
+from workers.core.ports import DEVICE_ACTIONS, Device, DeviceAction, DevicePort
 from workers.core.shots import NoScreenshotsError, Screenshot
 from workers.core.video import Clip, NoVideoError, Recording
 from workers.devices.sim.device import make_sim_device

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.cli._render import step_cells
 from scheduler.service.requests import SuiteSubmit
 from scheduler.suites.flows import FlowsFileError, parse
+from scheduler.suites.junit import step_line
 from workers.core.loop import run_goal
 from workers.core.memory import InMemoryMemory, memory_key
 from workers.core.model import ActionKind, DecideState, Decision, Inputs, Kind, Outcome, RunStatus
@@ -138,3 +140,20 @@ def test_a_flows_file_turns_the_moves_off_and_a_bad_value_names_its_line() -> No
     assert SuiteSubmit.model_validate(flows.body).flows[0].moves is False
     with pytest.raises(FlowsFileError, match=r"line 5: flows\[0\]\.params\.moves"):
         parse("suite: s\nflows:\n  - name: a\n    goal: Sign in\n    params: {moves: maybe}\n")
+
+
+def test_a_move_s_row_says_which_way_in_every_reader() -> None:
+    """A scroll's row says up or down where each reader shows the step (the CLI's table,
+    the JUnit and HTML reports, the MCP report, the history's decision, the log line); it said
+    "scroll" alone, so a run that scrolled down then up read the same as one that scrolled
+    down twice."""
+    script = [press("scroll down"), press("scroll up"), press("go back")]
+    decider = ScriptedDecider(script, then=Decision(done=True))
+    result = run_goal(make_sim_device("sim:fold-ios"), "Sign in", decider=decider, inputs=INPUTS)
+    rows = result.steps[:3]
+    assert [r.action.label if r.action else "" for r in rows] == [
+        "scroll down", "scroll up", "back",
+    ]  # fmt: skip
+    assert [r.action.direction if r.action else None for r in rows] == ["down", "up", None]
+    assert "scroll up" in step_line(rows[1])
+    assert "scroll up" in str(step_cells(rows[1])[3])

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from workers.core.model import ActionResult, InputValue, Platform, Snapshot
-from workers.core.ports import Device, DeviceAction, DevicePort, Direction
+from workers.core.model import ActionResult, Direction, InputValue, Platform, Snapshot
+from workers.core.ports import Device, DeviceAction, DevicePort
 from workers.core.shots import Screenshot
 from workers.core.video import Recording
 

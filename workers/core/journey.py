@@ -534,7 +534,7 @@ class _Journey:
             if n == spec.max:
                 why = f"{until!r} not visible after {spec.max} scrolls {direction}"
                 return self._finish(i, step, row, _fail(why), "plain")
-            row.action = Action(kind=ActionKind.SCROLL, ref="", pinned="", input=None)
+            row.action = Action(kind=ActionKind.SCROLL, ref="", pinned="", direction=direction)
             with row.timed("action", self.clock):
                 row.result = self._retrying(lambda: self.device.scroll(direction))
             if not row.result.changed:

@@ -338,8 +338,8 @@ class _Run:
     def _move(self, row: Row, snap: Snapshot, move: Move) -> Step:
         """Make the device's `move` (the decider chose it among the screen's elements): one
         action, settled, judged by the settle diff as a press is."""
-        row.action = Action(kind=move.kind, ref="", pinned="")
         direction = move.direction
+        row.action = Action(kind=move.kind, ref="", pinned="", direction=direction)
         try:
             with row.timed("action", self.clock):
                 row.result = result = self._retrying(

@@ -192,6 +192,10 @@ class Outcome(StrEnum):
     ERRORED = "errored"
 
 
+Direction = Literal["up", "down", "left", "right"]
+"""Which way a scroll goes."""
+
+
 class Action(_Frozen):
     kind: ActionKind
     ref: str
@@ -199,6 +203,19 @@ class Action(_Frozen):
     input: str | None = None
     shown_value: str | None = None
     """The typed value as it may be shown: the literal for plain inputs, stars for secrets."""
+    direction: Direction | None = None
+    """A scroll's way (a move or a journey's scroll step)."""
+
+    @property
+    def label(self) -> str:
+        """What was done, as a table, report or log line names it: `press @e5~s652468`,
+        `scroll down`, `back`."""
+        return f"{self.kind.value} {self.direction or self.pinned}".rstrip()
+
+    @property
+    def shown(self) -> str:
+        """`label` with the typed value as it may be shown (`fill @e2~s6 = ***`)."""
+        return self.label if self.shown_value is None else f"{self.label} = {self.shown_value}"
 
 
 StepSource = Literal["", "memory", "model", "rules", "person", "plain"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.core.model import ActionKind, Candidate, Decision, Kind
-from workers.core.ports import DeviceAction, Direction
+from workers.core.model import ActionKind, Candidate, Decision, Direction, Kind
+from workers.core.ports import DeviceAction
 
 
 @dataclass(frozen=True)

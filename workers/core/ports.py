@@ -16,7 +16,15 @@ from typing import Literal, Protocol, runtime_checkable
 
 from workers.core.app import AppRequest, AppUnderTest, ResetPolicy
 from workers.core.errors import ConfigError
-from workers.core.model import ActionResult, DecideState, Decision, InputValue, Platform, Snapshot
+from workers.core.model import (
+    ActionResult,
+    DecideState,
+    Decision,
+    Direction,
+    InputValue,
+    Platform,
+    Snapshot,
+)
 from workers.core.shots import NoScreenshotsError, Screenshot
 from workers.core.video import NoVideoError, Recording
 
@@ -32,7 +40,6 @@ DEVICE_ACTIONS: tuple[DeviceAction, ...] = (
     "submit",
     "wait",
 )
-Direction = Literal["up", "down", "left", "right"]
 WAIT_POLL_S = 0.25
 """How often `Device.wait`'s default looks at the screen again."""
 

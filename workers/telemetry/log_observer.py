@@ -70,7 +70,7 @@ def step_fields(row: StepRow) -> dict[str, object]:
             output_tokens=d.usage.output_tokens,
         )
     if row.action is not None:
-        fields["action"] = f"{row.action.kind.value} {row.action.pinned}"
+        fields["action"] = row.action.label
         fields["value"] = row.action.shown_value
     if row.result is not None:
         fields["changed"] = row.result.changed

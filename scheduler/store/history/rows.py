@@ -116,6 +116,8 @@ def _decision(row: StepRow, scrub: Callable[[str], str]) -> str:
         return "blocked"
     if row.action is None:
         return d.target
+    if not row.action.ref:  # a move: no element of the screen
+        return row.action.label
     names = {c.ref: c.name for c in row.seen.candidates} if row.seen else {}
     name = scrub(names.get(row.action.ref, row.action.ref))
     into = f" <- {{{row.action.input}}}" if row.action.input else ""

@@ -39,12 +39,11 @@ from workers.core.errors import (
     FatalDeviceError,
     ProtocolError,
 )
-from workers.core.model import ActionResult, InputValue, Platform, Snapshot
+from workers.core.model import ActionResult, Direction, InputValue, Platform, Snapshot
 from workers.core.ports import (
     DEVICE_ACTIONS,
     Device,
     DeviceAction,
-    Direction,
     UnsupportedActionError,
 )
 from workers.core.projection import build_snapshot

@@ -29,8 +29,8 @@ from workers.core.errors import (
     StaleRefError,
     TransientDeviceError,
 )
-from workers.core.model import ActionResult, InputValue, Node, Platform, Snapshot
-from workers.core.ports import WAIT_POLL_S, Device, DeviceAction, Direction
+from workers.core.model import ActionResult, Direction, InputValue, Node, Platform, Snapshot
+from workers.core.ports import WAIT_POLL_S, Device, DeviceAction
 from workers.core.projection import build_snapshot
 from workers.core.shots import Screenshot
 from workers.devices.pictures import Widget, draw_screen
