@@ -1,4 +1,5 @@
-"""`goalfleet run`: one goal run on one device, here and now, without the fleet."""
+"""`goalfleet run`: one goal run on one device, here and now, without the fleet; or one flow of
+a flows file (a journey or one goal), run as a worker runs it (`--flows`)."""
 
 from __future__ import annotations
 
@@ -27,13 +28,18 @@ from scheduler.cli._common import (
 from scheduler.cli._params import add_run_param_flags, run_params_from
 from scheduler.cli._render import plain_console, steps_table
 from scheduler.cli.commands import summary
+from scheduler.cli.suite import read
+from scheduler.service.requests import SuiteSubmit
 from scheduler.suites.failure import failure_lines
+from scheduler.suites.flows import Flows
 from scheduler.suites.one_run import keep_evidence
+from workers.core.chain import Tier
 from workers.core.errors import ConfigError, GoalfleetError
-from workers.core.loop import run_goal
+from workers.core.journey import run_request
 from workers.core.model import Inputs, RunResult, RunStatus
 from workers.core.records import RunRecord
 from workers.core.request import GoalRunRequest
+from workers.core.secrets import EnvSecrets, resolve_inputs
 from workers.core.shots import MemoryArtifacts
 from workers.core.text import visible
 from workers.decide.factory import make_decider
@@ -52,11 +58,21 @@ from workers.urls import REDIS_SCHEMES, checked_url
 def register(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers type is private
     p = sub.add_parser("run", help=summary("run"))
     p.add_argument("--device", required=True, help="sim:signin-ios, agent-device:linux, ...")
-    p.add_argument("--goal", required=True, help='what to achieve, e.g. "Sign in"')
+    p.add_argument("--goal", help='what to achieve, e.g. "Sign in" (or --flows)')
+    p.add_argument(
+        "--flows",
+        metavar="FILE",
+        type=Path,
+        help="run a flow of this flows file instead (a journey or one goal) as a worker runs "
+        "it: its steps, inputs, params and secrets (env:NAME read from GOALFLEET_SECRET_NAME); "
+        "--decider and the run flags below, when given, override its own",
+    )
+    p.add_argument("--only", metavar="NAME", help="--flows: the flow to run (when it has several)")
     add_goal_input_flags(
         p, ref_help="a sensitive input, read from environment variable VAR (repeatable)"
     )
-    add_run_param_flags(p)
+    p.set_defaults(decider=None)  # given or not: --flows takes the flow's unless given
+    add_run_param_flags(p, server_defaults=True)
     p.add_argument(
         "--latency-scale",
         type=float,
@@ -123,8 +139,26 @@ def parse_inputs(args: argparse.Namespace) -> Inputs:
 
 def _check(args: argparse.Namespace) -> None:
     check_device_spec(args.device)
-    if not args.goal.strip():
-        raise ConfigError('--goal is blank; say what to achieve, e.g. --goal "Sign in"')
+    if args.goal is not None and args.flows is not None:
+        raise ConfigError("give --goal or --flows, not both: a flow's goal is its file's")
+    if args.goal is None and args.flows is None:
+        raise ConfigError("give --goal (one goal) or --flows FILE (a flow of a flows file)")
+    if args.flows is None:
+        if not args.goal.strip():
+            raise ConfigError('--goal is blank; say what to achieve, e.g. --goal "Sign in"')
+        if args.only is not None:
+            raise ConfigError("--only names a flow of --flows FILE; give the file too")
+    else:
+        for flag, given, what in (
+            ("--input", args.input, "inputs"),
+            ("--secret", args.secret, "secrets"),
+            ("--plain-field", args.plain_field, "secrets"),
+        ):
+            if given:
+                raise ConfigError(
+                    f"{flag}: a flow's {what} are its file's; give them there "
+                    "(docs/suites.md), or run one goal with --goal"
+                )
     run_params_from(args)
     if args.latency_scale < 0:
         raise ConfigError("--latency-scale must be 0 or more")
@@ -149,21 +183,63 @@ def _memory(args: argparse.Namespace, settings: Settings) -> RedisMemory | None:
     )
 
 
+def _flow(args: argparse.Namespace) -> tuple[Flows, GoalRunRequest]:
+    """The flows file and its one flow to run as a request, the flags given overriding the
+    flow's params and decider (its suite's budget is this run's)."""
+    flows = read(args.flows, [args.only] if args.only else None)
+    names = [f["name"] for f in flows.body["flows"]]
+    if len(names) > 1:
+        raise ConfigError(f"--only: the file has {len(names)} flows ({', '.join(names)}); name one")
+    flow = SuiteSubmit.model_validate(flows.body).flows[0]  # `read` validated it
+    given = run_params_from(args).model_dump(exclude_unset=True)
+    if args.decider is not None:
+        given["decider"] = args.decider
+    asked = flow.goal_request().model_dump(exclude_unset=True)
+    budget = flows.body.get("budget")
+    return flows, GoalRunRequest.model_validate({**asked, **given, "suite_budget": budget})
+
+
+def _goal(args: argparse.Namespace) -> GoalRunRequest:
+    """`--goal` and the flags as a request (its secrets stay the local `env:VAR` ones)."""
+    try:
+        return GoalRunRequest(
+            goal=args.goal,
+            inputs=pairs(args.input, "--input"),
+            decider=args.decider or "rules",
+            **run_params_from(args).model_dump(exclude_unset=True),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"--{field.replace('_', '-')}: {msg}") from None
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         _check(args)
-        inputs = parse_inputs(args)
         settings = load_settings()
+        flows: Flows | None = None
+        if args.flows is None:
+            inputs = parse_inputs(args)
+        else:  # a worker's resolution: the references' values in GOALFLEET_SECRET_*
+            flows, request = _flow(args)
+            inputs = resolve_inputs(request, EnvSecrets(os.environ))
         # Logs go to stderr (stdout is the table or the JSON), with this run's secret values
         # registered for redaction before anything can log them.
         SECRETS.add(inputs.secrets())
         configure_logging(level=args.loglevel.upper(), fmt=settings.log_format)
-        params = run_params_from(args)
         # instructor logs its own record of an unknown provider before raising; the one line
         # below says it
         logging.getLogger("instructor").setLevel(logging.CRITICAL)
-        decider = make_decider(args.decider, settings.model_settings())
-        memory = _memory(args, settings)
+        spec = args.decider or ("rules" if flows is None else request.decider)
+        decider = make_decider(spec, settings.model_settings())
+        if flows is None:
+            request = _goal(args)
+        tiers = tuple(
+            Tier(s, make_decider(s, settings.model_settings())) for s in request.escalate_to
+        )
+        memory = _memory(args, settings) if request.memory else None
         probe_device(args.device, os.environ)  # what this host lacks, in our words (exit 3)
         device = make_device(args.device, sim=SimOptions(latency_scale=args.latency_scale))
     except GoalfleetError as exc:  # bad input (2), or a device this host cannot open (3)
@@ -171,17 +247,16 @@ def main(args: argparse.Namespace) -> int:
     store = MemoryArtifacts()  # the run's pictures and video, until `_evidence` writes them
     camera = make_camera(settings, store)
     try:
-        result = run_goal(
+        result = run_request(
             device,
-            args.goal,
+            request,
             decider=decider,
-            decider_name=args.decider,
+            video=make_videographer(settings, store, mode=request.video),
+            escalate_to=tiers,
             inputs=inputs,
-            params=params,
             dangerous=tuple(settings.dangerous_controls),
             memory=memory,
             camera=camera,
-            video=make_videographer(settings, store),
             prices=settings.prices,
         )
     finally:
@@ -189,7 +264,7 @@ def main(args: argparse.Namespace) -> int:
     if result.failure is not None:  # the command that runs it again, as given here
         again = result.failure.model_copy(update={"command": rerun_command(args)})
         result = result.model_copy(update={"failure": again})
-    record = _record(args, result)
+    record = _record(args, request, result, flows)
     _keep(settings, args, record)
     _evidence(args, record, store)
     if args.json:
@@ -204,21 +279,30 @@ def main(args: argparse.Namespace) -> int:
 
 def rerun_command(args: argparse.Namespace) -> str:
     """This `goalfleet run` as a command line (secrets as their `env:` references)."""
-    argv = ["goalfleet", "run", "--device", args.device, "--goal", args.goal]
+    argv = ["goalfleet", "run", "--device", args.device]
+    if args.flows is not None:
+        argv += ["--flows", str(args.flows)] + (["--only", args.only] if args.only else [])
+    else:
+        argv += ["--goal", args.goal]
     argv += [x for i in args.input for x in ("--input", i)]
     argv += [x for s in args.secret for x in ("--secret", s)]
     argv += [x for f in args.plain_field for x in ("--plain-field", f)]
-    argv += ["--decider", args.decider]
+    if args.decider is not None or args.flows is None:
+        argv += ["--decider", args.decider or "rules"]
     params = run_params_from(args).model_dump(exclude_defaults=True)
     argv += [x for k, v in params.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     return shlex.join(argv)
 
 
-def _record(args: argparse.Namespace, result: RunResult) -> RunRecord:
+def _record(
+    args: argparse.Namespace, request: GoalRunRequest, result: RunResult, flows: Flows | None
+) -> RunRecord:
     now = time.time()
     return RunRecord(
         id=uuid.uuid4().hex,
-        request=GoalRunRequest(goal=args.goal, inputs=pairs(args.input, "--input")),
+        request=request,
+        suite=flows.suite if flows else None,
+        flow=flows.body["flows"][0]["name"] if flows else None,
         status=result.status,
         device=args.device,
         attempt=1,

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from workers.core.chain import Tier
 from workers.core.cost import Budget, Ledger, PriceTable
@@ -51,9 +52,10 @@ from workers.core.model import (
 from workers.core.params import DEFAULT_PARAMS, RunParams
 from workers.core.ports import Decider, DeviceAction, DevicePort
 from workers.core.projection import kind_of
-from workers.core.request import PLAIN_CHECK, JourneyStep
+from workers.core.request import PLAIN_CHECK, GoalRunRequest, JourneyStep
 from workers.core.rows import Row, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
+from workers.core.video import Videographer
 from workers.core.words import DEFAULT_DANGEROUS, shown
 
 __all__ = [
@@ -675,3 +677,34 @@ def run_journey(
         sleep=sleep,
         clock=clock,
     ).run()
+
+
+JOURNEY_NO_VIDEO = "a journey keeps no video yet: its steps' pictures are the sequence"
+
+
+def run_request(
+    device: DevicePort,
+    request: GoalRunRequest,
+    *,
+    decider: Decider,
+    video: Videographer | None = None,
+    **loop: Any,  # noqa: ANN401 - the rest of `run_goal`'s (and `run_journey`'s) arguments
+) -> RunResult:
+    """The run `request` asks for, on `device`: its journey, or its one goal (with `video`),
+    with its parameters, its decider's name and its suite's budget; the one place a worker
+    and `goalfleet run` turn a request into a loop. A journey asked to keep a video says why
+    it has none."""
+    given = {
+        "decider": decider,
+        "decider_name": request.decider,
+        "params": request.run_params(),
+        "suite_budget": request.suite_budget,
+        **loop,
+    }
+    if not request.steps:
+        return run_goal(device, request.goal, video=video, **given)
+    base = frozenset({*request.inputs, *request.secrets})
+    result = run_journey(device, request.goal, steps=request.steps, base_inputs=base, **given)
+    if video is not None and video.mode != "off":
+        return result.model_copy(update={"video_note": JOURNEY_NO_VIDEO})
+    return result

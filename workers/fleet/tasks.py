@@ -1,8 +1,8 @@
 """The run task: a message carries one run id; everything else is read from the store.
 
-`execute_run` is the whole body (claim → resolve secrets → device + decider → `run_goal` with
-step rows written as they happen → final result), kept free of Celery so it can be tested
-without a worker. `register_tasks` binds it to an app.
+`execute_run` is the whole body (claim → resolve secrets → device + decider → `run_request`:
+its journey or its one goal, step rows written as they happen → final result), kept free of
+Celery so it can be tested without a worker. `register_tasks` binds it to an app.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from workers.core.app import AppUnderTest
 from workers.core.chain import Tier
 from workers.core.device_hooks import with_hooks
 from workers.core.errors import ConfigError, DecideError, DecisionInvalidError, DeviceError
-from workers.core.journey import run_journey
-from workers.core.loop import run_goal
+from workers.core.journey import run_request
 from workers.core.model import ErrorInfo, RunResult, RunStatus, StepRow
 from workers.core.ports import DevicePort
 from workers.core.records import RunRecord
@@ -301,14 +300,13 @@ def _run(rt: WorkerRuntime, record: RunRecord, outbox: RowOutbox) -> RunResult:
         if rt.host is not None:
             app = rt.host.prepare(req.app, req.reset)
         device = with_hooks(open_fenced(rt.open_device, record.id, rt.fence), outbox)
-        result = _runner(rt, req)(
+        result = run_request(
             device,
-            req.goal,
+            req,
             decider=decider,
+            video=_video(rt, req),
             inputs=inputs,
-            params=req.run_params(),
             memory=_memory(rt, req, outbox),
-            decider_name=req.decider,
             escalate_to=tuple(
                 Tier(spec, rt.make_decider(spec))
                 for spec in (req.escalate_to or rt.settings.escalate_to)
@@ -317,11 +315,9 @@ def _run(rt: WorkerRuntime, record: RunRecord, outbox: RowOutbox) -> RunResult:
             should_cancel=should_cancel,
             camera=rt.camera,
             prices=rt.settings.prices,
-            suite_budget=req.suite_budget,
             ledger=_ledger(rt, record),
             dangerous=tuple(rt.settings.dangerous_controls),
         )
-        result = _journey_note(rt, req, result)
         # every row went through `on_step`, which gave it the app
         return result.model_copy(update={"app": app, "steps": tuple(rows)}) if app else result
     except LeaseLostError:
@@ -342,24 +338,8 @@ def _run(rt: WorkerRuntime, record: RunRecord, outbox: RowOutbox) -> RunResult:
                 device.close()
 
 
-def _journey_note(rt: WorkerRuntime, req: GoalRunRequest, result: RunResult) -> RunResult:
-    """A journey asked to keep a video says why it has none."""
-    if req.steps and (req.video or rt.settings.video) != "off":
-        note = "a journey keeps no video yet: its steps' pictures are the sequence"
-        return result.model_copy(update={"video_note": note})
-    return result
-
-
 def _with_app(result: RunResult, app: AppUnderTest | None) -> RunResult:
     return result.model_copy(update={"app": app}) if app else result
-
-
-def _runner(rt: WorkerRuntime, req: GoalRunRequest) -> Callable[..., RunResult]:
-    """The loop the run runs: its journey's, or its one goal's (with the run's video)."""
-    if req.steps:
-        base = frozenset({*req.inputs, *req.secrets})
-        return functools.partial(run_journey, steps=req.steps, base_inputs=base)
-    return functools.partial(run_goal, video=_video(rt, req))
 
 
 def _ledger(rt: WorkerRuntime, record: RunRecord) -> RedisLedger | None:
