@@ -7,6 +7,7 @@ target cannot do (launch, open, submit) is refused before anything is sent."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from ad_support import wait_until_visible
+from clikit import goalfleet_json
 
 from testing.linux_desktop import LinuxDesktop
 from workers.core.journey import run_journey
@@ -26,6 +28,19 @@ from workers.devices.agent_device.daemon import DaemonProcess
 from workers.devices.agent_device.device import AgentDeviceDevice
 
 APP = Path(__file__).resolve().parents[2] / "tests" / "apps" / "gtk_list.py"
+ROWS_FLOWS = """\
+suite: rows
+flows:
+  - name: row-30
+    steps:
+      - press: Row 2
+      - back
+      - scroll: {direction: down, until: Row 30, max: 8}
+      - press: Row 30
+      - check: '"Details of row 30" is visible'
+      - back
+      - check: '"Details of row 30" is not visible'
+"""
 
 
 class ListState:
@@ -146,3 +161,30 @@ def test_a_journey_on_the_gtk_app_and_what_the_target_refuses(
     assert refused_run.status is RunStatus.ERRORED
     assert "step 2 (2. submit) needs submit" in refused_run.reason
     assert refused_run.steps == ()
+
+
+def test_the_journey_as_a_flows_file_through_goalfleet_run(
+    desktop: LinuxDesktop, rows_app: ListState, tmp_path: Path
+) -> None:
+    """The user's path: the journey above as a flows file, run by `goalfleet run --device
+    agent-device:linux --flows` (the command opens the device itself, as a user runs it):
+    done, every row under its step, the scrolls down, the pictures kept, and the app says
+    it opened row 30 and went back twice."""
+    flows = tmp_path / "flows.yaml"
+    flows.write_text(ROWS_FLOWS, encoding="utf-8")
+    evidence = tmp_path / "evidence"
+    result, _ = goalfleet_json(
+        *("run", "--device", "agent-device:linux", "--flows", str(flows)),
+        *("--evidence", str(evidence)),
+        env={**os.environ, **desktop.env},
+        timeout_s=180,
+    )
+    assert result["status"] == "done", result["reason"]
+    assert [j["passed"] for j in result["journey"]] == [True] * 7
+    assert {r["journey_step"] for r in result["steps"]} == set(range(1, 8))
+    scrolls = [r["action"] for r in result["steps"] if r["journey_step"] == 3 and r["action"]]
+    assert scrolls
+    assert {a["direction"] for a in scrolls} == {"down"}
+    assert rows_app.read()["opened"] == 30
+    assert rows_app.read()["backs"] == 2
+    assert list(evidence.rglob("*.png")), "the steps' pictures are kept"
