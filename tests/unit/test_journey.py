@@ -14,10 +14,21 @@ import pytest
 from journeykit import EMAIL, JOURNEY, PASSWORD
 
 from workers.core.chain import Tier
+from workers.core.cost import PriceTable
 from workers.core.journey import in_view, on_screen, run_journey
 from workers.core.memory import InMemoryMemory
-from workers.core.model import DecideState, Decision, Inputs, Node, RunResult, RunStatus
+from workers.core.model import (
+    DecideState,
+    Decision,
+    Inputs,
+    Node,
+    RunResult,
+    RunStatus,
+    TokenUsage,
+)
+from workers.core.params import RunParams
 from workers.core.ports import DeviceAction
+from workers.core.prices import Price
 from workers.core.projection import build_snapshot
 from workers.core.request import GoalRunRequest, JourneyStep
 from workers.decide.rules import RulesDecider
@@ -296,3 +307,68 @@ def test_a_check_the_first_decider_cannot_support_goes_up_the_chain() -> None:
     )
     assert sure_no.status is RunStatus.BLOCKED  # a sure no is an answer: not asked again
     assert len(second.seen) == 1
+
+
+class _Metered:
+    """A decider at our seam that answers as the rules do and reports 1,000 input tokens a
+    call, as a model would; "Open Settings" it presses Settings, and a natural-language check
+    it answers yes, citing the screen's first element."""
+
+    def __init__(self) -> None:
+        self.rules = RulesDecider()
+        self.calls = 0
+
+    def decide(self, state: DecideState) -> Decision:
+        self.calls += 1
+        if state.goal.startswith("Check, do not act"):
+            cited = state.candidates[0].ref
+            d = Decision(target=cited, done=True, confidence=0.9, reason="it shows")
+        elif state.goal == "Open Settings":
+            ref = next((c.ref for c in state.candidates if c.name == "Settings"), None)
+            d = Decision(target=ref, confidence=0.9) if ref else Decision(done=True)
+        else:
+            d = self.rules.decide(state)
+        return d.model_copy(update={"usage": TokenUsage(input_tokens=1000)})
+
+
+def _spent(result: RunResult) -> int:
+    return sum(r.decision.usage.input_tokens for r in result.steps if r.decision is not None)
+
+
+def test_a_journey_s_token_budget_is_the_whole_run_s_not_each_goal_step_s() -> None:
+    """The sign-in goal spends 4 calls of 1,000 tokens; a budget of 4,500 leaves no room for
+    the second goal's first call: the run ends `over-budget` at step 2, 4,000 spent. Each
+    goal step had the whole budget of its own, and the journey passed with 6,000 spent."""
+    raw = [JOURNEY[0], {"goal": "Open Settings"}]
+    decider = _Metered()
+    params = RunParams(budget_tokens=4500)
+    result = journey(make_sim_device("sim:settings-ios"), raw, decider, params=params)
+    assert result.status is RunStatus.OVER_BUDGET, result.reason
+    assert "token budget 4500" in result.reason
+    assert [j.passed for j in result.journey] == [True, False]
+    assert _spent(result) == decider.calls * 1000 == 4000
+
+
+def test_a_check_s_model_call_is_priced_and_held_to_the_budget() -> None:
+    """A natural-language check asks the decider: its call is priced like a goal step's and
+    counted against the run's budget. It was neither: a check past the budget was asked
+    anyway, and its tokens were missing from the run's cost."""
+    raw = [JOURNEY[0], {"check": "the welcome screen is shown"}]
+    prices = PriceTable(models={"openai/fake": Price(input=2.0, output=0.0)})
+    decider = _Metered()
+    done = journey(
+        make_sim_device("sim:settings-ios"), raw, decider, decider_name="openai/fake",
+        prices=prices,
+    )  # fmt: skip
+    assert done.status is RunStatus.DONE, done.reason
+    check = [r for r in done.steps if r.journey_step == 2]
+    assert check[-1].decision is not None
+    assert check[-1].decision.usage.cost == pytest.approx(1000 * 2.0 / 1_000_000)
+    assert done.totals.cost == pytest.approx(decider.calls * 1000 * 2.0 / 1_000_000)
+    over = journey(
+        make_sim_device("sim:settings-ios"), raw, _Metered(),
+        params=RunParams(budget_tokens=4000),
+    )  # fmt: skip
+    assert over.status is RunStatus.OVER_BUDGET, over.reason
+    assert [j.passed for j in over.journey] == [True, False]
+    assert _spent(over) == 4000

@@ -26,7 +26,7 @@ from workers.core.errors import BudgetExceededError, ConfigError
 from workers.core.model import PROVIDER_SPEC, DecideState, Decision, TokenUsage
 from workers.core.prices import Budget, PriceTable, shown_cost
 
-__all__ = ["Budget", "Ledger", "Meter", "PriceTable", "shown_cost"]
+__all__ = ["Budget", "Ledger", "Meter", "PriceTable", "metered", "shown_cost"]
 
 
 class Ledger(Protocol):
@@ -112,3 +112,20 @@ class _Metered:
     def decide(self, state: DecideState) -> Decision:
         self.meter.check(self.tier.name)
         return self.meter.spend(self.tier.name, self.tier.decider.decide(state))
+
+
+def metered(
+    tiers: tuple[Tier, ...],
+    budget: Budget,
+    prices: PriceTable | None,
+    suite_budget: Budget | None = None,
+    ledger: Ledger | None = None,
+) -> tuple[Tier, ...]:
+    """`tiers` under one `Meter`: each call priced (`prices`), refused past the run's `budget`
+    or its suite's (`suite_budget`, kept in `ledger`); as given when nothing is priced or
+    budgeted. One run, one meter: a journey's goal steps and checks spend from the same."""
+    suite = suite_budget if ledger is not None and suite_budget is not None else Budget()
+    if prices is None and budget == Budget() and suite == Budget():
+        return tiers
+    meter = Meter(prices or PriceTable(), budget, suite, ledger)
+    return tuple(meter.wrap(t) for t in tiers)

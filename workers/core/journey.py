@@ -22,9 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.core.chain import Tier
-from workers.core.cost import Budget, Ledger, PriceTable
-from workers.core.errors import DecideError, DeviceError, GoalfleetError, StaleRefError
+from workers.core.chain import Tier, decide_end
+from workers.core.cost import Budget, Ledger, PriceTable, metered
+from workers.core.errors import (
+    BudgetExceededError,
+    DecideError,
+    DeviceError,
+    GoalfleetError,
+    StaleRefError,
+)
 from workers.core.guards import Guards
 from workers.core.loop import CancelCheck, StepHook, run_goal
 from workers.core.memory import DecisionMemory, Remembered, Target, memory_key, normalise_goal
@@ -53,7 +59,7 @@ from workers.core.params import DEFAULT_PARAMS, RunParams
 from workers.core.ports import Decider, DeviceAction, DevicePort
 from workers.core.projection import kind_of
 from workers.core.request import PLAIN_CHECK, GoalRunRequest, JourneyStep
-from workers.core.rows import Row, action_on, device_end, retry_transient, totals
+from workers.core.rows import End, Row, action_on, device_end, retry_transient, totals
 from workers.core.shots import Camera, ShotSession
 from workers.core.video import Videographer
 from workers.core.words import DEFAULT_DANGEROUS, shown
@@ -159,9 +165,9 @@ class _Journey:
     device: DevicePort
     goal: str
     steps: tuple[JourneyStep, ...]
-    decider: Decider
-    tiers: tuple[Tier, ...]
-    decider_name: str
+    chain: tuple[Tier, ...]
+    """The run's decider, then its `escalate_to`, under the run's one meter (`metered`): its
+    goal steps and its checks spend from one budget."""
     inputs: Inputs
     base_inputs: frozenset[str]
     """The journey's own input names (every goal step may type them)."""
@@ -171,9 +177,6 @@ class _Journey:
     on_step: StepHook | None
     should_cancel: CancelCheck | None
     dangerous: tuple[str, ...]
-    prices: PriceTable | None
-    suite_budget: Budget | None
-    ledger: Ledger | None
     sleep: Callable[[float], None]
     clock: Callable[[], float]
     rows: list[StepRow] = field(default_factory=list)
@@ -323,22 +326,20 @@ class _Journey:
             row = row.model_copy(update={"index": offset + row.index})
             self._keep(i, step, row, row_source(row) or "plain")
 
-        result = run_goal(
+        first, *rest = self.chain
+        result = run_goal(  # metered already: no prices or budget of its own
             self.device,
             goal,
-            decider=self.decider,
-            escalate_to=self.tiers,
-            decider_name=self.decider_name,
+            decider=first.decider,
+            escalate_to=rest,
+            decider_name=first.name,
             inputs=inputs,
-            params=params,
+            params=params.model_copy(update={"budget_tokens": None, "budget_cost": None}),
             on_step=kept,
             should_cancel=self.should_cancel,
             dangerous=self.dangerous,
             memory=self.memory,
             camera=self.camera,
-            prices=self.prices,
-            suite_budget=self.suite_budget,
-            ledger=self.ledger,
             sleep=self.sleep,
             clock=self.clock,
         )
@@ -389,7 +390,9 @@ class _Journey:
             row.memory = MemoryNote(entry=key, outcome="miss")
         decision, why, failed = self._asked(row, state, snap)
         if decision is None:
-            verdict = _Verdict(passed=False, why=why, status=RunStatus.ERRORED, error=failed)
+            status = failed.status if failed is not None else RunStatus.ERRORED
+            error = self._info(failed.error) if failed and failed.error else None
+            verdict = _Verdict(passed=False, why=why, status=status, error=error)
             return self._finish(i, step, row, verdict, "model")
         row.decision = decision
         source = _BY.get(decision.decided_by, "model")
@@ -403,7 +406,7 @@ class _Journey:
                         target=Target.of(snap.candidates, decision.target),
                         done=True,
                         source=_REMEMBERED.get(source, "rules"),
-                        origin=row.attempts[-1].decider if row.attempts else self.decider_name,
+                        origin=row.attempts[-1].decider if row.attempts else self.chain[0].name,
                         goal=normalise_goal(state.goal),
                         screen=state.screen,
                     )
@@ -413,23 +416,27 @@ class _Journey:
 
     def _asked(
         self, row: Row, state: DecideState, snap: Snapshot
-    ) -> tuple[Decision | None, str, ErrorInfo | None]:
+    ) -> tuple[Decision | None, str, End | None]:
         """The check's answer: each decider of the chain in turn (the run's, then its
         `escalate_to`) until one answers with confidence and, for a yes, cites evidence on
-        the screen. (the answer, why it does not hold ("" when it holds), the failure when no
-        decider answered)."""
-        chain = ((self.decider_name, self.decider), *((t.name, t.decider) for t in self.tiers))
+        the screen. (the answer, why it does not hold ("" when it holds), how the run ends
+        when no decider answered: `over-budget` for a call the run's budget refused)."""
         attempts: list[Attempt] = []
-        answer: tuple[Decision | None, str, ErrorInfo | None] = (None, "", None)
-        for name, decider in chain:
+        answer: tuple[Decision | None, str, End | None] = (None, "", None)
+        for tier in self.chain:
+            name = tier.name
             t0 = self.clock()
             try:
                 with row.timed("decide", self.clock):
-                    decision = decider.decide(state)
+                    decision = tier.decider.decide(state)
             except DecideError as exc:
                 ms = (self.clock() - t0) * 1000
                 attempts.append(Attempt(decider=name, ms=ms, escalated=str(exc)[:200]))
-                answer = (None, f"the decider failed: {exc}", self._info(exc))
+                _, end = decide_end(exc)
+                if isinstance(exc, BudgetExceededError):  # one budget: the rest refuse too
+                    answer = (None, str(exc), end)
+                    break
+                answer = (None, f"the decider failed: {exc}", end)
                 continue
             ms = (self.clock() - t0) * 1000
             if decision.confidence < self.params.min_confidence:
@@ -653,16 +660,25 @@ def run_journey(
 ) -> RunResult:
     """Run `steps` in order on `device` (see the module's docstring). `inputs`: every input of
     the journey; `base_inputs`: the names every goal step may type (default: all of them);
-    the rest of `run_goal`'s arguments as there, given to each goal step (a run's own budget
-    holds for each goal step; the suite's, kept in `ledger`, for all of them together)."""
+    the rest of `run_goal`'s arguments as there, given to each goal step. The run's budget
+    (`params.budget_tokens` / `budget_cost`) and its suite's (kept in `ledger`) hold for the
+    whole journey: its goal steps and its natural-language checks spend from one meter, each
+    call priced by `prices`."""
     given = inputs or Inputs()
     return _Journey(
         device=device,
         goal=goal,
         steps=tuple(steps),
-        decider=decider,
-        tiers=tuple(escalate_to),
-        decider_name=decider_name or (memory.decider if memory else "decider"),
+        chain=metered(
+            (
+                Tier(decider_name or (memory.decider if memory else "decider"), decider),
+                *escalate_to,
+            ),
+            Budget(tokens=params.budget_tokens, cost=params.budget_cost),
+            prices,
+            suite_budget,
+            ledger,
+        ),
         inputs=given,
         base_inputs=frozenset(given.names()) if base_inputs is None else base_inputs,
         params=params,
@@ -671,9 +687,6 @@ def run_journey(
         on_step=on_step,
         should_cancel=should_cancel,
         dangerous=dangerous,
-        prices=prices,
-        suite_budget=suite_budget,
-        ledger=ledger,
         sleep=sleep,
         clock=clock,
     ).run()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from workers.core.chain import Tier, ask
-from workers.core.cost import Budget, Ledger, Meter, PriceTable
+from workers.core.cost import Budget, Ledger, PriceTable, metered
 from workers.core.errors import (
     AppClosedError,
     DeviceError,
@@ -504,10 +504,7 @@ def run_goal(
     repeats = Repeats(given)
     tiers = (Tier(decider_name or (memory.decider if memory else "decider"), decider), *escalate_to)
     budget = Budget(tokens=params.budget_tokens, cost=params.budget_cost)
-    suite = suite_budget if ledger is not None and suite_budget is not None else Budget()
-    if prices is not None or budget != Budget() or suite != Budget():
-        meter = Meter(prices or PriceTable(), budget, suite, ledger)
-        tiers = tuple(meter.wrap(t) for t in tiers)
+    tiers = metered(tiers, budget, prices, suite_budget, ledger)
     run = _Run(
         device=device,
         goal=goal,
