@@ -54,9 +54,10 @@ class FleetStore(RunQueue):
     def pending_count(self) -> int:
         return int(self.r.zcard(self.k.pending))
 
-    def pending_ids(self, limit: int = 1000, *, offset: int = 0) -> list[str]:
-        """Pending run ids in dispatch order (priority, then submit time)."""
-        return cast("list[str]", self.r.zrange(self.k.pending, offset, offset + limit - 1))
+    def pending_ids(self, limit: int = 1000) -> list[str]:
+        """The first pending run ids in dispatch order (priority, then submit time); a pass
+        reads on with `pending_page`."""
+        return cast("list[str]", self.r.zrange(self.k.pending, 0, limit - 1))
 
     def pending_page(
         self, limit: int, *, after: tuple[str, float] | None

@@ -24,6 +24,7 @@ from typing import Protocol
 from workers.core.chain import Tier
 from workers.core.errors import BudgetExceededError, ConfigError
 from workers.core.model import PROVIDER_SPEC, DecideState, Decision, TokenUsage
+from workers.core.params import RunParams
 from workers.core.prices import Budget, PriceTable, shown_cost
 
 __all__ = ["Budget", "Ledger", "Meter", "PriceTable", "metered", "shown_cost"]
@@ -116,14 +117,16 @@ class _Metered:
 
 def metered(
     tiers: tuple[Tier, ...],
-    budget: Budget,
+    params: RunParams,
     prices: PriceTable | None,
     suite_budget: Budget | None = None,
     ledger: Ledger | None = None,
 ) -> tuple[Tier, ...]:
-    """`tiers` under one `Meter`: each call priced (`prices`), refused past the run's `budget`
-    or its suite's (`suite_budget`, kept in `ledger`); as given when nothing is priced or
-    budgeted. One run, one meter: a journey's goal steps and checks spend from the same."""
+    """`tiers` under one `Meter`: each call priced (`prices`), refused past the run's budget
+    (`params.budget_tokens` / `budget_cost`) or its suite's (`suite_budget`, kept in `ledger`);
+    as given when nothing is priced or budgeted. One run, one meter: a journey's goal steps
+    and checks spend from the same."""
+    budget = Budget(tokens=params.budget_tokens, cost=params.budget_cost)
     suite = suite_budget if ledger is not None and suite_budget is not None else Budget()
     if prices is None and budget == Budget() and suite == Budget():
         return tiers

@@ -674,7 +674,7 @@ def run_journey(
                 Tier(decider_name or (memory.decider if memory else "decider"), decider),
                 *escalate_to,
             ),
-            Budget(tokens=params.budget_tokens, cost=params.budget_cost),
+            params,
             prices,
             suite_budget,
             ledger,

@@ -503,8 +503,7 @@ def run_goal(
     given = inputs or Inputs()
     repeats = Repeats(given)
     tiers = (Tier(decider_name or (memory.decider if memory else "decider"), decider), *escalate_to)
-    budget = Budget(tokens=params.budget_tokens, cost=params.budget_cost)
-    tiers = metered(tiers, budget, prices, suite_budget, ledger)
+    tiers = metered(tiers, params, prices, suite_budget, ledger)
     run = _Run(
         device=device,
         goal=goal,
